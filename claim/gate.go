@@ -1,0 +1,380 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Sentinel outcomes of a claim. Callers switch on them with errors.Is.
+var (
+	// ErrNotFound means Redis holds no such promotion.
+	ErrNotFound = errors.New("claim: promotion not found")
+	// ErrWrongMode means the call does not fit the promotion's mode
+	// (a claim on a grant promotion, or a grant on a first-come one).
+	ErrWrongMode = errors.New("claim: wrong promotion mode")
+	// ErrNotStarted means the promotion's window has not opened yet.
+	ErrNotStarted = errors.New("claim: promotion not started")
+	// ErrEnded means the promotion's window closed or it was closed.
+	ErrEnded = errors.New("claim: promotion ended")
+	// ErrAlreadyClaimed means the user reached the per-user limit.
+	ErrAlreadyClaimed = errors.New("claim: already claimed")
+	// ErrSoldOut means the stock is exhausted.
+	ErrSoldOut = errors.New("claim: sold out")
+)
+
+var outcomes = map[string]error{
+	"not_found":       ErrNotFound,
+	"wrong_mode":      ErrWrongMode,
+	"not_started":     ErrNotStarted,
+	"ended":           ErrEnded,
+	"already_claimed": ErrAlreadyClaimed,
+	"sold_out":        ErrSoldOut,
+}
+
+// Config configures a Gate.
+type Config struct {
+	// Prefix is prepended to every key, before the {promotion} hash tag.
+	// Defaults to DefaultPrefix.
+	Prefix string
+}
+
+// Gate admits claims for promotions held in Redis.
+type Gate struct {
+	client rueidis.Client
+	prefix string
+}
+
+// New returns a Gate on client.
+func New(client rueidis.Client, cfg Config) *Gate {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	return &Gate{client: client, prefix: cfg.Prefix}
+}
+
+// Keys returns the keys of promotion id.
+func (g *Gate) Keys(id string) Keys { return KeysFor(g.prefix, id) }
+
+// Promotion is what the gate needs to know of a promotion.
+type Promotion struct {
+	ID           string
+	Grant        bool // grant mode: targets are uploaded, not raced for
+	Stock        int64
+	PerUserLimit int
+	StartsAt     time.Time
+	EndsAt       time.Time
+	Closed       bool
+	// SeqFloor is the lowest value the rank counter may have: the highest
+	// rank the database knows. Used when rebuilding after Redis lost writes.
+	SeqFloor int64
+}
+
+// Open makes the promotion's Redis state exist: its meta hash (if absent),
+// its stream and its consumer group at id 0. It is idempotent and never
+// resets a live promotion's counters. It reports whether the meta was created.
+func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
+	k := g.Keys(p.ID)
+	mode := "first_come"
+	if p.Grant {
+		mode = "grant"
+	}
+	closed := "0"
+	if p.Closed {
+		closed = "1"
+	}
+	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, []string{
+		strconv.FormatInt(p.Stock, 10),
+		strconv.Itoa(p.PerUserLimit),
+		strconv.FormatInt(p.StartsAt.UnixMilli(), 10),
+		strconv.FormatInt(p.EndsAt.UnixMilli(), 10),
+		closed, mode,
+		strconv.FormatInt(p.SeqFloor, 10),
+		Group,
+	}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("open promotion %s: %w", p.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Close marks the promotion closed: every later claim gets ErrEnded.
+func (g *Gate) Close(ctx context.Context, id string) error {
+	n, err := closeScript.Exec(ctx, g.client, []string{g.Keys(id).Meta()}, nil).AsInt64()
+	if err != nil {
+		return fmt.Errorf("close promotion %s: %w", id, err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Result is an accepted claim.
+type Result struct {
+	ClaimID string
+	Rank    int64
+	Slot    int
+	// Replayed is true when an Idempotency-Key matched an earlier accepted
+	// claim: this is that claim's original answer, no new unit was taken.
+	Replayed bool
+	// Remaining is the stock left after this claim; -1 when Replayed.
+	Remaining int64
+}
+
+// Claim runs the claim script for userID in promotion id. idemKey is the
+// client's Idempotency-Key or "". It returns the accepted claim or one of the
+// sentinel errors; any other error is Redis's (the outcome is then unknown if
+// it was a timeout: retry with the same idemKey).
+func (g *Gate) Claim(ctx context.Context, id, userID, idemKey string) (Result, error) {
+	vals, err := claimScript.Exec(ctx, g.client, g.Keys(id).all(), []string{userID, idemKey, id}).ToArray()
+	if err != nil {
+		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+	}
+	if len(vals) == 0 {
+		return Result{}, fmt.Errorf("claim %s for %s: empty script reply", id, userID)
+	}
+	status, err := vals[0].ToString()
+	if err != nil {
+		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+	}
+	if status != "ok" {
+		if e, ok := outcomes[status]; ok {
+			return Result{}, e
+		}
+		return Result{}, fmt.Errorf("claim %s for %s: unexpected outcome %q", id, userID, status)
+	}
+	if len(vals) < 5 {
+		return Result{}, fmt.Errorf("claim %s for %s: short script reply", id, userID)
+	}
+	var ints [4]int64
+	for i := range ints {
+		if ints[i], err = vals[i+1].ToInt64(); err != nil {
+			return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+		}
+	}
+	return Result{
+		ClaimID:   ClaimID(id, ints[0]),
+		Rank:      ints[0],
+		Replayed:  ints[1] == 1,
+		Slot:      int(ints[2]),
+		Remaining: ints[3],
+	}, nil
+}
+
+// GrantResult counts what Grant did.
+type GrantResult struct {
+	Enqueued   int
+	Duplicates int
+}
+
+// Grant enqueues one grant per user in a grant promotion; users already
+// granted are counted as duplicates and get nothing new. The batch is applied
+// atomically.
+func (g *Gate) Grant(ctx context.Context, id string, userIDs []string) (GrantResult, error) {
+	k := g.Keys(id)
+	args := make([]string, 0, len(userIDs)+1)
+	args = append(args, id)
+	args = append(args, userIDs...)
+	vals, err := grantScript.Exec(ctx, g.client,
+		[]string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Stream()}, args).ToArray()
+	if err != nil {
+		return GrantResult{}, fmt.Errorf("grant %s: %w", id, err)
+	}
+	status, err := vals[0].ToString()
+	if err != nil {
+		return GrantResult{}, fmt.Errorf("grant %s: %w", id, err)
+	}
+	if status != "ok" {
+		if e, ok := outcomes[status]; ok {
+			return GrantResult{}, e
+		}
+		return GrantResult{}, fmt.Errorf("grant %s: unexpected outcome %q", id, status)
+	}
+	enq, err1 := vals[1].ToInt64()
+	dup, err2 := vals[2].ToInt64()
+	if err := errors.Join(err1, err2); err != nil {
+		return GrantResult{}, fmt.Errorf("grant %s: %w", id, err)
+	}
+	return GrantResult{Enqueued: int(enq), Duplicates: int(dup)}, nil
+}
+
+// State is a promotion's live Redis-side state.
+type State struct {
+	Stock  int64
+	Seq    int64 // ranks handed out
+	Voided int64 // units returned to stock
+	Closed bool
+}
+
+// Accepted is the number of claims that hold a unit.
+func (s State) Accepted() int64 { return s.Seq - s.Voided }
+
+// Remaining is the stock not yet taken.
+func (s State) Remaining() int64 { return max(s.Stock-s.Accepted(), 0) }
+
+// State reads the promotion's counters; ErrNotFound if Redis has no meta.
+func (g *Gate) State(ctx context.Context, id string) (State, error) {
+	k := g.Keys(id)
+	res := g.client.DoMulti(ctx,
+		g.client.B().Hmget().Key(k.Meta()).Field("stock", "voided", "closed").Build(),
+		g.client.B().Get().Key(k.Seq()).Build(),
+	)
+	meta, err := res[0].ToArray()
+	if err != nil {
+		return State{}, fmt.Errorf("state of %s: %w", id, err)
+	}
+	if len(meta) < 3 || meta[0].IsNil() {
+		return State{}, ErrNotFound
+	}
+	var s State
+	s.Stock, _ = meta[0].AsInt64()
+	if !meta[1].IsNil() {
+		s.Voided, _ = meta[1].AsInt64()
+	}
+	if c, _ := meta[2].ToString(); c == "1" {
+		s.Closed = true
+	}
+	seq, err := res[1].AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return State{}, fmt.Errorf("state of %s: %w", id, err)
+	}
+	s.Seq = seq
+	return s, nil
+}
+
+// Claim statuses as reported by UserClaims.
+const (
+	StatusPending = "pending"
+	StatusIssued  = "issued"
+	StatusFailed  = "failed"
+	StatusVoided  = "voided"
+)
+
+// UserClaim is one of a user's claims as Redis knows it.
+type UserClaim struct {
+	Rank     int64
+	Status   string
+	IssuedAt time.Time // zero unless issued
+}
+
+// UserClaims returns the user's claims in the promotion, oldest first.
+func (g *Gate) UserClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
+	k := g.Keys(id)
+	vals, err := userScript.Exec(ctx, g.client, []string{k.ByUser(), k.Status()}, []string{userID}).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("claims of %s in %s: %w", userID, id, err)
+	}
+	out := make([]UserClaim, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		rank, err := strconv.ParseInt(vals[i], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("claims of %s in %s: bad rank %q", userID, id, vals[i])
+		}
+		out = append(out, parseStatus(rank, vals[i+1]))
+	}
+	return out, nil
+}
+
+func parseStatus(rank int64, s string) UserClaim {
+	c := UserClaim{Rank: rank, Status: StatusPending}
+	switch {
+	case strings.HasPrefix(s, "i:"):
+		c.Status = StatusIssued
+		if ms, err := strconv.ParseInt(s[2:], 10, 64); err == nil {
+			c.IssuedAt = time.UnixMilli(ms).UTC()
+		}
+	case s == "f":
+		c.Status = StatusFailed
+	case s == "v":
+		c.Status = StatusVoided
+	}
+	return c
+}
+
+// Entry is a work-stream entry to acknowledge: its stream id and the rank it
+// carries ("" if the entry was undecodable).
+type Entry struct {
+	ID   string
+	Rank string
+}
+
+// Ack acknowledges entries of the promotion's stream and marks their claims
+// issued, in one script. It returns the number of entries acknowledged.
+func (g *Gate) Ack(ctx context.Context, id string, entries []Entry) (int64, error) {
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	k := g.Keys(id)
+	args := make([]string, 0, 1+2*len(entries))
+	args = append(args, Group)
+	for _, e := range entries {
+		args = append(args, e.ID, e.Rank)
+	}
+	n, err := ackScript.Exec(ctx, g.client, []string{k.Status(), k.Stream()}, args).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("ack %d entries of %s: %w", len(entries), id, err)
+	}
+	return n, nil
+}
+
+// MarkFailed marks pending claims of the promotion failed (dead-lettered).
+func (g *Gate) MarkFailed(ctx context.Context, id string, ranks ...int64) error {
+	if len(ranks) == 0 {
+		return nil
+	}
+	err := failScript.Exec(ctx, g.client, []string{g.Keys(id).Status()}, formatInts(ranks)).Error()
+	if err != nil {
+		return fmt.Errorf("mark failed in %s: %w", id, err)
+	}
+	return nil
+}
+
+// Replay puts a dead-lettered claim back into the promotion's stream with
+// its original fields (so under its original claim id). It reports false if
+// the claim is already issued.
+func (g *Gate) Replay(ctx context.Context, id string, rank int64, fields map[string]string) (bool, error) {
+	k := g.Keys(id)
+	args := make([]string, 0, 1+2*len(fields))
+	args = append(args, strconv.FormatInt(rank, 10))
+	for _, f := range []string{"claim_id", "user", "rank", "slot", "at"} {
+		if v, ok := fields[f]; ok {
+			args = append(args, f, v)
+		}
+	}
+	if len(args) == 1 {
+		return false, fmt.Errorf("replay %s rank %d: no fields", id, rank)
+	}
+	n, err := replayScript.Exec(ctx, g.client, []string{k.Status(), k.Stream()}, args).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("replay %s rank %d: %w", id, rank, err)
+	}
+	return n == 1, nil
+}
+
+// Void gives up on dead-lettered claims and returns their units to stock.
+// It returns how many were voided.
+func (g *Gate) Void(ctx context.Context, id string, ranks ...int64) (int64, error) {
+	if len(ranks) == 0 {
+		return 0, nil
+	}
+	k := g.Keys(id)
+	n, err := voidScript.Exec(ctx, g.client, []string{k.Meta(), k.Status()}, formatInts(ranks)).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("void in %s: %w", id, err)
+	}
+	return n, nil
+}
+
+func formatInts(v []int64) []string {
+	out := make([]string, len(v))
+	for i, n := range v {
+		out[i] = strconv.FormatInt(n, 10)
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package claim
+
+import "strconv"
+
+// DefaultPrefix is the key prefix used when Config.Prefix is empty.
+const DefaultPrefix = "dibs:"
+
+// Group is the consumer group that issues a promotion's claims.
+const Group = "issuers"
+
+// Keys names the Redis keys of one promotion. Every key carries the hash tag
+// {id}, so all of them live in one Cluster slot.
+type Keys struct {
+	base string // prefix + "{" + id + "}:"
+	id   string
+}
+
+// KeysFor returns the keys of promotion id under prefix.
+func KeysFor(prefix, id string) Keys {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Keys{base: prefix + "{" + id + "}:", id: id}
+}
+
+// Meta is the hash with the promotion's stock, limit, window and flags.
+func (k Keys) Meta() string { return k.base + "meta" }
+
+// Seq is the counter of ranks handed out.
+func (k Keys) Seq() string { return k.base + "seq" }
+
+// Users maps a user id to the number of claims the user was accepted for.
+func (k Keys) Users() string { return k.base + "users" }
+
+// Status maps a rank to the claim's status: p, i:<unix ms>, f or v.
+func (k Keys) Status() string { return k.base + "status" }
+
+// ByUser maps a user id to the comma-separated list of the user's ranks.
+func (k Keys) ByUser() string { return k.base + "byuser" }
+
+// Idem maps user + Idempotency-Key to the rank of the original answer.
+func (k Keys) Idem() string { return k.base + "idem" }
+
+// Stream is the promotion's work stream of accepted claims.
+func (k Keys) Stream() string { return k.base + "claims" }
+
+// DeadLetters is the stream of dead-lettered claims.
+func (k Keys) DeadLetters() string { return k.base + "claims:dlq" }
+
+// all lists the keys the claim script takes, in its KEYS order.
+func (k Keys) all() []string {
+	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()}
+}
+
+// ClaimID returns the identity of the first-come claim with the given rank.
+func ClaimID(promotionID string, rank int64) string {
+	return promotionID + "#" + strconv.FormatInt(rank, 10)
+}
+
+// GrantID returns the identity of the grant of promotionID to userID.
+func GrantID(promotionID, userID string) string {
+	return promotionID + "@" + userID
+}

@@ -1,0 +1,196 @@
+package claim
+
+import "github.com/redis/rueidis"
+
+// idemSep separates the user id from the Idempotency-Key in the idem hash.
+// Neither can contain a newline: user ids are validated and keys are printable ASCII.
+const idemSep = "\n"
+
+// claimScript admits one first-come claim.
+//
+// KEYS: meta, seq, users, status, byuser, idem, stream.
+// ARGV: user id, Idempotency-Key ("" for none), promotion id.
+//
+// Returns {"ok", rank, replayed(0|1), slot, remaining} on acceptance, or
+// {outcome} with outcome one of not_found, wrong_mode, ended, not_started,
+// already_claimed, sold_out. A retry carrying an Idempotency-Key that was
+// already accepted returns the original rank with replayed = 1 before any
+// other check, so it is answered the same even after the stock ran out.
+// The window is checked against Redis TIME, never the caller's clock.
+var claimScript = rueidis.NewLuaScript(`
+local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode')
+if not m[1] then return {'not_found'} end
+if m[7] ~= 'first_come' then return {'wrong_mode'} end
+local user = ARGV[1]
+local idem = ARGV[2]
+if idem ~= '' then
+  local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
+  if r then
+    local slot = redis.call('HGET', KEYS[3], user) or '0'
+    return {'ok', tonumber(r), 1, tonumber(slot), -1}
+  end
+end
+if m[5] == '1' then return {'ended'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(m[3]) then return {'not_started'} end
+if now >= tonumber(m[4]) then return {'ended'} end
+local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+if held >= tonumber(m[2]) then return {'already_claimed'} end
+local stock = tonumber(m[1])
+local voided = tonumber(m[6] or '0')
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq - voided >= stock then return {'sold_out'} end
+local rank = redis.call('INCR', KEYS[2])
+local slot = redis.call('HINCRBY', KEYS[3], user, 1)
+redis.call('HSET', KEYS[4], rank, 'p')
+local list = redis.call('HGET', KEYS[5], user)
+if list then list = list .. ',' .. rank else list = tostring(rank) end
+redis.call('HSET', KEYS[5], user, list)
+if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank) end
+redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
+  'rank', rank, 'slot', slot, 'at', now)
+return {'ok', rank, 0, slot, stock - (rank - voided)}
+`)
+
+// grantScript enqueues grants for a batch of users.
+//
+// KEYS: meta, seq, users, status, byuser, stream.
+// ARGV: promotion id, then the user ids.
+//
+// Returns {"ok", enqueued, duplicates} or {outcome} with outcome one of
+// not_found, wrong_mode, ended. A user already granted is a duplicate.
+var grantScript = rueidis.NewLuaScript(`
+local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode')
+if not m[3] then return {'not_found'} end
+if m[3] ~= 'grant' then return {'wrong_mode'} end
+if m[2] == '1' then return {'ended'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now >= tonumber(m[1]) then return {'ended'} end
+local enq, dup = 0, 0
+for i = 2, #ARGV do
+  local user = ARGV[i]
+  if redis.call('HSETNX', KEYS[3], user, 1) == 0 then
+    dup = dup + 1
+  else
+    local rank = redis.call('INCR', KEYS[2])
+    redis.call('HSET', KEYS[4], rank, 'p')
+    redis.call('HSET', KEYS[5], user, tostring(rank))
+    redis.call('XADD', KEYS[6], '*', 'claim_id', ARGV[1] .. '@' .. user, 'user', user,
+      'rank', rank, 'slot', 1, 'at', now)
+    enq = enq + 1
+  end
+end
+return {'ok', enq, dup}
+`)
+
+// openScript makes a promotion's Redis state exist: the meta hash (written
+// only if absent, so a live promotion's counters are never reset), the rank
+// counter raised to at least the given floor, and the stream with its
+// consumer group created at id 0 so claims accepted before any consumer runs
+// are never skipped.
+//
+// KEYS: meta, seq, stream.
+// ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group.
+//
+// Returns 1 if the meta hash was created, 0 if it existed (then only the
+// closed flag and the end are refreshed).
+var openScript = rueidis.NewLuaScript(`
+local created = 0
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'limit', ARGV[2], 'starts_ms', ARGV[3],
+    'ends_ms', ARGV[4], 'closed', ARGV[5], 'mode', ARGV[6], 'voided', 0)
+  created = 1
+else
+  redis.call('HSET', KEYS[1], 'ends_ms', ARGV[4])
+  if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'closed', 1) end
+end
+local floor = tonumber(ARGV[7])
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq < floor then redis.call('SET', KEYS[2], floor) end
+local ok = redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[8], '0', 'MKSTREAM')
+if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
+  return redis.error_reply(ok.err)
+end
+return created
+`)
+
+// closeScript ends a promotion now. KEYS: meta. Returns 0 if unknown.
+var closeScript = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'closed', 1)
+return 1
+`)
+
+// ackScript acknowledges issued claims and marks them issued, in one step,
+// so a claim's status and its place in the consumer group never disagree.
+//
+// KEYS: status, stream.
+// ARGV: group, then pairs of (entry id, rank).
+//
+// A voided claim keeps its status. Returns the number of entries acked.
+var ackScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local acked = 0
+for i = 2, #ARGV, 2 do
+  acked = acked + redis.call('XACK', KEYS[2], ARGV[1], ARGV[i])
+  local rank = ARGV[i + 1]
+  if rank ~= '' then
+    local s = redis.call('HGET', KEYS[1], rank)
+    if s ~= 'v' then redis.call('HSET', KEYS[1], rank, 'i:' .. now) end
+  end
+end
+return acked
+`)
+
+// failScript marks dead-lettered claims failed. KEYS: status. ARGV: ranks.
+// Issued and voided claims keep their status.
+var failScript = rueidis.NewLuaScript(`
+for i = 1, #ARGV do
+  local s = redis.call('HGET', KEYS[1], ARGV[i])
+  if s == 'p' then redis.call('HSET', KEYS[1], ARGV[i], 'f') end
+end
+return #ARGV
+`)
+
+// replayScript puts a dead-lettered claim back into the pipeline under its
+// own claim id. KEYS: status, stream. ARGV: rank, then field/value pairs.
+var replayScript = rueidis.NewLuaScript(`
+local s = redis.call('HGET', KEYS[1], ARGV[1])
+if s and string.sub(s, 1, 2) == 'i:' then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], 'p')
+local args = {'XADD', KEYS[2], '*'}
+for i = 2, #ARGV do args[#args + 1] = ARGV[i] end
+redis.call(unpack(args))
+return 1
+`)
+
+// voidScript gives up on dead-lettered claims and returns their units to
+// stock. KEYS: meta, status. ARGV: ranks. Returns the number voided.
+var voidScript = rueidis.NewLuaScript(`
+local n = 0
+for i = 1, #ARGV do
+  local s = redis.call('HGET', KEYS[2], ARGV[i])
+  if s == 'f' or s == 'p' then
+    redis.call('HSET', KEYS[2], ARGV[i], 'v')
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('HINCRBY', KEYS[1], 'voided', n) end
+return n
+`)
+
+// userScript reads one user's claims. KEYS: byuser, status. ARGV: user id.
+// Returns a flat list of rank, status pairs.
+var userScript = rueidis.NewLuaScriptReadOnly(`
+local list = redis.call('HGET', KEYS[1], ARGV[1])
+if not list then return {} end
+local out = {}
+for rank in string.gmatch(list, '[^,]+') do
+  out[#out + 1] = rank
+  out[#out + 1] = redis.call('HGET', KEYS[2], rank) or 'p'
+end
+return out
+`)

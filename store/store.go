@@ -1,0 +1,193 @@
+// Package store is the database side of dibs: promotions, issued claims and
+// dead letters. The database is the truth; Redis is the fast gate in front of it.
+//
+// Two backends implement [Store]: [github.com/dibsio/dibs/store/sqlite] (the
+// embedded default, one writer) and [github.com/dibsio/dibs/store/postgres]
+// (production). Both pass the same suite in store/storetest.
+//
+// Exactly-once issuance rests on two unique keys: UNIQUE(promotion_id, rank)
+// and UNIQUE(promotion_id, user_id, slot). Issuing a claim that is already
+// present with the same content is reported as [Duplicate], never as a second
+// row; the same key with other content is a [Conflict].
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned by every backend.
+var (
+	// ErrNotFound means the promotion (or row) does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrAlreadyExists means a promotion with that id exists.
+	ErrAlreadyExists = errors.New("store: already exists")
+	// ErrUnavailable wraps errors that mean the database cannot be reached
+	// right now (connection refused or lost, timeouts): transient, retry later.
+	ErrUnavailable = errors.New("store: database unavailable")
+)
+
+// Promotion modes.
+const (
+	ModeFirstCome = "first_come"
+	ModeGrant     = "grant"
+)
+
+// Promotion kinds: what is issued.
+const (
+	KindCoupon  = "coupon"
+	KindVoucher = "voucher"
+	KindPoint   = "point"
+)
+
+// Promotion is a promotion's definition as stored in the database.
+type Promotion struct {
+	ID           string
+	Name         string
+	Mode         string // ModeFirstCome or ModeGrant
+	Kind         string // KindCoupon, KindVoucher or KindPoint
+	Stock        int64  // for grants: the expected target count, 0 if unknown
+	PerUserLimit int
+	Value        int64
+	StartsAt     time.Time
+	EndsAt       time.Time
+	ClosedAt     time.Time // zero while not closed
+	CreatedAt    time.Time
+	WaitingRoom  WaitingRoom
+	// Drained is set once the promotion has ended and every accepted claim is
+	// issued or dead-lettered; the service stops watching drained promotions.
+	Drained bool
+}
+
+// WaitingRoom is a promotion's waiting-room setting.
+type WaitingRoom struct {
+	Enabled         bool
+	AdmitPerSecond  int
+	EntryTTLSeconds int
+}
+
+// Issue is one accepted claim to be written as an issued row.
+type Issue struct {
+	ClaimID     string
+	PromotionID string
+	UserID      string
+	Rank        int64 // arrival order (grants: order of enqueueing)
+	Slot        int   // 1..per_user_limit
+	AcceptedAt  time.Time
+}
+
+// Outcome is what IssueBatch did with one Issue.
+type Outcome int
+
+const (
+	// Inserted means a new row was written.
+	Inserted Outcome = iota + 1
+	// Duplicate means the same claim (same claim_id, user, rank, slot) was
+	// already issued: a redelivery. Nothing was written; treat it as done.
+	Duplicate
+	// Conflict means a different claim already holds the rank or the
+	// user's slot. Nothing was written; this is a permanent failure.
+	Conflict
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Inserted:
+		return "inserted"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// Issued is an issued row.
+type Issued struct {
+	ClaimID     string
+	PromotionID string
+	UserID      string
+	Rank        int64
+	Slot        int
+	AcceptedAt  time.Time
+	IssuedAt    time.Time
+}
+
+// Dead-letter states.
+const (
+	DeadFailed   = "failed"   // waiting for an admin: replay or void
+	DeadReplayed = "replayed" // put back into the pipeline
+	DeadVoided   = "voided"   // given up; its unit went back to stock
+)
+
+// DeadLetter is a claim that could not be issued.
+type DeadLetter struct {
+	ClaimID     string
+	PromotionID string
+	UserID      string
+	Rank        int64
+	Slot        int
+	Reason      string
+	Deliveries  int64
+	State       string // DeadFailed, DeadReplayed or DeadVoided
+	At          time.Time
+	// Fields is the stream entry's content, kept so a replay can re-enqueue it.
+	Fields map[string]string
+}
+
+// Counts are a promotion's database-side counts.
+type Counts struct {
+	Issued int64 // issued rows
+	Failed int64 // dead letters in state DeadFailed
+	Voided int64 // dead letters in state DeadVoided
+}
+
+// Store is the database behind dibs. Implementations are safe for concurrent use.
+type Store interface {
+	// Migrate applies the embedded schema migrations; it is idempotent.
+	Migrate(ctx context.Context) error
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close releases the connections.
+	Close() error
+
+	// CreatePromotion inserts p; ErrAlreadyExists if the id is taken.
+	CreatePromotion(ctx context.Context, p Promotion) error
+	// GetPromotion returns the promotion or ErrNotFound.
+	GetPromotion(ctx context.Context, id string) (Promotion, error)
+	// ListPromotions returns up to limit promotions with id > after, ordered by id.
+	ListPromotions(ctx context.Context, after string, limit int) ([]Promotion, error)
+	// ListUndrained returns every promotion whose Drained flag is false.
+	ListUndrained(ctx context.Context) ([]Promotion, error)
+	// ClosePromotion sets ClosedAt (if not yet set) and returns the promotion;
+	// ErrNotFound if absent. Closing twice keeps the first time.
+	ClosePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
+	// SetDrained marks the promotion drained (or not).
+	SetDrained(ctx context.Context, id string, drained bool) error
+
+	// IssueBatch writes the issues in one transaction (a multi-row insert
+	// where the backend allows) and reports an Outcome per issue, in order.
+	// An error means nothing is known to be written; the caller retries.
+	IssueBatch(ctx context.Context, issues []Issue) ([]Outcome, error)
+	// ListIssued returns the user's issued rows in the promotion, by slot.
+	ListIssued(ctx context.Context, promotionID, userID string) ([]Issued, error)
+	// Counts returns the promotion's database-side counts.
+	Counts(ctx context.Context, promotionID string) (Counts, error)
+
+	// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
+	// claim is already recorded, updates reason, deliveries and time and sets
+	// the state back to DeadFailed (a replayed claim that failed again).
+	// A claim already voided stays voided.
+	RecordDeadLetter(ctx context.Context, d DeadLetter) error
+	// ListDeadLetters returns up to limit dead letters of the promotion in
+	// state DeadFailed with claim_id > after, ordered by claim_id.
+	ListDeadLetters(ctx context.Context, promotionID, after string, limit int) ([]DeadLetter, error)
+	// TransitionDeadLetters moves the named claims (all failed ones if
+	// claimIDs is nil) from state DeadFailed to state to (DeadReplayed or
+	// DeadVoided), atomically, and returns the dead letters it moved. Claims
+	// not in state DeadFailed are skipped, so two concurrent calls never
+	// move the same claim twice.
+	TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]DeadLetter, error)
+}
