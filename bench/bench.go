@@ -1,0 +1,664 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// maxBody bounds how much of an answer is read; the API's answers are small.
+const maxBody = 64 << 10
+
+// Latencies are recorded in microseconds from 1 µs to a minute, to three
+// significant digits.
+const (
+	histMin     = 1
+	histMax     = int64(time.Minute / time.Microsecond)
+	histSigFigs = 3
+)
+
+// APIError is an answer from the server that is not the one a step of the
+// run needs (creating the promotion, reading it), with the problem's code.
+type APIError struct {
+	// Op is the step: "create promotion", "get promotion", ...
+	Op string
+	// Status is the HTTP status.
+	Status int
+	// Code is the problem's `code` member, empty if the body had none.
+	Code string
+	// Detail is the problem's detail (or the start of the body).
+	Detail string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// problem is the part of an RFC 9457 problem the bench reads.
+type problem struct {
+	Code   string `json:"code"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+// result is the outcome of one claim request.
+type result struct {
+	user    int // 0-based user number
+	latency time.Duration
+	outcome string
+	rank    int64
+	claimID string
+	detail  string // what went wrong, for unexpected outcomes
+}
+
+// acceptance is one 202 answer.
+type acceptance struct {
+	user    int
+	rank    int64
+	claimID string
+}
+
+// tally accumulates results. It is owned by the goroutine that runs the
+// claims phase: workers hand it results, never touch it.
+type tally struct {
+	hist        *hdrhistogram.Histogram
+	outcomes    map[string]int
+	firstErrors map[string]string
+	accepted    []acceptance
+}
+
+func newTally() *tally {
+	return &tally{
+		hist:        hdrhistogram.New(histMin, histMax, histSigFigs),
+		outcomes:    map[string]int{},
+		firstErrors: map[string]string{},
+	}
+}
+
+func (t *tally) add(r result) {
+	us := min(max(r.latency.Microseconds(), histMin), histMax)
+	_ = t.hist.RecordValue(us) // cannot fail: clamped into the trackable range
+	t.outcomes[r.outcome]++
+	if r.outcome == OutcomeAccepted {
+		t.accepted = append(t.accepted, acceptance{user: r.user, rank: r.rank, claimID: r.claimID})
+	}
+	if r.detail != "" && t.firstErrors[r.outcome] == "" {
+		t.firstErrors[r.outcome] = r.detail
+	}
+}
+
+// runner holds what one Run needs; everything in it is read-only once the
+// claims start, except the tally, which only the run's own goroutine writes.
+type runner struct {
+	cfg    Config
+	client *http.Client
+	claims string // URL of the promotion's claims endpoint
+}
+
+// Run creates a promotion on cfg.Target, fires the claims, waits for the
+// server to confirm every accepted claim, checks the invariants and returns
+// the report. It returns an error only when no meaningful report can be
+// made: a bad Config (wrapping [ErrInvalidConfig]), the promotion cannot be
+// created (an [*APIError] or a transport error), or ctx ends. A broken
+// invariant is not an error: it is a failed [Check] in the report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	if cfg.PromotionID == "" {
+		cfg.PromotionID = newPromotionID()
+	}
+	inFlight := cfg.Concurrency
+	if cfg.Waves > 0 {
+		inFlight = ceilDiv(cfg.Users*cfg.Repeat, cfg.Waves)
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		tr := newTransport(inFlight)
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
+	}
+	r := &runner{
+		cfg:    cfg,
+		client: client,
+		claims: cfg.Target + "/v1/promotions/" + url.PathEscape(cfg.PromotionID) + "/claims",
+	}
+
+	if err := r.createPromotion(ctx); err != nil {
+		return Report{}, err
+	}
+	fmt.Fprintf(cfg.Progress, "created promotion %s: stock %d, per-user limit %d\n", cfg.PromotionID, cfg.Stock, cfg.PerUserLimit)
+
+	t := newTally()
+	start := time.Now()
+	if cfg.Waves > 0 {
+		r.runWaves(ctx, t)
+	} else {
+		r.runSteady(ctx, t)
+	}
+	claimsDone := time.Now()
+	if err := ctx.Err(); err != nil {
+		return Report{}, fmt.Errorf("claims: %w", err)
+	}
+
+	conf, err := r.confirm(ctx, claimsDone)
+	if err != nil {
+		return Report{}, err
+	}
+	var spots []spotResult
+	if cfg.SpotChecks > 0 {
+		spots, err = r.spotCheck(ctx, t.accepted)
+		if err != nil {
+			return Report{}, err
+		}
+	}
+
+	rep := Report{
+		Target:       cfg.Target,
+		PromotionID:  cfg.PromotionID,
+		Stock:        cfg.Stock,
+		Users:        cfg.Users,
+		PerUserLimit: cfg.PerUserLimit,
+		Repeat:       cfg.Repeat,
+		Waves:        cfg.Waves,
+		Concurrency:  inFlight,
+		Claims:       cfg.Users * cfg.Repeat,
+		Elapsed:      claimsDone.Sub(start),
+		Latency: Latency{
+			P50:  usDuration(t.hist.ValueAtQuantile(50)),
+			P99:  usDuration(t.hist.ValueAtQuantile(99)),
+			P999: usDuration(t.hist.ValueAtQuantile(99.9)),
+			Max:  usDuration(t.hist.Max()),
+			Mean: time.Duration(t.hist.Mean() * float64(time.Microsecond)),
+		},
+		Accepted:    int64(len(t.accepted)),
+		Rejected:    map[string]int{},
+		AllIssued:   conf.allIssued,
+		IssuedAfter: conf.after,
+		Server:      conf.counts,
+	}
+	for code, n := range t.outcomes {
+		if code != OutcomeAccepted {
+			rep.Rejected[code] = n
+		}
+	}
+	rep.Checks = r.checks(t, conf, spots)
+	return rep, nil
+}
+
+func (r *runner) checks(t *tally, conf confirmation, spots []spotResult) []Check {
+	cfg := r.cfg
+	answered := checkAnswered(t.outcomes, t.firstErrors)
+	allAnswered := answered.Status == Pass
+	ranks := make([]int64, len(t.accepted))
+	perUser := map[int]int{}
+	for i, a := range t.accepted {
+		ranks[i] = a.rank
+		perUser[a.user]++
+	}
+	accepted := int64(len(t.accepted))
+	return []Check{
+		answered,
+		checkNoOversell(accepted, conf.counts.Accepted, conf.known, cfg.Stock),
+		checkExactCount(accepted, expectedAccepted(cfg.Stock, cfg.Users, cfg.PerUserLimit, cfg.Repeat), allAnswered),
+		checkRanks(ranks),
+		checkPerUserLimit(perUser, cfg.PerUserLimit, r.userID),
+		checkServerCounts(accepted, conf.counts, conf.known, allAnswered),
+		checkAllIssued(conf.counts, conf.known, conf.timedOut, cfg.ConfirmTimeout.String()),
+		checkSpot(spots, cfg.SpotChecks < 0),
+	}
+}
+
+func usDuration(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// newTransport is keep-alive HTTP/1.1 with room for every claim in flight to
+// keep its connection between claims, so the run measures the server rather
+// than connection set-up.
+func newTransport(inFlight int) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // a load test talks to the target directly
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        inFlight + 16,
+		MaxIdleConnsPerHost: inFlight + 16,
+		MaxConnsPerHost:     inFlight + 16,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+func newPromotionID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "bench-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func (r *runner) userID(u int) string { return r.cfg.UserPrefix + strconv.Itoa(u+1) }
+
+// do sends one request and reads the whole answer (so the connection can be
+// reused), at most maxBody of it.
+func (r *runner) do(ctx context.Context, method, url string, body []byte, admin bool) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if admin {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminToken)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: read answer: %w", method, url, err)
+	}
+	// Drain what is left past the limit so the connection stays reusable.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	return resp.StatusCode, data, nil
+}
+
+func apiError(op string, status int, body []byte) *APIError {
+	e := &APIError{Op: op, Status: status}
+	var p problem
+	if json.Unmarshal(body, &p) == nil && p.Code != "" {
+		e.Code, e.Detail = p.Code, p.Detail
+		if e.Detail == "" {
+			e.Detail = p.Title
+		}
+		return e
+	}
+	e.Detail = snippet(body)
+	return e
+}
+
+func snippet(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+func (r *runner) createPromotion(ctx context.Context) error {
+	body, err := json.Marshal(map[string]any{
+		"id":             r.cfg.PromotionID,
+		"name":           "dibs bench " + r.cfg.PromotionID,
+		"mode":           "first_come",
+		"kind":           "coupon",
+		"stock":          r.cfg.Stock,
+		"per_user_limit": r.cfg.PerUserLimit,
+	})
+	if err != nil {
+		return fmt.Errorf("create promotion: %w", err)
+	}
+	status, data, err := r.do(ctx, http.MethodPost, r.cfg.Target+"/v1/promotions", body, true)
+	if err != nil {
+		return fmt.Errorf("create promotion: %w", err)
+	}
+	if status != http.StatusCreated {
+		return apiError("create promotion", status, data)
+	}
+	return nil
+}
+
+// claim sends one claim for user u and classifies the answer.
+func (r *runner) claim(ctx context.Context, u int) result {
+	res := result{user: u}
+	body := []byte(`{"user_id":"` + r.userID(u) + `"}`) // user ids are validated identifiers: no escaping needed
+	start := time.Now()
+	status, data, err := r.do(ctx, http.MethodPost, r.claims, body, false)
+	res.latency = time.Since(start)
+	switch {
+	case err != nil && status == 0:
+		res.outcome, res.detail = OutcomeTransportError, err.Error()
+	case err != nil:
+		res.outcome, res.detail = OutcomeBadResponse, err.Error()
+	case status == http.StatusAccepted:
+		var ok struct {
+			Status  string `json:"status"`
+			ClaimID string `json:"claim_id"`
+			Rank    int64  `json:"rank"`
+		}
+		if json.Unmarshal(data, &ok) != nil || ok.Rank < 1 || ok.ClaimID == "" {
+			res.outcome, res.detail = OutcomeBadResponse, "202 without claim_id and rank: "+snippet(data)
+			break
+		}
+		res.outcome, res.rank, res.claimID = OutcomeAccepted, ok.Rank, ok.ClaimID
+	default:
+		var p problem
+		if json.Unmarshal(data, &p) != nil || p.Code == "" {
+			res.outcome = "http_" + strconv.Itoa(status)
+			res.detail = snippet(data)
+			break
+		}
+		res.outcome = p.Code
+		if !definite[p.Code] {
+			res.detail = fmt.Sprintf("HTTP %d: %s", status, p.Detail)
+		}
+	}
+	return res
+}
+
+// runWaves fires the claims in cfg.Waves waves. Each wave's goroutines all
+// wait behind a barrier so their requests leave together, and the next wave
+// starts only when every answer of this one is in.
+func (r *runner) runWaves(ctx context.Context, t *tally) {
+	total := r.cfg.Users * r.cfg.Repeat
+	next := 0
+	for w := range r.cfg.Waves {
+		size := total / r.cfg.Waves
+		if w < total%r.cfg.Waves {
+			size++
+		}
+		results := make([]result, size)
+		var ready, done sync.WaitGroup
+		gate := make(chan struct{})
+		ready.Add(size)
+		for i := range size {
+			u := (next + i) % r.cfg.Users
+			done.Go(func() {
+				ready.Done()
+				<-gate
+				results[i] = r.claim(ctx, u)
+			})
+		}
+		ready.Wait()
+		began := time.Now()
+		close(gate)
+		done.Wait()
+		took := time.Since(began)
+		next += size
+
+		waveOutcomes := map[string]int{}
+		for _, res := range results {
+			t.add(res)
+			waveOutcomes[res.outcome]++
+		}
+		fmt.Fprintf(r.cfg.Progress, "wave %d/%d: %d sent, %s in %s\n", w+1, r.cfg.Waves, size, outcomeLine(waveOutcomes), human(took))
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// runSteady fires the claims from cfg.Concurrency workers that each take the
+// next claim as soon as their previous one is answered. Results flow back
+// over a channel to this goroutine, which owns the tally and the progress
+// output.
+func (r *runner) runSteady(ctx context.Context, t *tally) {
+	total := r.cfg.Users * r.cfg.Repeat
+	var next atomic.Int64
+	results := make(chan result, r.cfg.Concurrency)
+	var workers sync.WaitGroup
+	for range min(r.cfg.Concurrency, total) {
+		workers.Go(func() {
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(total) {
+					return
+				}
+				results <- r.claim(ctx, int(i)%r.cfg.Users)
+			}
+		})
+	}
+	var closer sync.WaitGroup
+	closer.Go(func() {
+		workers.Wait()
+		close(results)
+	})
+
+	step := max(1, total/10)
+	done := 0
+	began := time.Now()
+	seen := map[string]int{}
+	for res := range results {
+		t.add(res)
+		seen[res.outcome]++
+		done++
+		if done%step == 0 || done == total {
+			fmt.Fprintf(r.cfg.Progress, "%d/%d claims: %s (%s)\n", done, total, outcomeLine(seen), human(time.Since(began)))
+		}
+	}
+	closer.Wait()
+}
+
+// outcomeLine says "78 accepted, 122 rejected (sold_out 122)".
+func outcomeLine(outcomes map[string]int) string {
+	accepted, rejected := outcomes[OutcomeAccepted], 0
+	var parts []string
+	for _, code := range sortedKeys(outcomes) {
+		if code == OutcomeAccepted {
+			continue
+		}
+		rejected += outcomes[code]
+		parts = append(parts, fmt.Sprintf("%s %d", code, outcomes[code]))
+	}
+	s := fmt.Sprintf("%d accepted, %d rejected", accepted, rejected)
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+// promotionView is the part of a promotion the bench reads.
+type promotionView struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Counts Counts `json:"counts"`
+}
+
+func (r *runner) getPromotion(ctx context.Context) (promotionView, error) {
+	status, data, err := r.do(ctx, http.MethodGet, r.cfg.Target+"/v1/promotions/"+url.PathEscape(r.cfg.PromotionID), nil, false)
+	if err != nil {
+		return promotionView{}, fmt.Errorf("get promotion: %w", err)
+	}
+	if status != http.StatusOK {
+		return promotionView{}, apiError("get promotion", status, data)
+	}
+	var p promotionView
+	if err := json.Unmarshal(data, &p); err != nil {
+		return promotionView{}, fmt.Errorf("get promotion: decode %q: %w", snippet(data), err)
+	}
+	return p, nil
+}
+
+// confirmation is how the wait for issuance ended.
+type confirmation struct {
+	counts    Counts        // the last counts read
+	known     bool          // counts were read at least once
+	allIssued bool          // every accepted claim issued, none failed
+	timedOut  bool          // gave up with claims still pending
+	after     time.Duration // from the end of the claims to the last read
+}
+
+// confirm polls the promotion until nothing is pending, or the confirmation
+// timeout passes. Failing reads are retried until the timeout: the server
+// may be busy, and the report says what was last seen.
+func (r *runner) confirm(ctx context.Context, since time.Time) (confirmation, error) {
+	var c confirmation
+	fmt.Fprintf(r.cfg.Progress, "waiting up to %s for every accepted claim to be issued\n", r.cfg.ConfirmTimeout)
+	deadline := time.NewTimer(r.cfg.ConfirmTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(max(r.cfg.PollInterval, time.Millisecond))
+	defer tick.Stop()
+	var lastErr error
+	lastLine := time.Now()
+	for {
+		p, err := r.getPromotion(ctx)
+		c.after = time.Since(since)
+		switch {
+		case err != nil:
+			lastErr = err
+		case p.Counts.Pending == 0:
+			c.counts, c.known = p.Counts, true
+			c.allIssued = p.Counts.Issued == p.Counts.Accepted && p.Counts.Failed == 0
+			fmt.Fprintf(r.cfg.Progress, "confirmed: %d/%d issued, %d failed, %s after the last answer\n",
+				p.Counts.Issued, p.Counts.Accepted, p.Counts.Failed, human(c.after))
+			return c, nil
+		default:
+			c.counts, c.known = p.Counts, true
+			if time.Since(lastLine) >= time.Second {
+				lastLine = time.Now()
+				fmt.Fprintf(r.cfg.Progress, "confirming: %d/%d issued, %d pending (%s)\n",
+					p.Counts.Issued, p.Counts.Accepted, p.Counts.Pending, human(c.after))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return c, fmt.Errorf("wait for confirmation: %w", ctx.Err())
+		case <-deadline.C:
+			c.timedOut = true
+			c.after = time.Since(since)
+			msg := fmt.Sprintf("confirmation timed out after %s: %d/%d issued, %d pending, %d failed",
+				r.cfg.ConfirmTimeout, c.counts.Issued, c.counts.Accepted, c.counts.Pending, c.counts.Failed)
+			if !c.known && lastErr != nil {
+				msg = fmt.Sprintf("confirmation timed out after %s: %v", r.cfg.ConfirmTimeout, lastErr)
+			}
+			fmt.Fprintln(r.cfg.Progress, msg)
+			return c, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// claimStatus is the answer of GET /v1/promotions/{id}/claims/{user}.
+type claimStatus struct {
+	Status string `json:"status"`
+	Claims []struct {
+		ClaimID string `json:"claim_id"`
+		Rank    int64  `json:"rank"`
+		Status  string `json:"status"`
+	} `json:"claims"`
+}
+
+// spotCheck reads back the claim status of up to cfg.SpotChecks users, half
+// of them users that were accepted (they must show every claim they got,
+// issued) and half users that got nothing (they must show none), picked
+// evenly across the user numbers so every wave is represented.
+func (r *runner) spotCheck(ctx context.Context, accepted []acceptance) ([]spotResult, error) {
+	got := map[int][]acceptance{}
+	for _, a := range accepted {
+		got[a.user] = append(got[a.user], a)
+	}
+	var withClaims, without []int
+	for u := range r.cfg.Users {
+		if _, ok := got[u]; ok {
+			withClaims = append(withClaims, u)
+		} else {
+			without = append(without, u)
+		}
+	}
+	half := (r.cfg.SpotChecks + 1) / 2
+	var users []int
+	users = append(users, spread(withClaims, half)...)
+	users = append(users, spread(without, r.cfg.SpotChecks-min(half, len(withClaims)))...)
+
+	out := make([]spotResult, 0, len(users))
+	for _, u := range users {
+		res := spotResult{user: r.userID(u), accepted: len(got[u]) > 0}
+		status, data, err := r.do(ctx, http.MethodGet, r.cfg.Target+"/v1/promotions/"+url.PathEscape(r.cfg.PromotionID)+"/claims/"+url.PathEscape(res.user), nil, false)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("spot check: %w", ctx.Err())
+		}
+		if err != nil {
+			res.problem = err.Error()
+			out = append(out, res)
+			continue
+		}
+		if status != http.StatusOK {
+			res.problem = apiError("claim status", status, data).Error()
+			out = append(out, res)
+			continue
+		}
+		var cs claimStatus
+		if err := json.Unmarshal(data, &cs); err != nil {
+			res.problem = "undecodable answer: " + snippet(data)
+			out = append(out, res)
+			continue
+		}
+		res.wantOK, res.problem = compareStatus(cs, got[u])
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// compareStatus checks a user's claim status against the claims the user
+// was answered 202 for: exactly those, each issued; or none at all.
+func compareStatus(cs claimStatus, want []acceptance) (bool, string) {
+	if len(want) == 0 {
+		if cs.Status != "none" || len(cs.Claims) != 0 {
+			return false, fmt.Sprintf("status %q with %d claims, want none", cs.Status, len(cs.Claims))
+		}
+		return true, ""
+	}
+	if cs.Status != "issued" {
+		return false, fmt.Sprintf("status %q, want issued", cs.Status)
+	}
+	if len(cs.Claims) != len(want) {
+		return false, fmt.Sprintf("%d claims, want %d", len(cs.Claims), len(want))
+	}
+	have := map[int64]string{}
+	for _, c := range cs.Claims {
+		if c.Status != "issued" {
+			return false, fmt.Sprintf("claim rank %d is %q, want issued", c.Rank, c.Status)
+		}
+		have[c.Rank] = c.ClaimID
+	}
+	for _, a := range want {
+		id, ok := have[a.rank]
+		if !ok || id != a.claimID {
+			return false, fmt.Sprintf("claim %s (rank %d) missing", a.claimID, a.rank)
+		}
+	}
+	return true, ""
+}
+
+// spread picks up to n elements of xs, evenly spaced, in order.
+func spread(xs []int, n int) []int {
+	if n <= 0 || len(xs) == 0 {
+		return nil
+	}
+	if n >= len(xs) {
+		return xs
+	}
+	out := make([]int, 0, n)
+	for i := range n {
+		out = append(out, xs[i*len(xs)/n])
+	}
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults for [Config]. The stock, user and wave numbers are those of the
+// seed scenario: 1,000 stock, 2,000 users.
+const (
+	DefaultStock          = 1000
+	DefaultUsers          = 2000
+	DefaultPerUserLimit   = 1
+	DefaultConcurrency    = 200
+	DefaultRepeat         = 1
+	DefaultUserPrefix     = "user-"
+	DefaultConfirmTimeout = 60 * time.Second
+	DefaultPollInterval   = 20 * time.Millisecond
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultSpotChecks     = 20
+)
+
+// MaxConcurrency bounds the number of claims in flight at once (workers in a
+// steady run, the size of a wave in a wave run): each one holds a goroutine
+// and a connection.
+const MaxConcurrency = 10000
+
+// ErrInvalidConfig is wrapped by the error [Run] returns for a bad [Config];
+// the message names the field.
+var ErrInvalidConfig = errors.New("bench: invalid config")
+
+// Config says what [Run] does. Target and AdminToken are required.
+type Config struct {
+	// Target is the base URL of the dibs server, e.g. http://127.0.0.1:8080.
+	Target string
+	// AdminToken is the bearer token for the admin endpoints, used to create
+	// the promotion.
+	AdminToken string
+	// PromotionID is the id of the promotion to create. Defaults to
+	// "bench-" followed by the time and a random suffix.
+	PromotionID string
+	// Stock is the promotion's stock. Defaults to DefaultStock.
+	Stock int
+	// Users is the number of distinct users that claim. Defaults to
+	// DefaultUsers.
+	Users int
+	// PerUserLimit is the promotion's per_user_limit. Defaults to
+	// DefaultPerUserLimit.
+	PerUserLimit int
+	// Repeat is how many times every user claims; round r starts after
+	// round r-1 was handed out. Defaults to DefaultRepeat.
+	Repeat int
+	// Waves, when above zero, splits the Users×Repeat claims into this many
+	// waves of (nearly) equal size: all requests of a wave are released
+	// together behind a barrier and the next wave starts when every request
+	// of the previous one has its answer. Zero runs the claims as a steady
+	// stream from Concurrency workers instead. Defaults to 0.
+	Waves int
+	// Concurrency is the number of workers of a steady run (ignored when
+	// Waves is set). At most MaxConcurrency. Defaults to DefaultConcurrency.
+	Concurrency int
+	// UserPrefix is prepended to the user number (1-based) to make user ids;
+	// it must itself be a valid identifier. Defaults to DefaultUserPrefix.
+	UserPrefix string
+	// ConfirmTimeout bounds the wait for every accepted claim to be issued.
+	// Defaults to DefaultConfirmTimeout.
+	ConfirmTimeout time.Duration
+	// PollInterval is the pause between reads of the promotion's counts
+	// while waiting for confirmation; it is also the resolution of the
+	// measured time until all claims are issued. Defaults to
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// RequestTimeout bounds each HTTP request. Defaults to
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// SpotChecks is the number of users whose claim status is read back one
+	// by one after confirmation (half of them accepted users, half users
+	// that got nothing). Negative disables the spot check. Defaults to
+	// DefaultSpotChecks.
+	SpotChecks int
+	// HTTPClient sends the requests. Defaults to a client tuned for the run:
+	// keep-alive with as many idle connections per host as claims in flight.
+	HTTPClient *http.Client
+	// Progress receives one human-readable line per wave (or per tenth of a
+	// steady run) and for the confirmation. Defaults to io.Discard.
+	Progress io.Writer
+}
+
+// Validate reports whether [Run] would accept c, with the defaults applied.
+// The error wraps [ErrInvalidConfig] and names the field.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+func (c Config) withDefaults() Config {
+	if c.Stock == 0 {
+		c.Stock = DefaultStock
+	}
+	if c.Users == 0 {
+		c.Users = DefaultUsers
+	}
+	if c.PerUserLimit == 0 {
+		c.PerUserLimit = DefaultPerUserLimit
+	}
+	if c.Repeat == 0 {
+		c.Repeat = DefaultRepeat
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.UserPrefix == "" {
+		c.UserPrefix = DefaultUserPrefix
+	}
+	if c.ConfirmTimeout == 0 {
+		c.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.SpotChecks == 0 {
+		c.SpotChecks = DefaultSpotChecks
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	c.Target = strings.TrimRight(c.Target, "/")
+	return c
+}
+
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(c.Target)
+	switch {
+	case c.Target == "":
+		return bad("Target", "is required")
+	case err != nil:
+		return bad("Target", "%q is not a URL: %v", c.Target, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return bad("Target", "%q must be http://HOST:PORT or https://HOST:PORT", c.Target)
+	}
+	if c.AdminToken == "" {
+		return bad("AdminToken", "is required")
+	}
+	if c.PromotionID != "" && !validID(c.PromotionID) {
+		return bad("PromotionID", "%q must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit", c.PromotionID)
+	}
+	if c.Stock < 1 || c.Stock > 1_000_000_000 {
+		return bad("Stock", "must be 1..1,000,000,000, got %d", c.Stock)
+	}
+	if c.Users < 1 {
+		return bad("Users", "must be at least 1, got %d", c.Users)
+	}
+	if c.PerUserLimit < 1 || c.PerUserLimit > 1000 {
+		return bad("PerUserLimit", "must be 1..1,000, got %d", c.PerUserLimit)
+	}
+	if c.Repeat < 1 {
+		return bad("Repeat", "must be at least 1, got %d", c.Repeat)
+	}
+	if c.Waves < 0 {
+		return bad("Waves", "must not be negative, got %d", c.Waves)
+	}
+	if c.Waves > c.Users*c.Repeat {
+		return bad("Waves", "%d is more than the %d claims to send", c.Waves, c.Users*c.Repeat)
+	}
+	if c.Waves > 0 {
+		if size := ceilDiv(c.Users*c.Repeat, c.Waves); size > MaxConcurrency {
+			return bad("Waves", "%d makes waves of %d claims, more than %d in flight", c.Waves, size, MaxConcurrency)
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
+		return bad("Concurrency", "must be 1..%d, got %d", MaxConcurrency, c.Concurrency)
+	}
+	if !validID(c.UserPrefix + fmt.Sprint(c.Users)) {
+		return bad("UserPrefix", "%q does not make valid user ids", c.UserPrefix)
+	}
+	if c.ConfirmTimeout < 0 {
+		return bad("ConfirmTimeout", "must not be negative, got %v", c.ConfirmTimeout)
+	}
+	if c.PollInterval < 0 {
+		return bad("PollInterval", "must not be negative, got %v", c.PollInterval)
+	}
+	if c.RequestTimeout < 0 {
+		return bad("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
+	}
+	return nil
+}
+
+// validID reports whether s is an identifier as the API defines it: 1-64
+// characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
+func validID(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i == 0 && !alnum {
+			return false
+		}
+		if !alnum && !strings.ContainsRune("_-.:@", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dibsio/dibs/bench"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: dibs bench [--target http://HOST:PORT --admin-token T] [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Creates a promotion, fires claims, waits until every accepted claim is issued and")
+		fmt.Fprintln(stderr, "reports throughput, latency and the invariant checks. Exits 0 only if every check")
+		fmt.Fprintln(stderr, "passed. Without --target it starts its own server on the embedded default.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Flags:")
+		fs.PrintDefaults()
+	}
+	target := fs.String("target", "", "base URL of a running dibs server; empty starts a local one")
+	token := fs.String("admin-token", "", "admin bearer token of the target (env DIBS_ADMIN_TOKEN)")
+	promotion := fs.String("promotion", "", "id of the promotion to create (default: bench-<time>-<random>)")
+	stock := fs.Int("stock", bench.DefaultStock, "promotion stock")
+	users := fs.Int("users", bench.DefaultUsers, "number of distinct users")
+	concurrency := fs.Int("concurrency", bench.DefaultConcurrency, "claims in flight at once (workers of a steady run)")
+	repeat := fs.Int("repeat", bench.DefaultRepeat, "claims per user")
+	limit := fs.Int("per-user-limit", bench.DefaultPerUserLimit, "the promotion's per_user_limit")
+	waves := fs.Int("waves", 0, "split the claims into this many waves released together behind a barrier (0: steady run with --concurrency workers)")
+	confirmTimeout := fs.Duration("confirm-timeout", bench.DefaultConfirmTimeout, "how long to wait for every accepted claim to be issued")
+	requestTimeout := fs.Duration("request-timeout", bench.DefaultRequestTimeout, "timeout of each HTTP request")
+	var opts runOptions
+	opts.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *token == "" {
+		*token = os.Getenv("DIBS_ADMIN_TOKEN")
+	}
+	if *target != "" && *token == "" {
+		fmt.Fprintln(stderr, "dibs bench: --admin-token (or DIBS_ADMIN_TOKEN) is required with --target")
+		return errUsage
+	}
+	cfg := bench.Config{
+		Target:         *target,
+		AdminToken:     *token,
+		PromotionID:    *promotion,
+		Stock:          *stock,
+		Users:          *users,
+		Concurrency:    *concurrency,
+		Repeat:         *repeat,
+		PerUserLimit:   *limit,
+		Waves:          *waves,
+		ConfirmTimeout: *confirmTimeout,
+		RequestTimeout: *requestTimeout,
+	}
+	return runScenario(ctx, cfg, opts, stdout, stderr)
+}

@@ -1,0 +1,25 @@
+// Command dibs runs limited-stock, first-come-first-served promotions on Redis
+// and confirms every accepted claim into a SQL database exactly once.
+//
+// Usage:
+//
+//	dibs serve    run the HTTP API, the consumers and the schedulers
+//	dibs demo     run the seed scenario against a throw-away server
+//	dibs bench    load-generate against a running server
+//	dibs migrate  apply the database schema and exit
+//	dibs version  print the version
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

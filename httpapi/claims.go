@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/promotion"
+)
+
+type claimIn struct {
+	UserID string `json:"user_id"`
+}
+
+type claimOut struct {
+	Status  string `json:"status"`
+	ClaimID string `json:"claim_id"`
+	Rank    int64  `json:"rank"`
+}
+
+func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	outcome := "error"
+	defer func() {
+		s.m.Claims.WithLabelValues(outcome).Inc()
+		s.m.ClaimSeconds.Observe(time.Since(start).Seconds())
+	}()
+	reject := func(pr *Problem) {
+		outcome = pr.Code
+		pr.write(w, r)
+	}
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		outcome = CodeInvalidRequest
+		return
+	}
+	var in claimIn
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		reject(pr)
+		return
+	}
+	if !promotion.ValidID(in.UserID) {
+		reject(problem(CodeInvalidRequest, "user_id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("user_id"))
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if _, present := r.Header["Idempotency-Key"]; present && !validIdempotencyKey(key) {
+		reject(problem(CodeInvalidRequest, "Idempotency-Key must be 1-64 printable ASCII characters").withField("Idempotency-Key"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ClaimTimeout)
+	defer cancel()
+	res, err := s.cfg.Manager.Claim(ctx, id, in.UserID, key)
+	if err != nil {
+		outcome = outcomeOf(err)
+		s.fail(w, r, err)
+		return
+	}
+	outcome = "accepted"
+	if res.Replayed {
+		outcome = "replayed"
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusAccepted, claimOut{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
+}
+
+func outcomeOf(err error) string {
+	switch {
+	case errors.Is(err, claim.ErrSoldOut):
+		return CodeSoldOut
+	case errors.Is(err, claim.ErrAlreadyClaimed):
+		return CodeAlreadyClaimed
+	case errors.Is(err, claim.ErrNotStarted):
+		return CodeNotStarted
+	case errors.Is(err, claim.ErrEnded):
+		return CodeEnded
+	case errors.Is(err, claim.ErrNotFound), errors.Is(err, promotion.ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, promotion.ErrWrongMode):
+		return CodeInvalidRequest
+	}
+	return CodeUnavailable
+}
+
+type userClaimOut struct {
+	ClaimID  string  `json:"claim_id"`
+	Rank     int64   `json:"rank"`
+	Status   string  `json:"status"`
+	IssuedAt *string `json:"issued_at"`
+}
+
+func (s *Server) getClaims(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	user, ok := pathID(w, r, "user_id")
+	if !ok {
+		return
+	}
+	cs, err := s.cfg.Manager.UserClaims(r.Context(), id, user)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Status string         `json:"status"`
+		Claims []userClaimOut `json:"claims"`
+	}{Status: summaryStatus(cs), Claims: make([]userClaimOut, 0, len(cs))}
+	for _, c := range cs {
+		out.Claims = append(out.Claims, userClaimOut{
+			ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// summaryStatus is the user's overall status: none without claims; pending
+// while any claim is pending; failed while any is failed; issued otherwise.
+func summaryStatus(cs []promotion.UserClaim) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	status := ""
+	for _, c := range cs {
+		switch c.Status {
+		case claim.StatusPending:
+			return claim.StatusPending
+		case claim.StatusFailed:
+			status = claim.StatusFailed
+		case claim.StatusIssued:
+			if status == "" {
+				status = claim.StatusIssued
+			}
+		}
+	}
+	if status == "" {
+		return "none" // every claim was voided
+	}
+	return status
+}

@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/dibsio/dibs/store"
+)
+
+type deadLetterOut struct {
+	ClaimID    string `json:"claim_id"`
+	UserID     string `json:"user_id"`
+	Reason     string `json:"reason"`
+	Deliveries int64  `json:"deliveries"`
+	At         string `json:"at"`
+}
+
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	after, limit, pr := page(r)
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	ds, err := s.cfg.Manager.DeadLetters(r.Context(), id, after, limit+1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	more := len(ds) > limit
+	if more {
+		ds = ds[:limit]
+	}
+	out := struct {
+		DeadLetters []deadLetterOut `json:"dead_letters"`
+		NextCursor  *string         `json:"next_cursor"`
+	}{DeadLetters: make([]deadLetterOut, 0, len(ds))}
+	for _, d := range ds {
+		out.DeadLetters = append(out.DeadLetters, toDeadLetterOut(d))
+	}
+	if more {
+		out.NextCursor = nextCursor(ds[len(ds)-1].ClaimID, limit, limit)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func toDeadLetterOut(d store.DeadLetter) deadLetterOut {
+	return deadLetterOut{ClaimID: d.ClaimID, UserID: d.UserID, Reason: d.Reason, Deliveries: d.Deliveries, At: formatTime(d.At)}
+}
+
+// MaxClaimIDs bounds the claim ids of one replay or void request.
+const MaxClaimIDs = 1000
+
+type replayIn struct {
+	ClaimIDs []string `json:"claim_ids"`
+	All      bool     `json:"all"`
+}
+
+func validClaimIDs(ids []string) *Problem {
+	if len(ids) > MaxClaimIDs {
+		return problem(CodeInvalidRequest, "at most 1000 claim_ids per request").withField("claim_ids")
+	}
+	for _, c := range ids {
+		if c == "" || len(c) > 200 {
+			return problem(CodeInvalidRequest, "claim_ids holds an empty or overlong id").withField("claim_ids")
+		}
+	}
+	return nil
+}
+
+func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var in replayIn
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	if in.All == (len(in.ClaimIDs) > 0) {
+		problem(CodeInvalidRequest, `give either "claim_ids" (non-empty) or "all": true`).write(w, r)
+		return
+	}
+	if pr := validClaimIDs(in.ClaimIDs); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	var ids []string
+	if !in.All {
+		ids = in.ClaimIDs
+	}
+	n, err := s.cfg.Manager.Replay(r.Context(), id, ids)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]int{"replayed": n})
+}
+
+func (s *Server) voidDeadLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var in struct {
+		ClaimIDs []string `json:"claim_ids"`
+	}
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	if len(in.ClaimIDs) == 0 {
+		problem(CodeInvalidRequest, "claim_ids must not be empty").withField("claim_ids").write(w, r)
+		return
+	}
+	if pr := validClaimIDs(in.ClaimIDs); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	n, err := s.cfg.Manager.Void(r.Context(), id, in.ClaimIDs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"voided": n})
+}

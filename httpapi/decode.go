@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// MaxBodyBytes is the largest JSON request body accepted (grant uploads
+// excepted, see MaxGrantBodyBytes).
+const MaxBodyBytes = 64 << 10
+
+// MaxGrantBodyBytes bounds a JSON grant upload: 10,000 ids of up to 64
+// characters each fit.
+const MaxGrantBodyBytes = 1 << 20
+
+// decodeJSON reads one strict JSON value from the body into v: at most limit
+// bytes, no unknown fields, nothing after the value.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Problem {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return problem(CodeInvalidRequest, "Content-Type must be application/json")
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err, limit)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(limit)
+		}
+		return problem(CodeInvalidRequest, "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func tooLarge(limit int64) *Problem {
+	return problem(CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+}
+
+func jsonProblem(err error, limit int64) *Problem {
+	var (
+		mbe  *http.MaxBytesError
+		se   *json.SyntaxError
+		ute  *json.UnmarshalTypeError
+		perr *fieldError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(limit)
+	case errors.Is(err, io.EOF):
+		return problem(CodeInvalidRequest, "request body is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return problem(CodeInvalidRequest, "request body is truncated JSON")
+	case errors.As(err, &se):
+		return problem(CodeInvalidRequest, fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
+	case errors.As(err, &ute):
+		return problem(CodeInvalidRequest, fmt.Sprintf("field %s must be %s", ute.Field, ute.Type)).withField(ute.Field)
+	case errors.As(err, &perr):
+		return problem(CodeInvalidRequest, perr.msg).withField(perr.field)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return problem(CodeInvalidRequest, "unknown field "+strconv.Quote(f)).withField(f)
+	}
+	return problem(CodeInvalidRequest, "malformed JSON: "+err.Error())
+}
+
+// fieldError is returned by custom UnmarshalJSON methods.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.msg }
+
+// Pagination limits.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// page parses ?limit= and ?cursor=.
+func page(r *http.Request) (after string, limit int, p *Problem) {
+	q := r.URL.Query()
+	limit = DefaultPageLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return "", 0, problem(CodeInvalidRequest, fmt.Sprintf("limit must be an integer from 1 to %d", MaxPageLimit)).withField("limit")
+		}
+		limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) == 0 || len(b) > 200 {
+			return "", 0, problem(CodeInvalidRequest, "cursor is not one this server issued").withField("cursor")
+		}
+		after = string(b)
+	}
+	return after, limit, nil
+}
+
+// nextCursor returns the cursor after last, or nil on the last page.
+func nextCursor(last string, n, limit int) *string {
+	if n < limit || last == "" {
+		return nil
+	}
+	c := base64.RawURLEncoding.EncodeToString([]byte(last))
+	return &c
+}
+
+// validIdempotencyKey: 1–64 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) < 1 || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

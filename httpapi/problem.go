@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem codes; the HTTP status is fixed per code.
+const (
+	CodeInvalidRequest = "invalid_request"
+	CodeUnauthorized   = "unauthorized"
+	CodeNotFound       = "not_found"
+	CodeAlreadyExists  = "already_exists"
+	CodeAlreadyClaimed = "already_claimed"
+	CodeNotStarted     = "not_started"
+	CodeEnded          = "ended"
+	CodeNotAdmitted    = "not_admitted"
+	CodeSoldOut        = "sold_out"
+	CodeTooLarge       = "too_large"
+	CodeOverloaded     = "overloaded"
+	CodeUnavailable    = "unavailable"
+	CodeMethod         = "method_not_allowed"
+)
+
+var codeStatus = map[string]int{
+	CodeInvalidRequest: http.StatusBadRequest,
+	CodeUnauthorized:   http.StatusUnauthorized,
+	CodeNotFound:       http.StatusNotFound,
+	CodeAlreadyExists:  http.StatusConflict,
+	CodeAlreadyClaimed: http.StatusConflict,
+	CodeNotStarted:     http.StatusForbidden,
+	CodeEnded:          http.StatusForbidden,
+	CodeNotAdmitted:    http.StatusForbidden,
+	CodeSoldOut:        http.StatusGone,
+	CodeTooLarge:       http.StatusRequestEntityTooLarge,
+	CodeOverloaded:     http.StatusServiceUnavailable,
+	CodeUnavailable:    http.StatusServiceUnavailable,
+	CodeMethod:         http.StatusMethodNotAllowed,
+}
+
+var codeTitle = map[string]string{
+	CodeInvalidRequest: "Invalid request",
+	CodeUnauthorized:   "Unauthorized",
+	CodeNotFound:       "Not found",
+	CodeAlreadyExists:  "Already exists",
+	CodeAlreadyClaimed: "Already claimed",
+	CodeNotStarted:     "Not started",
+	CodeEnded:          "Ended",
+	CodeNotAdmitted:    "Not admitted",
+	CodeSoldOut:        "Sold out",
+	CodeTooLarge:       "Request too large",
+	CodeOverloaded:     "Overloaded",
+	CodeUnavailable:    "Service unavailable",
+	CodeMethod:         "Method not allowed",
+}
+
+// Problem is an RFC 9457 problem document with dibs's code member.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Field names the request field at fault, for invalid_request.
+	Field string `json:"field,omitempty"`
+
+	retryAfter int // seconds; 0 for none
+}
+
+func problem(code, detail string) *Problem {
+	st, ok := codeStatus[code]
+	if !ok {
+		st = http.StatusInternalServerError
+	}
+	return &Problem{Type: "about:blank", Title: codeTitle[code], Status: st, Code: code, Detail: detail}
+}
+
+func (p *Problem) withField(f string) *Problem { p.Field = f; return p }
+
+func (p *Problem) retry(seconds int) *Problem { p.retryAfter = seconds; return p }
+
+func (p *Problem) write(w http.ResponseWriter, r *http.Request) {
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
+	if p.Code == CodeUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="dibs"`)
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,222 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
+)
+
+type waitingRoomIn struct {
+	Enabled         bool `json:"enabled"`
+	AdmitPerSecond  *int `json:"admit_per_second"`
+	EntryTTLSeconds *int `json:"entry_ttl_seconds"`
+}
+
+type promotionIn struct {
+	ID           *string        `json:"id"`
+	Name         string         `json:"name"`
+	Mode         string         `json:"mode"`
+	Kind         string         `json:"kind"`
+	Stock        *int64         `json:"stock"`
+	PerUserLimit *int           `json:"per_user_limit"`
+	StartsAt     *string        `json:"starts_at"`
+	EndsAt       *string        `json:"ends_at"`
+	Value        int64          `json:"value"`
+	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
+}
+
+type countsOut struct {
+	Accepted  int64  `json:"accepted"`
+	Pending   int64  `json:"pending"`
+	Issued    int64  `json:"issued"`
+	Failed    int64  `json:"failed"`
+	Remaining *int64 `json:"remaining"`
+}
+
+type waitingRoomOut struct {
+	Enabled         bool  `json:"enabled"`
+	AdmitPerSecond  int   `json:"admit_per_second,omitempty"`
+	EntryTTLSeconds int   `json:"entry_ttl_seconds,omitempty"`
+	Waiting         int64 `json:"waiting"`
+	Admitted        int64 `json:"admitted"`
+}
+
+type promotionOut struct {
+	ID           string         `json:"id"`
+	Name         string         `json:"name"`
+	Mode         string         `json:"mode"`
+	Kind         string         `json:"kind"`
+	Stock        int64          `json:"stock"`
+	PerUserLimit int            `json:"per_user_limit"`
+	Value        int64          `json:"value"`
+	State        string         `json:"state"`
+	StartsAt     string         `json:"starts_at"`
+	EndsAt       string         `json:"ends_at"`
+	ClosedAt     *string        `json:"closed_at"`
+	CreatedAt    string         `json:"created_at"`
+	Counts       countsOut      `json:"counts"`
+	WaitingRoom  waitingRoomOut `json:"waiting_room"`
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func optTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := formatTime(t)
+	return &s
+}
+
+func toOut(v promotion.View) promotionOut {
+	return promotionOut{
+		ID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, Stock: v.Stock,
+		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
+		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
+		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt),
+		Counts: countsOut{
+			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
+			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
+		},
+		WaitingRoom: waitingRoomOut{
+			Enabled:         v.WaitingRoom.Enabled,
+			AdmitPerSecond:  v.WaitingRoom.AdmitPerSecond,
+			EntryTTLSeconds: v.WaitingRoom.EntryTTLSeconds,
+		},
+	}
+}
+
+func parseTimeField(field string, s *string) (time.Time, *Problem) {
+	if s == nil {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, problem(CodeInvalidRequest, field+" must be an RFC 3339 time such as 2026-11-21T00:00:00Z").withField(field)
+	}
+	if t.Year() < 2000 || t.Year() > 9999 {
+		return time.Time{}, problem(CodeInvalidRequest, field+" is out of range").withField(field)
+	}
+	return t, nil
+}
+
+func (in promotionIn) toPromotion() (store.Promotion, *Problem) {
+	p := store.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value}
+	if in.ID != nil {
+		if !promotion.ValidID(*in.ID) {
+			return p, problem(CodeInvalidRequest, "id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("id")
+		}
+		p.ID = *in.ID
+	}
+	if in.Stock != nil {
+		if *in.Stock < 1 {
+			return p, problem(CodeInvalidRequest, "stock must be between 1 and 1000000000").withField("stock")
+		}
+		p.Stock = *in.Stock
+	}
+	if in.PerUserLimit != nil {
+		if *in.PerUserLimit < 1 {
+			return p, problem(CodeInvalidRequest, "per_user_limit must be between 1 and 1000").withField("per_user_limit")
+		}
+		p.PerUserLimit = *in.PerUserLimit
+	}
+	var pr *Problem
+	if p.StartsAt, pr = parseTimeField("starts_at", in.StartsAt); pr != nil {
+		return p, pr
+	}
+	if p.EndsAt, pr = parseTimeField("ends_at", in.EndsAt); pr != nil {
+		return p, pr
+	}
+	if w := in.WaitingRoom; w != nil {
+		p.WaitingRoom.Enabled = w.Enabled
+		if w.AdmitPerSecond != nil {
+			if *w.AdmitPerSecond < 1 {
+				return p, problem(CodeInvalidRequest, "admit_per_second must be between 1 and 1000000").withField("waiting_room.admit_per_second")
+			}
+			p.WaitingRoom.AdmitPerSecond = *w.AdmitPerSecond
+		}
+		if w.EntryTTLSeconds != nil {
+			if *w.EntryTTLSeconds < 1 {
+				return p, problem(CodeInvalidRequest, "entry_ttl_seconds must be between 1 and 86400").withField("waiting_room.entry_ttl_seconds")
+			}
+			p.WaitingRoom.EntryTTLSeconds = *w.EntryTTLSeconds
+		}
+	}
+	return p, nil
+}
+
+func (s *Server) createPromotion(w http.ResponseWriter, r *http.Request) {
+	var in promotionIn
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	p, pr := in.toPromotion()
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	v, err := s.cfg.Manager.Create(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/promotions/"+v.ID)
+	writeJSON(w, http.StatusCreated, toOut(v))
+}
+
+func (s *Server) getPromotion(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	v, err := s.cfg.Manager.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOut(v))
+}
+
+func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
+	after, limit, pr := page(r)
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	vs, err := s.cfg.Manager.List(r.Context(), after, limit+1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	more := len(vs) > limit
+	if more {
+		vs = vs[:limit]
+	}
+	out := struct {
+		Promotions []promotionOut `json:"promotions"`
+		NextCursor *string        `json:"next_cursor"`
+	}{Promotions: make([]promotionOut, 0, len(vs))}
+	for _, v := range vs {
+		out.Promotions = append(out.Promotions, toOut(v))
+	}
+	if more {
+		out.NextCursor = nextCursor(vs[len(vs)-1].ID, limit, limit)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) closePromotion(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	v, err := s.cfg.Manager.Close(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOut(v))
+}

@@ -1,0 +1,227 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/promotion"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxInFlight  = 4096
+	DefaultClaimTimeout = 2 * time.Second
+	DefaultReadyTimeout = 2 * time.Second
+)
+
+// Config configures the API handler.
+type Config struct {
+	// Manager runs the promotions. Required.
+	Manager *promotion.Manager
+	// AdminToken is the bearer token of the admin endpoints. Required.
+	AdminToken string
+	// MaxInFlight bounds concurrent claim and grant requests; beyond it
+	// requests get 503 overloaded at once. Defaults to DefaultMaxInFlight.
+	MaxInFlight int
+	// ClaimTimeout bounds one claim's Redis call. Defaults to DefaultClaimTimeout.
+	ClaimTimeout time.Duration
+	// Metrics receives the API's metrics. Defaults to a new registry.
+	Metrics *Metrics
+	// Gatherer serves /metrics. Defaults to prometheus.DefaultGatherer
+	// when Metrics is nil, else Metrics' registry.
+	Gatherer prometheus.Gatherer
+	// Logger receives request errors. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the dibs HTTP API as an http.Handler.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	log      *slog.Logger
+	m        *Metrics
+	inflight chan struct{}
+}
+
+// New returns the API handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Manager == nil {
+		return nil, errors.New("httpapi: Config.Manager is required")
+	}
+	if cfg.AdminToken == "" {
+		return nil, errors.New("httpapi: Config.AdminToken is required")
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.ClaimTimeout <= 0 {
+		cfg.ClaimTimeout = DefaultClaimTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		reg := prometheus.NewRegistry()
+		cfg.Metrics = NewMetrics(reg)
+		if cfg.Gatherer == nil {
+			cfg.Gatherer = reg
+		}
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	s := &Server{
+		cfg:      cfg,
+		mux:      http.NewServeMux(),
+		log:      cfg.Logger,
+		m:        cfg.Metrics,
+		inflight: make(chan struct{}, cfg.MaxInFlight),
+	}
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+			problem(CodeUnavailable, "internal error").retry(1).write(w, r)
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	s.route("/v1/promotions", map[string]http.HandlerFunc{
+		"GET":  s.listPromotions,
+		"POST": s.admin(s.createPromotion),
+	})
+	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.getPromotion})
+	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.closePromotion)})
+	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim)})
+	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.getClaims})
+	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.postGrants))})
+	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.listDeadLetters)})
+	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.replayDeadLetters)})
+	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.voidDeadLetters)})
+	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
+	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
+	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem(CodeNotFound, "no such endpoint").write(w, r)
+	})
+}
+
+// route registers the handlers of one path by method, and a fallback that
+// answers other methods with 405 and Allow.
+func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
+	allow := make([]string, 0, len(byMethod)+1)
+	for m, h := range byMethod {
+		s.mux.HandleFunc(m+" "+path, h)
+		allow = append(allow, m)
+		if m == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	sort.Strings(allow)
+	allowed := strings.Join(allow, ", ")
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allowed)
+		problem(CodeMethod, r.Method+" is not allowed here; use "+allowed).write(w, r)
+	})
+}
+
+// admin wraps h with the bearer-token check.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	want := []byte("Bearer " + s.cfg.AdminToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			problem(CodeUnauthorized, "this endpoint needs the admin bearer token").write(w, r)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// limited sheds load: beyond MaxInFlight concurrent requests it answers 503
+// overloaded at once instead of queueing.
+func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.inflight <- struct{}{}:
+		default:
+			s.m.Shed.Inc()
+			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
+			return
+		}
+		defer func() { <-s.inflight }()
+		h(w, r)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), DefaultReadyTimeout)
+	defer cancel()
+	if err := s.cfg.Manager.Ready(ctx); err != nil {
+		problem(CodeUnavailable, err.Error()).retry(1).write(w, r)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// fail writes the problem for err: sentinels map to their codes, anything
+// else means Redis or the database did not answer as expected.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ve *promotion.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		problem(CodeInvalidRequest, ve.Error()).withField(ve.Field).write(w, r)
+	case errors.Is(err, promotion.ErrNotFound), errors.Is(err, claim.ErrNotFound):
+		problem(CodeNotFound, "no such promotion").write(w, r)
+	case errors.Is(err, promotion.ErrAlreadyExists):
+		problem(CodeAlreadyExists, "a promotion with this id exists").write(w, r)
+	case errors.Is(err, promotion.ErrWrongMode):
+		problem(CodeInvalidRequest, "this promotion's mode does not allow this call").write(w, r)
+	case errors.Is(err, claim.ErrAlreadyClaimed):
+		problem(CodeAlreadyClaimed, "the user reached the promotion's per-user limit").write(w, r)
+	case errors.Is(err, claim.ErrNotStarted):
+		problem(CodeNotStarted, "the promotion has not started").write(w, r)
+	case errors.Is(err, claim.ErrEnded):
+		problem(CodeEnded, "the promotion has ended").write(w, r)
+	case errors.Is(err, claim.ErrSoldOut):
+		problem(CodeSoldOut, "the stock is exhausted").write(w, r)
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		detail := "Redis or the database did not answer; retry with the same Idempotency-Key"
+		problem(CodeUnavailable, detail).retry(1).write(w, r)
+	}
+}
+
+// pathID reads and validates a path identifier.
+func pathID(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
+	v := r.PathValue(name)
+	if !promotion.ValidID(v) {
+		problem(CodeInvalidRequest, "malformed "+name+" in path").withField(name).write(w, r)
+		return "", false
+	}
+	return v, true
+}

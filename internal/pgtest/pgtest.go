@@ -1,0 +1,114 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dibsio/dibs/internal/redistest"
+)
+
+// Timeouts of the helpers.
+const (
+	// StartTimeout bounds initdb plus starting a server.
+	StartTimeout = 60 * time.Second
+	// StopTimeout bounds a server's shutdown before it is killed.
+	StopTimeout = 10 * time.Second
+	// DropTimeout bounds dropping a test's database at cleanup.
+	DropTimeout = 10 * time.Second
+)
+
+// shared is the binary-wide server and a small pool on its postgres
+// database that creates and drops the tests' databases.
+type shared struct {
+	srv   *Server
+	admin *pgxpool.Pool
+}
+
+var (
+	sharedOnce = sync.OnceValues(startShared)
+	dbCounter  atomic.Int64
+)
+
+func startShared() (*shared, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	srv, err := newServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(srv.URL())
+	if err != nil {
+		_ = srv.remove(ctx)
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	cfg.MaxConns = 4
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		_ = srv.remove(ctx)
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	redistest.RegisterCleanup(func() {
+		admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := srv.remove(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop shared postgres: %v\n", err)
+		}
+	})
+	return &shared{srv: srv, admin: admin}, nil
+}
+
+// URL returns the URL of a fresh, empty database for this test, created in
+// the binary-wide PostgreSQL (started on first use, stopped by
+// redistest.Main after the tests) and dropped when the test ends. Tests
+// running in parallel each get their own database.
+func URL(t testing.TB) string {
+	t.Helper()
+	sh, err := sharedOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("t_%d", dbCounter.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	if _, err := sh.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), DropTimeout)
+		defer cancel()
+		// FORCE disconnects sessions a test left open.
+		if _, err := sh.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return sh.srv.urlFor(name)
+}
+
+// Fresh starts a dedicated PostgreSQL for this test, for tests that stop and
+// restart the database: Stop and Start keep its data directory and port. It
+// is stopped and deleted when the test ends.
+func Fresh(t testing.TB) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	srv, err := newServer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := srv.remove(ctx); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return srv
+}

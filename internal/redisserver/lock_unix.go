@@ -1,0 +1,36 @@
+//go:build unix
+
+package redisserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// lockDir takes an exclusive, non-blocking flock on dir/LockFile. The lock
+// belongs to the open file description, so it is held while any copy of the
+// returned descriptor is open, in this process or in the child.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: open lock file: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("redisserver: %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("redisserver: lock %s: %w", path, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,391 @@
+package promotion
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
+)
+
+// Errors returned by the Manager besides the claim and store sentinels.
+var (
+	// ErrNotFound means there is no such promotion.
+	ErrNotFound = errors.New("promotion: not found")
+	// ErrAlreadyExists means a promotion with that id exists.
+	ErrAlreadyExists = errors.New("promotion: already exists")
+	// ErrWrongMode means the call does not fit the promotion's mode.
+	ErrWrongMode = errors.New("promotion: wrong mode for this call")
+)
+
+// DefaultRecheckInterval is how often the Manager re-checks promotions.
+const DefaultRecheckInterval = time.Second
+
+// Config configures a Manager.
+type Config struct {
+	// Prefix is the Redis key prefix. Defaults to claim.DefaultPrefix.
+	Prefix string
+	// Instance names this process's consumers; unique per live process.
+	// Defaults to a random id.
+	Instance string
+	// Stream configures the confirmation pools. Defaults to stream.DefaultConfig().
+	Stream *stream.Config
+	// RecheckInterval is how often promotions are re-checked for work and
+	// for being drained. Defaults to DefaultRecheckInterval.
+	RecheckInterval time.Duration
+	// Logger receives the manager's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// OnIssued, if set, is called with the number of rows newly issued.
+	OnIssued func(promotionID string, n int)
+	// OnDeadLetter, if set, is called for every dead-lettered claim.
+	OnDeadLetter func(promotionID string)
+	// OnBacklog, if set, is called on every re-check with the number of the
+	// promotion's claims not yet confirmed (pending plus undelivered).
+	OnBacklog func(promotionID string, backlog int64)
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Manager runs promotions. Create it with New, then Start it.
+type Manager struct {
+	client rueidis.Client
+	st     store.Store
+	gate   *claim.Gate
+	reg    *stream.Registry
+	cfg    Config
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	active  map[string]store.Promotion // undrained promotions; guarded by mu
+	started bool                       // guarded by mu
+	stopped bool                       // guarded by mu
+	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
+	wg      sync.WaitGroup
+}
+
+// New returns a Manager over a Redis client and a store.
+func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = claim.DefaultPrefix
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = randomID(6)
+	}
+	if cfg.Stream == nil {
+		sc := stream.DefaultConfig()
+		cfg.Stream = &sc
+	}
+	if cfg.RecheckInterval <= 0 {
+		cfg.RecheckInterval = DefaultRecheckInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	reg, err := stream.NewRegistry(client, cfg.Instance, *cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("promotion manager: %w", err)
+	}
+	return &Manager{
+		client: client,
+		st:     st,
+		gate:   claim.New(client, claim.Config{Prefix: cfg.Prefix}),
+		reg:    reg,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		active: make(map[string]store.Promotion),
+	}, nil
+}
+
+// Gate returns the claim gate the manager uses.
+func (m *Manager) Gate() *claim.Gate { return m.gate }
+
+// Registry returns the stream registry that runs the confirmation pools.
+func (m *Manager) Registry() *stream.Registry { return m.reg }
+
+// Start resumes every undrained promotion and starts the re-check loop.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return nil
+	}
+	m.started = true
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+	m.mu.Unlock()
+
+	if err := m.recheck(ctx, true); err != nil {
+		cancel()
+		return fmt.Errorf("resume promotions: %w", err)
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.loop(loopCtx)
+	}()
+	return nil
+}
+
+// Stop stops the re-check loop and every pool; in-flight batches finish
+// until ctx's deadline and anything unfinished stays pending in Redis for
+// the next start. Safe to call twice or before Start.
+func (m *Manager) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	m.stopped = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	m.wg.Wait()
+	return m.reg.Shutdown(ctx)
+}
+
+func (m *Manager) loop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.RecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
+				m.log.Warn("re-check of promotions failed", "err", err)
+			}
+		}
+	}
+}
+
+// recheck loads the undrained promotions, makes sure each has its Redis
+// state, starts the pool of each one with work, and marks ended promotions
+// with no work left drained. On the first pass every undrained promotion's
+// pool is started, so entries left pending by a killed process are resumed.
+func (m *Manager) recheck(ctx context.Context, first bool) error {
+	list, err := m.st.ListUndrained(ctx)
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]store.Promotion, len(list))
+	for _, p := range list {
+		fresh[p.ID] = p
+	}
+	m.mu.Lock()
+	prev := m.active
+	m.active = fresh
+	m.mu.Unlock()
+
+	now := m.cfg.Now()
+	var errs []error
+	for _, p := range list {
+		if _, known := prev[p.ID]; first || !known {
+			if err := m.open(ctx, p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		work, err := m.groupWork(ctx, p.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m.cfg.OnBacklog != nil {
+			m.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
+		}
+		if work.busy() || first {
+			if err := m.ensurePool(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if ended(p, now) && !m.reg.Running(p.ID) {
+			if err := m.maybeDrain(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// groupState is the consumer group's backlog.
+type groupState struct {
+	pending int64
+	lag     int64 // -1 when Redis cannot tell
+}
+
+func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
+
+// groupWork reads the issuers group's pending count and lag.
+func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) {
+	k := m.gate.Keys(id)
+	groups, err := m.client.Do(ctx, m.client.B().XinfoGroups().Key(k.Stream()).Build()).ToArray()
+	if err != nil {
+		return groupState{}, fmt.Errorf("group state of %s: %w", id, err)
+	}
+	for _, g := range groups {
+		fields, err := g.AsMap()
+		if err != nil {
+			continue
+		}
+		nameMsg := fields["name"]
+		if name, _ := nameMsg.ToString(); name != claim.Group {
+			continue
+		}
+		st := groupState{lag: -1}
+		if v, ok := fields["pending"]; ok {
+			st.pending, _ = v.AsInt64()
+		}
+		if v, ok := fields["lag"]; ok && !v.IsNil() {
+			if n, err := v.AsInt64(); err == nil {
+				st.lag = n
+			}
+		}
+		return st, nil
+	}
+	return groupState{}, fmt.Errorf("group state of %s: no %s group", id, claim.Group)
+}
+
+// maybeDrain marks an ended promotion drained when the database accounts
+// for every accepted claim.
+func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
+	st, err := m.gate.State(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	c, err := m.st.Counts(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if c.Issued+c.Failed+c.Voided < st.Seq {
+		return nil
+	}
+	if err := m.st.SetDrained(ctx, p.ID, true); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.active, p.ID)
+	m.mu.Unlock()
+	m.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
+	return nil
+}
+
+func ended(p store.Promotion, now time.Time) bool {
+	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
+}
+
+// open makes the promotion's Redis state exist, with the database's highest
+// issued rank as the floor of the rank counter.
+func (m *Manager) open(ctx context.Context, p store.Promotion) error {
+	created, err := m.gate.Open(ctx, gatePromotion(p))
+	if err != nil {
+		return err
+	}
+	if created && m.cfg.Now().Sub(p.CreatedAt) > time.Minute {
+		m.log.Warn("promotion state was missing in Redis and was rebuilt", "promotion", p.ID)
+	}
+	return nil
+}
+
+func gatePromotion(p store.Promotion) claim.Promotion {
+	return claim.Promotion{
+		ID:           p.ID,
+		Grant:        p.Mode == store.ModeGrant,
+		Stock:        p.Stock,
+		PerUserLimit: p.PerUserLimit,
+		StartsAt:     p.StartsAt,
+		EndsAt:       p.EndsAt,
+		Closed:       !p.ClosedAt.IsZero(),
+	}
+}
+
+// ensurePool starts the promotion's confirmation pool if it is not running
+// and wakes it.
+func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
+	m.mu.Lock()
+	stopped := m.stopped
+	m.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	k := m.gate.Keys(p.ID)
+	spec := stream.Spec{
+		Stream:           k.Stream(),
+		Group:            claim.Group,
+		Handler:          &issuer{m: m, promotionID: p.ID},
+		Ack:              m.acker(p.ID),
+		OnDeadLetter:     m.deadLetterer(p.ID),
+		DeadLetterStream: k.DeadLetters(),
+		ExpectedTotal:    p.Stock,
+	}
+	if _, err := m.reg.Ensure(ctx, p.ID, spec); err != nil {
+		return fmt.Errorf("start pool of %s: %w", p.ID, err)
+	}
+	m.reg.Wake(p.ID)
+	return nil
+}
+
+func (m *Manager) acker(id string) func(context.Context, []stream.Message) error {
+	return func(ctx context.Context, msgs []stream.Message) error {
+		entries := make([]claim.Entry, len(msgs))
+		for i, msg := range msgs {
+			entries[i] = claim.Entry{ID: msg.ID, Rank: msg.Fields["rank"]}
+		}
+		_, err := m.gate.Ack(ctx, id, entries)
+		return err
+	}
+}
+
+func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLetter) error {
+	return func(ctx context.Context, d stream.DeadLetter) error {
+		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)
+		slot, _ := strconv.Atoi(d.Fields["slot"])
+		claimID := d.Fields["claim_id"]
+		if claimID == "" {
+			// An undecodable entry still needs an identity in the database.
+			claimID = id + "!" + d.ID
+		}
+		err := m.st.RecordDeadLetter(ctx, store.DeadLetter{
+			ClaimID:     claimID,
+			PromotionID: id,
+			UserID:      d.Fields["user"],
+			Rank:        rank,
+			Slot:        slot,
+			Reason:      d.Reason,
+			Deliveries:  d.Deliveries,
+			State:       store.DeadFailed,
+			At:          d.At,
+			Fields:      d.Fields,
+		})
+		if err != nil {
+			return err
+		}
+		if rank > 0 {
+			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
+				return err
+			}
+		}
+		if m.cfg.OnDeadLetter != nil {
+			m.cfg.OnDeadLetter(id)
+		}
+		m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
+		return nil
+	}
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

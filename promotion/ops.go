@@ -1,0 +1,328 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+)
+
+// Promotion states.
+const (
+	StateScheduled = "scheduled"
+	StateOpen      = "open"
+	StateSoldOut   = "sold_out"
+	StateEnded     = "ended"
+)
+
+// Counts are a promotion's live counts.
+type Counts struct {
+	Accepted  int64  // claims admitted in Redis (grants: targets enqueued)
+	Pending   int64  // accepted − issued − failed
+	Issued    int64  // rows confirmed in the database
+	Failed    int64  // dead-lettered, waiting for replay or void
+	Remaining *int64 // stock − accepted; nil for grants
+}
+
+// View is a promotion with its live state and counts.
+type View struct {
+	store.Promotion
+	State  string
+	Counts Counts
+}
+
+// Create validates p, fills its defaults, stores it and opens it in Redis.
+func (m *Manager) Create(ctx context.Context, p store.Promotion) (View, error) {
+	now := m.cfg.Now()
+	if err := Normalize(&p, now); err != nil {
+		return View{}, err
+	}
+	if p.ID == "" {
+		p.ID = "p-" + randomID(8)
+	}
+	p.CreatedAt = now.UTC().Truncate(time.Millisecond)
+	if err := m.st.CreatePromotion(ctx, p); err != nil {
+		if errors.Is(err, store.ErrAlreadyExists) {
+			return View{}, ErrAlreadyExists
+		}
+		return View{}, err
+	}
+	// The database is the truth: if Redis is unreachable now, the re-check
+	// loop opens the promotion as soon as it answers.
+	if err := m.open(ctx, p); err != nil {
+		return View{}, err
+	}
+	m.mu.Lock()
+	m.active[p.ID] = p
+	m.mu.Unlock()
+	return m.view(ctx, p)
+}
+
+// Get returns the promotion with its live counts.
+func (m *Manager) Get(ctx context.Context, id string) (View, error) {
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return View{}, err
+	}
+	return m.view(ctx, p)
+}
+
+// List returns up to limit promotions with id > after, ordered by id.
+func (m *Manager) List(ctx context.Context, after string, limit int) ([]View, error) {
+	ps, err := m.st.ListPromotions(ctx, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]View, 0, len(ps))
+	for _, p := range ps {
+		v, err := m.view(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Close ends the promotion now: later claims get claim.ErrEnded.
+func (m *Manager) Close(ctx context.Context, id string) (View, error) {
+	p, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return View{}, ErrNotFound
+		}
+		return View{}, err
+	}
+	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+		err = m.open(ctx, p)
+		if err != nil {
+			return View{}, err
+		}
+	} else if err != nil {
+		return View{}, err
+	}
+	return m.view(ctx, p)
+}
+
+func (m *Manager) load(ctx context.Context, id string) (store.Promotion, error) {
+	p, err := m.st.GetPromotion(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return p, ErrNotFound
+	}
+	return p, err
+}
+
+func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
+	st, err := m.gate.State(ctx, p.ID)
+	if errors.Is(err, claim.ErrNotFound) {
+		if err = m.open(ctx, p); err == nil {
+			st, err = m.gate.State(ctx, p.ID)
+		}
+	}
+	if err != nil {
+		return View{}, err
+	}
+	c, err := m.st.Counts(ctx, p.ID)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{Promotion: p}
+	v.Counts.Accepted = st.Accepted()
+	v.Counts.Issued = c.Issued
+	v.Counts.Failed = c.Failed
+	v.Counts.Pending = max(v.Counts.Accepted-c.Issued-c.Failed, 0)
+	if p.Mode != store.ModeGrant {
+		r := st.Remaining()
+		v.Counts.Remaining = &r
+	}
+	now := m.cfg.Now()
+	switch {
+	case ended(p, now) || st.Closed:
+		v.State = StateEnded
+	case now.Before(p.StartsAt):
+		v.State = StateScheduled
+	case p.Mode != store.ModeGrant && st.Remaining() == 0:
+		v.State = StateSoldOut
+	default:
+		v.State = StateOpen
+	}
+	return v, nil
+}
+
+// Claim admits one claim of userID in promotion id (see claim.Gate.Claim)
+// and makes sure the promotion's confirmation pool runs.
+func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (claim.Result, error) {
+	res, err := m.gate.Claim(ctx, id, userID, idemKey)
+	if errors.Is(err, claim.ErrNotFound) {
+		// Redis does not know it: unknown promotion, or Redis lost it.
+		p, lerr := m.load(ctx, id)
+		if lerr != nil {
+			return res, lerr
+		}
+		if err := m.open(ctx, p); err != nil {
+			return res, err
+		}
+		res, err = m.gate.Claim(ctx, id, userID, idemKey)
+	}
+	if errors.Is(err, claim.ErrWrongMode) {
+		return res, ErrWrongMode
+	}
+	if err != nil {
+		return res, err
+	}
+	m.kick(ctx, id)
+	return res, nil
+}
+
+// kick makes sure the pool of promotion id runs on this instance.
+func (m *Manager) kick(ctx context.Context, id string) {
+	if m.reg.Running(id) {
+		m.reg.Wake(id)
+		return
+	}
+	m.mu.Lock()
+	p, ok := m.active[id]
+	m.mu.Unlock()
+	if !ok {
+		var err error
+		if p, err = m.load(ctx, id); err != nil {
+			m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
+			return
+		}
+	}
+	if err := m.ensurePool(ctx, p); err != nil {
+		// The re-check loop retries within a second.
+		m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
+	}
+}
+
+// Grant enqueues grants for users in a grant promotion.
+func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (claim.GrantResult, error) {
+	res, err := m.gate.Grant(ctx, id, userIDs)
+	if errors.Is(err, claim.ErrNotFound) {
+		p, lerr := m.load(ctx, id)
+		if lerr != nil {
+			return res, lerr
+		}
+		if err := m.open(ctx, p); err != nil {
+			return res, err
+		}
+		res, err = m.gate.Grant(ctx, id, userIDs)
+	}
+	if errors.Is(err, claim.ErrWrongMode) {
+		return res, ErrWrongMode
+	}
+	if err != nil {
+		return res, err
+	}
+	if res.Enqueued > 0 {
+		m.kick(ctx, id)
+	}
+	return res, nil
+}
+
+// UserClaim is one of a user's claims.
+type UserClaim struct {
+	ClaimID  string
+	Rank     int64
+	Status   string    // claim.StatusPending, StatusIssued, StatusFailed or StatusVoided
+	IssuedAt time.Time // zero unless issued
+}
+
+// UserClaims returns the user's claims in the promotion, oldest first.
+func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := m.gate.UserClaims(ctx, id, userID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UserClaim, len(cs))
+	for i, c := range cs {
+		cid := claim.ClaimID(id, c.Rank)
+		if p.Mode == store.ModeGrant {
+			cid = claim.GrantID(id, userID)
+		}
+		out[i] = UserClaim{ClaimID: cid, Rank: c.Rank, Status: c.Status, IssuedAt: c.IssuedAt}
+	}
+	return out, nil
+}
+
+// DeadLetters lists the promotion's failed claims.
+func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]store.DeadLetter, error) {
+	if _, err := m.load(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.st.ListDeadLetters(ctx, id, after, limit)
+}
+
+// Replay puts failed claims back into the pipeline under their own claim
+// ids (all failed claims when claimIDs is nil). A claim moves from failed to
+// replayed in the database first, so concurrent replays and voids never act
+// on one claim twice. It returns how many were replayed.
+func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	moved, err := m.st.TransitionDeadLetters(ctx, id, claimIDs, store.DeadReplayed)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, d := range moved {
+		if _, err := m.gate.Replay(ctx, id, d.Rank, d.Fields); err != nil {
+			// Put the rest back so a later replay or void can act on them.
+			for _, rest := range moved[i:] {
+				rest.Reason = "replay failed: " + err.Error()
+				if rerr := m.st.RecordDeadLetter(ctx, rest); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+			return n, fmt.Errorf("replay %s: %w", d.ClaimID, err)
+		}
+		n++
+	}
+	if n > 0 {
+		m.kick(ctx, p.ID)
+	}
+	return n, nil
+}
+
+// Void gives up on failed claims and returns their units to stock. It
+// returns how many were voided.
+func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
+	if _, err := m.load(ctx, id); err != nil {
+		return 0, err
+	}
+	moved, err := m.st.TransitionDeadLetters(ctx, id, claimIDs, store.DeadVoided)
+	if err != nil {
+		return 0, err
+	}
+	ranks := make([]int64, 0, len(moved))
+	for _, d := range moved {
+		if d.Rank > 0 {
+			ranks = append(ranks, d.Rank)
+		}
+	}
+	if _, err := m.gate.Void(ctx, id, ranks...); err != nil {
+		return 0, fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
+	}
+	return len(moved), nil
+}
+
+// Ready checks that Redis and the database answer.
+func (m *Manager) Ready(ctx context.Context) error {
+	if err := m.client.Do(ctx, m.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if err := m.st.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package promotion
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// Limits of a promotion's definition.
+const (
+	MaxStock            = 1_000_000_000
+	MaxPerUserLimit     = 1_000
+	DefaultDuration     = 24 * time.Hour
+	MaxEntryTTLSeconds  = 86_400
+	MaxAdmitPerSecond   = 1_000_000
+	DefaultAdmitPerSec  = 100
+	DefaultEntryTTLSecs = 300
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$`)
+
+// ValidID reports whether s is a valid promotion or user id: 1–64
+// characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// ValidationError names the field of a promotion definition that is wrong.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Normalize fills defaults into p (mode, kind, limit, window, waiting room)
+// relative to now, and validates it. Times are converted to UTC.
+func Normalize(p *store.Promotion, now time.Time) error {
+	if p.ID != "" && !ValidID(p.ID) {
+		return invalid("id", "must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit")
+	}
+	if len(p.Name) > 200 {
+		return invalid("name", "must be at most 200 characters")
+	}
+	switch p.Mode {
+	case "":
+		p.Mode = store.ModeFirstCome
+	case store.ModeFirstCome, store.ModeGrant:
+	default:
+		return invalid("mode", "must be first_come or grant")
+	}
+	switch p.Kind {
+	case "":
+		p.Kind = store.KindCoupon
+	case store.KindCoupon, store.KindVoucher, store.KindPoint:
+	default:
+		return invalid("kind", "must be coupon, voucher or point")
+	}
+	switch {
+	case p.Mode == store.ModeGrant && p.Stock == 0:
+	case p.Stock < 1 || p.Stock > MaxStock:
+		return invalid("stock", "must be between 1 and %d", MaxStock)
+	}
+	if p.PerUserLimit == 0 {
+		p.PerUserLimit = 1
+	}
+	if p.PerUserLimit < 1 || p.PerUserLimit > MaxPerUserLimit {
+		return invalid("per_user_limit", "must be between 1 and %d", MaxPerUserLimit)
+	}
+	if p.Mode == store.ModeGrant {
+		p.PerUserLimit = 1
+	}
+	if p.Value < 0 {
+		return invalid("value", "must not be negative")
+	}
+	if p.StartsAt.IsZero() {
+		p.StartsAt = now
+	}
+	p.StartsAt = p.StartsAt.UTC().Truncate(time.Millisecond)
+	if p.EndsAt.IsZero() {
+		p.EndsAt = p.StartsAt.Add(DefaultDuration)
+	}
+	p.EndsAt = p.EndsAt.UTC().Truncate(time.Millisecond)
+	if !p.EndsAt.After(p.StartsAt) {
+		return invalid("ends_at", "must be after starts_at")
+	}
+	if w := &p.WaitingRoom; w.Enabled || w.AdmitPerSecond != 0 || w.EntryTTLSeconds != 0 {
+		if w.AdmitPerSecond == 0 {
+			w.AdmitPerSecond = DefaultAdmitPerSec
+		}
+		if w.EntryTTLSeconds == 0 {
+			w.EntryTTLSeconds = DefaultEntryTTLSecs
+		}
+		if w.AdmitPerSecond < 1 || w.AdmitPerSecond > MaxAdmitPerSecond {
+			return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
+		}
+		if w.EntryTTLSeconds < 1 || w.EntryTTLSeconds > MaxEntryTTLSeconds {
+			return invalid("waiting_room.entry_ttl_seconds", "must be between 1 and %d", MaxEntryTTLSeconds)
+		}
+		if w.Enabled {
+			return invalid("waiting_room.enabled", "the waiting room is not available in this version")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// deadLetterCols is the column list every dead-letter query selects, in the
+// order scanDeadLetter reads. fields goes out as text and is decoded here.
+const deadLetterCols = `claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields::text`
+
+func scanDeadLetter(row pgx.CollectableRow) (store.DeadLetter, error) {
+	var (
+		d      store.DeadLetter
+		slot   int32
+		fields string
+	)
+	if err := row.Scan(&d.ClaimID, &d.PromotionID, &d.UserID, &d.Rank, &slot,
+		&d.Reason, &d.Deliveries, &d.State, &d.At, &fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	d.Slot = int(slot)
+	d.At = d.At.UTC()
+	var err error
+	if d.Fields, err = decodeFields(fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	return d, nil
+}
+
+// encodeFields stores the stream entry's fields as a JSON object.
+func encodeFields(f map[string]string) (string, error) {
+	if len(f) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(f)
+	return string(b), err
+}
+
+// decodeFields reads them back; no fields come back as nil.
+func decodeFields(s string) (map[string]string, error) {
+	var f map[string]string
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return nil, fmt.Errorf("stored fields: %w", err)
+	}
+	if len(f) == 0 {
+		return nil, nil
+	}
+	return f, nil
+}
+
+// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
+// claim is already recorded, updates reason, deliveries, time and fields and
+// sets the state back to DeadFailed. A claim already voided is left as it is.
+func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
+	fields, err := encodeFields(d.Fields)
+	if err != nil {
+		return fmt.Errorf("postgres: record dead letter %s: %w", d.ClaimID, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO dead_letters
+			(claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, CAST($9::text AS jsonb))
+		ON CONFLICT (claim_id) DO UPDATE SET
+			reason = EXCLUDED.reason,
+			deliveries = EXCLUDED.deliveries,
+			at = EXCLUDED.at,
+			fields = EXCLUDED.fields,
+			state = 'failed'
+		WHERE dead_letters.state <> 'voided'`,
+		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, pgTime(d.At), fields)
+	return wrapErr("record dead letter "+d.ClaimID, err)
+}
+
+// ListDeadLetters returns up to limit dead letters of the promotion in state
+// DeadFailed with claim_id > after, ordered by claim_id. A limit of zero or
+// less returns none.
+func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, limit int) ([]store.DeadLetter, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterCols+` FROM dead_letters
+		WHERE promotion_id = $1 AND state = 'failed' AND claim_id > $2
+		ORDER BY claim_id LIMIT $3`, promotionID, after, limit)
+	if err != nil {
+		return nil, wrapErr("list dead letters", err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, wrapErr("list dead letters", err)
+	}
+	return out, nil
+}
+
+// TransitionDeadLetters moves the named claims (all failed ones of the
+// promotion if claimIDs is nil) from DeadFailed to `to` (DeadReplayed or
+// DeadVoided) in one UPDATE ... RETURNING, and returns the moved dead letters
+// ordered by claim_id. A concurrent call that reaches a row this one has
+// just moved waits for it, re-reads the row and, its state no longer being
+// failed, skips it; so a claim is moved once in total.
+func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
+	if to != store.DeadReplayed && to != store.DeadVoided {
+		return nil, fmt.Errorf("postgres: transition dead letters: target state must be %q or %q, got %q",
+			store.DeadReplayed, store.DeadVoided, to)
+	}
+	if claimIDs != nil && len(claimIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE dead_letters SET state = $3
+		WHERE promotion_id = $1 AND state = 'failed'
+		  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
+		RETURNING `+deadLetterCols, promotionID, claimIDs, to)
+	if err != nil {
+		return nil, wrapErr("transition dead letters", err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, wrapErr("transition dead letters", err)
+	}
+	slices.SortFunc(out, func(a, b store.DeadLetter) int { return strings.Compare(a.ClaimID, b.ClaimID) })
+	return out, nil
+}

@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// maxAttempts bounds how often IssueBatch reruns its insert after the
+// database aborted it to break a deadlock.
+const maxAttempts = 5
+
+// issueKey is what makes two issues "the same claim": a redelivery carries
+// the same claim id, promotion, user, rank and slot.
+type issueKey struct {
+	claimID, promotionID, userID string
+	rank                         int64
+	slot                         int
+}
+
+func keyOf(is store.Issue) issueKey {
+	return issueKey{is.ClaimID, is.PromotionID, is.UserID, is.Rank, is.Slot}
+}
+
+// insertIssued is the multi-row insert. The rows travel as seven arrays, so
+// the statement has seven parameters whatever the batch size (no chunking
+// under the 65535-parameter limit, one prepared statement for every size).
+// ON CONFLICT DO NOTHING without a target covers the primary key and both
+// unique keys; RETURNING names the rows actually written.
+const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[], $6::timestamptz[])
+	ON CONFLICT DO NOTHING
+	RETURNING claim_id, promotion_id, user_id, rank, slot`
+
+// IssueBatch writes the issues with one multi-row INSERT ... ON CONFLICT DO
+// NOTHING RETURNING (one statement, so one transaction) and reports an
+// Outcome per issue, in order: Inserted for the rows written, Duplicate when
+// the same claim is already stored with the same content, Conflict
+// otherwise. issued_at is the database's now().
+//
+// Concurrent batches are safe: a row another transaction is inserting makes
+// this one wait for it, then skip the row if it committed. Rows are inserted
+// in claim id order, so overlapping batches of consistent claims take their
+// locks in the same order and cannot deadlock; if inconsistent ones do, the
+// insert is retried.
+func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
+	if len(issues) == 0 {
+		return []store.Outcome{}, nil
+	}
+	out, err := s.issueBatch(ctx, issues)
+	if err != nil {
+		return nil, wrapErr(fmt.Sprintf("issue batch of %d", len(issues)), err)
+	}
+	return out, nil
+}
+
+func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
+	order := make([]int, len(issues))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return strings.Compare(issues[a].ClaimID, issues[b].ClaimID)
+	})
+	var (
+		claimIDs = make([]string, len(issues))
+		promos   = make([]string, len(issues))
+		users    = make([]string, len(issues))
+		ranks    = make([]int64, len(issues))
+		slots    = make([]int32, len(issues))
+		accepted = make([]time.Time, len(issues))
+	)
+	for j, i := range order {
+		is := issues[i]
+		claimIDs[j], promos[j], users[j] = is.ClaimID, is.PromotionID, is.UserID
+		ranks[j], slots[j], accepted[j] = is.Rank, int32(is.Slot), pgTime(is.AcceptedAt)
+	}
+
+	var written []issueKey
+	for attempt := 1; ; attempt++ {
+		rows, err := s.pool.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)
+		if err == nil {
+			written, err = pgx.CollectRows(rows, scanKey)
+		}
+		if err == nil {
+			break
+		}
+		if attempt < maxAttempts && retryable(err) {
+			continue
+		}
+		return nil, err
+	}
+
+	out := make([]store.Outcome, len(issues))
+	// pending maps each distinct content to the indexes carrying it, in
+	// insertion order: when a batch holds the same claim twice, the first is
+	// the one inserted and the second is a duplicate of it.
+	pending := make(map[issueKey][]int, len(issues))
+	for _, i := range order {
+		k := keyOf(issues[i])
+		pending[k] = append(pending[k], i)
+	}
+	for _, k := range written {
+		idx := pending[k]
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("insert returned claim %s that was not in the batch", k.claimID)
+		}
+		out[idx[0]] = store.Inserted
+		pending[k] = idx[1:]
+	}
+
+	// Every issue not inserted hit a unique key. It is a duplicate only if
+	// the row stored under its claim id has the same content. This is a new
+	// statement, so it sees the rows that concurrent batches committed.
+	var rest []string
+	for i, o := range out {
+		if o == 0 {
+			rest = append(rest, issues[i].ClaimID)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot
+		FROM issued WHERE claim_id = ANY($1)`, rest)
+	if err != nil {
+		return nil, err
+	}
+	storedRows, err := pgx.CollectRows(rows, scanKey)
+	if err != nil {
+		return nil, err
+	}
+	stored := make(map[string]issueKey, len(storedRows))
+	for _, k := range storedRows {
+		stored[k.claimID] = k
+	}
+	for i, o := range out {
+		if o != 0 {
+			continue
+		}
+		if k, ok := stored[issues[i].ClaimID]; ok && k == keyOf(issues[i]) {
+			out[i] = store.Duplicate
+		} else {
+			out[i] = store.Conflict
+		}
+	}
+	return out, nil
+}
+
+func scanKey(row pgx.CollectableRow) (issueKey, error) {
+	var (
+		k    issueKey
+		slot int32
+	)
+	err := row.Scan(&k.claimID, &k.promotionID, &k.userID, &k.rank, &slot)
+	k.slot = int(slot)
+	return k, err
+}
+
+// retryable reports a deadlock or serialization failure: the statement was
+// rolled back and can simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// ListIssued returns the user's issued rows in the promotion, by slot.
+func (s *Store) ListIssued(ctx context.Context, promotionID, userID string) ([]store.Issued, error) {
+	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
+		FROM issued WHERE promotion_id = $1 AND user_id = $2 ORDER BY slot`, promotionID, userID)
+	if err != nil {
+		return nil, wrapErr("list issued", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Issued, error) {
+		var (
+			is   store.Issued
+			slot int32
+		)
+		err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &slot, &is.AcceptedAt, &is.IssuedAt)
+		is.Slot = int(slot)
+		is.AcceptedAt, is.IssuedAt = is.AcceptedAt.UTC(), is.IssuedAt.UTC()
+		return is, err
+	})
+	if err != nil {
+		return nil, wrapErr("list issued", err)
+	}
+	return out, nil
+}
+
+// Counts returns the promotion's database-side counts (zero for an unknown
+// promotion).
+func (s *Store) Counts(ctx context.Context, promotionID string) (store.Counts, error) {
+	var c store.Counts
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM issued WHERE promotion_id = $1),
+		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'failed'),
+		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'voided')`,
+		promotionID).Scan(&c.Issued, &c.Failed, &c.Voided)
+	if err != nil {
+		return store.Counts{}, wrapErr("counts "+promotionID, err)
+	}
+	return c, nil
+}

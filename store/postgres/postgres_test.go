@@ -1,0 +1,240 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dibsio/dibs/internal/pgtest"
+	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/postgres"
+	"github.com/dibsio/dibs/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	redistest.Main(m)
+}
+
+// newStore returns an unmigrated store on url, closed when the test ends.
+func newStore(tb testing.TB, url string) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.New(tb.Context(), postgres.Config{URL: url})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// open returns a fresh, migrated store in its own database.
+func open(tb testing.TB) store.Store {
+	tb.Helper()
+	s := newStore(tb, pgtest.URL(tb))
+	if err := s.Migrate(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+// TestMigrateConcurrently migrates one empty database from several stores
+// (as several processes would) at once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	const n = 4
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, n)
+	)
+	for i := range n {
+		s := newStore(t, url)
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, url)
+	var versions int
+	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 {
+		t.Fatalf("%d versions recorded, want 1", versions)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     postgres.Config
+		wantErr bool
+		want    int32
+	}{
+		{"default pool", postgres.Config{URL: "postgres://u@127.0.0.1:1/db"}, false, postgres.DefaultMaxConns},
+		{"pool from URL", postgres.Config{URL: "postgres://u@127.0.0.1:1/db?pool_max_conns=3"}, false, 3},
+		{"pool from Config", postgres.Config{URL: "postgres://u@127.0.0.1:1/db?pool_max_conns=3", MaxConns: 5}, false, 5},
+		{"no URL", postgres.Config{}, true, 0},
+		{"bad URL", postgres.Config{URL: "postgres://u@127.0.0.1:1/db?pool_max_conns=x"}, true, 0},
+		{"negative pool", postgres.Config{URL: "postgres://u@127.0.0.1:1/db", MaxConns: -1}, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := postgres.New(t.Context(), tt.cfg)
+			if tt.wantErr {
+				if err == nil {
+					_ = s.Close()
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.Pool().Config().MaxConns; got != tt.want {
+				t.Fatalf("MaxConns = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestOutage stops the database under a working store: every call fails
+// with ErrUnavailable, and works again once the database is back.
+func TestOutage(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Fresh(t)
+	ctx := t.Context()
+	s := newStore(t, srv.URL())
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := store.Promotion{ID: "outage", Name: "outage", Mode: store.ModeFirstCome, Kind: store.KindCoupon,
+		Stock: 10, PerUserLimit: 1, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour)}
+	if err := s.CreatePromotion(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(rank int64) store.Issue {
+		return store.Issue{ClaimID: fmt.Sprintf("outage#%d", rank), PromotionID: "outage",
+			UserID: fmt.Sprintf("u%d", rank), Rank: rank, Slot: 1, AcceptedAt: time.Now()}
+	}
+	if _, err := s.IssueBatch(ctx, []store.Issue{issue(1)}); err != nil {
+		t.Fatal(err)
+	}
+
+	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := srv.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Ping", func() error { return s.Ping(ctx) }},
+		{"GetPromotion", func() error { _, err := s.GetPromotion(ctx, "outage"); return err }},
+		{"IssueBatch", func() error { _, err := s.IssueBatch(ctx, []store.Issue{issue(2)}); return err }},
+		{"Counts", func() error { _, err := s.Counts(ctx, "outage"); return err }},
+		{"RecordDeadLetter", func() error {
+			return s.RecordDeadLetter(ctx, store.DeadLetter{ClaimID: "outage#9", PromotionID: "outage", At: time.Now()})
+		}},
+		{"Migrate", func() error { return s.Migrate(ctx) }},
+	}
+	for _, c := range calls {
+		err := c.call()
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s with the database down: %v, want ErrUnavailable", c.name, err)
+		}
+	}
+
+	if err := srv.Start(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	// The pool drops its dead connections as it meets them; wait (bounded)
+	// until a call gets through, then everything works.
+	waitFor(t, 30*time.Second, func() error { return s.Ping(ctx) })
+	out, err := s.IssueBatch(ctx, []store.Issue{issue(1), issue(2)})
+	if err != nil {
+		t.Fatalf("IssueBatch after the restart: %v", err)
+	}
+	if out[0] != store.Duplicate || out[1] != store.Inserted {
+		t.Fatalf("outcomes %v, want [duplicate inserted]", out)
+	}
+	c, err := s.Counts(ctx, "outage")
+	if err != nil || c.Issued != 2 {
+		t.Fatalf("Counts = %+v, %v; want 2 issued", c, err)
+	}
+}
+
+// TestUnavailableNotForBugs checks that errors that are not outages are not
+// reported as such.
+func TestUnavailableNotForBugs(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	ctx := t.Context()
+	_, err := s.GetPromotion(ctx, "missing")
+	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("missing promotion: %v", err)
+	}
+	bad := store.Promotion{ID: "bad", Mode: "bogus", Kind: store.KindCoupon}
+	err = s.CreatePromotion(ctx, bad)
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("invalid mode: %v, want a non-outage error", err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Ping(canceled); err == nil || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Ping with a cancelled context: %v, want a non-outage error", err)
+	}
+}
+
+// waitFor retries f on a ticker until it succeeds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("not recovered after %s: %v", timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func BenchmarkIssueBatch(b *testing.B) {
+	storetest.Bench(b, open)
+}
+
+func TestStoreOpen(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	for _, u := range []string{url, "postgresql" + url[len("postgres"):]} {
+		s, err := store.Open(t.Context(), u)
+		if err != nil {
+			t.Fatalf("store.Open(%s): %v", u, err)
+		}
+		err = s.Migrate(t.Context())
+		_ = s.Close()
+		if err != nil {
+			t.Fatalf("Migrate through %s: %v", u, err)
+		}
+	}
+}

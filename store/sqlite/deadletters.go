@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dibsio/dibs/store"
+)
+
+const deadLetterCols = `claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields`
+
+func scanDeadLetter(row scanner) (store.DeadLetter, error) {
+	var (
+		d          store.DeadLetter
+		at, fields string
+	)
+	if err := row.Scan(&d.ClaimID, &d.PromotionID, &d.UserID, &d.Rank, &d.Slot,
+		&d.Reason, &d.Deliveries, &d.State, &at, &fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	var err error
+	if d.At, err = parseTime(at); err != nil {
+		return store.DeadLetter{}, err
+	}
+	if d.Fields, err = decodeFields(fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	return d, nil
+}
+
+// encodeFields stores the stream entry's fields as a JSON object.
+func encodeFields(f map[string]string) (string, error) {
+	if len(f) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(f)
+	return string(b), err
+}
+
+// decodeFields reads them back; no fields come back as nil.
+func decodeFields(s string) (map[string]string, error) {
+	var f map[string]string
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return nil, fmt.Errorf("stored fields: %w", err)
+	}
+	if len(f) == 0 {
+		return nil, nil
+	}
+	return f, nil
+}
+
+// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
+// claim is already recorded, updates reason, deliveries, time and fields and
+// sets the state back to DeadFailed. A claim already voided is left as it is.
+func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
+	fields, err := encodeFields(d.Fields)
+	if err != nil {
+		return fmt.Errorf("sqlite: record dead letter %s: %w", d.ClaimID, err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO dead_letters (`+deadLetterCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 'failed', ?, ?)
+		ON CONFLICT (claim_id) DO UPDATE SET
+			reason = excluded.reason,
+			deliveries = excluded.deliveries,
+			at = excluded.at,
+			fields = excluded.fields,
+			state = 'failed'
+		WHERE dead_letters.state <> 'voided'`,
+		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, fmtTime(d.At), fields)
+	return wrapErr("record dead letter "+d.ClaimID, err)
+}
+
+// ListDeadLetters returns up to limit dead letters of the promotion in state
+// DeadFailed with claim_id > after, ordered by claim_id. A limit of zero or
+// less returns none.
+func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, limit int) ([]store.DeadLetter, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+deadLetterCols+` FROM dead_letters
+		WHERE promotion_id = ? AND state = 'failed' AND claim_id > ?
+		ORDER BY claim_id LIMIT ?`, promotionID, after, limit)
+	if err != nil {
+		return nil, wrapErr("list dead letters", err)
+	}
+	defer rows.Close()
+	var out []store.DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, wrapErr("list dead letters", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr("list dead letters", err)
+	}
+	return out, nil
+}
+
+// TransitionDeadLetters moves the named claims (all failed ones of the
+// promotion if claimIDs is nil) from DeadFailed to `to` (DeadReplayed or
+// DeadVoided) in one UPDATE ... RETURNING, and returns the moved dead letters
+// ordered by claim_id. The one writer serialises concurrent calls and the
+// state = 'failed' condition skips claims already moved, so a claim is moved
+// once in total.
+func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
+	if to != store.DeadReplayed && to != store.DeadVoided {
+		return nil, fmt.Errorf("sqlite: transition dead letters: target state must be %q or %q, got %q",
+			store.DeadReplayed, store.DeadVoided, to)
+	}
+	if claimIDs != nil && len(claimIDs) == 0 {
+		return nil, nil
+	}
+	var ids any // NULL selects every failed claim of the promotion
+	if claimIDs != nil {
+		b, err := json.Marshal(claimIDs)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: transition dead letters: %w", err)
+		}
+		ids = string(b)
+	}
+	rows, err := s.w.QueryContext(ctx, `UPDATE dead_letters SET state = ?
+		WHERE promotion_id = ? AND state = 'failed'
+		  AND (?3 IS NULL OR claim_id IN (SELECT value FROM json_each(?3)))
+		RETURNING `+deadLetterCols, to, promotionID, ids)
+	if err != nil {
+		return nil, wrapErr("transition dead letters", err)
+	}
+	defer rows.Close()
+	var out []store.DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, wrapErr("transition dead letters", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr("transition dead letters", err)
+	}
+	sortDeadLetters(out)
+	return out, nil
+}
+
+func sortDeadLetters(ds []store.DeadLetter) {
+	slices.SortFunc(ds, func(a, b store.DeadLetter) int { return strings.Compare(a.ClaimID, b.ClaimID) })
+}

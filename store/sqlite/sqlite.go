@@ -1,0 +1,298 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// Defaults for [Config].
+const (
+	// DefaultSynchronous is SQLite's synchronous setting used when none is given.
+	DefaultSynchronous = SynchronousNormal
+	// DefaultBusyTimeout is how long a statement waits for another process's
+	// lock before failing with [store.ErrUnavailable].
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultReadConns is the size of the read pool.
+	DefaultReadConns = 4
+)
+
+// Values of [Config.Synchronous].
+const (
+	// SynchronousNormal syncs the write-ahead log only at checkpoints: a
+	// commit survives a crash of dibs, but the last commits may be lost if the
+	// machine itself loses power.
+	SynchronousNormal = "normal"
+	// SynchronousFull syncs the write-ahead log at every commit: a commit
+	// survives a power loss, at the cost of one fsync per transaction.
+	SynchronousFull = "full"
+)
+
+// Config configures a [Store].
+type Config struct {
+	// Path is the database file; it is created if absent. Required.
+	Path string
+	// Synchronous is SQLite's synchronous setting: SynchronousNormal or
+	// SynchronousFull (see their comments for what each can lose).
+	// Defaults to DefaultSynchronous ("normal").
+	Synchronous string
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process before it fails. Defaults to DefaultBusyTimeout (5s).
+	BusyTimeout time.Duration
+	// ReadConns is the number of connections that serve reads; writes always
+	// go through one connection. Defaults to DefaultReadConns (4).
+	ReadConns int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Synchronous == "" {
+		c.Synchronous = DefaultSynchronous
+	}
+	c.Synchronous = strings.ToLower(c.Synchronous)
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.ReadConns == 0 {
+		c.ReadConns = DefaultReadConns
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Path == "" {
+		return errors.New("sqlite: Config.Path is required")
+	}
+	if strings.ContainsAny(c.Path, "?#") {
+		return fmt.Errorf("sqlite: Config.Path %q must not contain '?' or '#'", c.Path)
+	}
+	if c.Synchronous != SynchronousNormal && c.Synchronous != SynchronousFull {
+		return fmt.Errorf("sqlite: Config.Synchronous must be %q or %q, got %q", SynchronousNormal, SynchronousFull, c.Synchronous)
+	}
+	if c.BusyTimeout < 0 {
+		return fmt.Errorf("sqlite: Config.BusyTimeout must not be negative, got %s", c.BusyTimeout)
+	}
+	if c.ReadConns < 0 {
+		return fmt.Errorf("sqlite: Config.ReadConns must not be negative, got %d", c.ReadConns)
+	}
+	return nil
+}
+
+// ParseURL turns a database URL into a Config. The form is
+// sqlite://PATH[?synchronous=normal|full&busy_timeout=DURATION&read_conns=N]:
+// sqlite://dibs.db is relative to the working directory and
+// sqlite:///var/lib/dibs/dibs.db is absolute.
+func ParseURL(rawURL string) (Config, error) {
+	rest, ok := strings.CutPrefix(rawURL, "sqlite://")
+	if !ok {
+		return Config{}, fmt.Errorf("sqlite: URL %q must start with sqlite://", rawURL)
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return Config{}, fmt.Errorf("sqlite: URL %q has no path", rawURL)
+	}
+	cfg := Config{Path: path}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return Config{}, fmt.Errorf("sqlite: URL %q: %w", rawURL, err)
+	}
+	for key, vals := range q {
+		v := vals[len(vals)-1]
+		switch key {
+		case "synchronous":
+			cfg.Synchronous = v
+		case "busy_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return Config{}, fmt.Errorf("sqlite: URL parameter busy_timeout: %w", err)
+			}
+			cfg.BusyTimeout = d
+		case "read_conns":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return Config{}, fmt.Errorf("sqlite: URL parameter read_conns: %w", err)
+			}
+			cfg.ReadConns = n
+		default:
+			return Config{}, fmt.Errorf("sqlite: unknown URL parameter %q", key)
+		}
+	}
+	return cfg, nil
+}
+
+// Open parses rawURL with [ParseURL] and opens the store with [New].
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	cfg, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg)
+}
+
+// Store is the SQLite [store.Store]. It is safe for concurrent use.
+type Store struct {
+	// w is the one writer: a pool of exactly one connection whose
+	// transactions start with BEGIN IMMEDIATE, so every write in this process
+	// is serialised and a write transaction never has to upgrade a read lock
+	// (which is what makes SQLite fail with SQLITE_BUSY under contention).
+	w *sql.DB
+	// r serves reads; in WAL mode readers never block the writer nor each other.
+	r *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New opens (creating if needed) the database file and returns the store. It
+// does not apply the schema: call [Store.Migrate].
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	busy := strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10)
+	writeDSN := cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"journal_mode(WAL)",
+			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
+		},
+		"_txlock": {"immediate"},
+	}.Encode()
+	readDSN := cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"query_only(1)",
+		},
+	}.Encode()
+
+	w, err := sql.Open("sqlite", writeDSN)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	// Connecting the writer first creates the file and switches it to WAL
+	// before any reader opens it.
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, wrapErr("open "+cfg.Path, err)
+	}
+	r, err := sql.Open("sqlite", readDSN)
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	r.SetMaxOpenConns(cfg.ReadConns)
+	r.SetMaxIdleConns(cfg.ReadConns)
+	return &Store{w: w, r: r}, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return wrapErr("ping", err)
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// inTx runs fn in one write transaction (BEGIN IMMEDIATE on the writer) and
+// commits it if fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// wrapErr names the operation and marks errors that mean the database cannot
+// be used right now (locked by another process beyond the busy timeout, disk
+// I/O errors, a full disk, a file that cannot be opened) with
+// store.ErrUnavailable, so callers retry them later instead of treating them
+// as permanent.
+func wrapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("sqlite: %s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR,
+		sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
+		return true
+	}
+	return false
+}
+
+// timeLayout is how times are stored: UTC, fixed width, microseconds, so
+// that text order is time order and both backends keep the same precision.
+const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+func fmtTime(t time.Time) string {
+	return t.UTC().Truncate(time.Microsecond).Format(timeLayout)
+}
+
+// fmtNullTime stores the zero time as NULL.
+func fmtNullTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: fmtTime(t), Valid: true}
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+func parseNullTime(s sql.NullString) (time.Time, error) {
+	if !s.Valid {
+		return time.Time{}, nil
+	}
+	return parseTime(s.String)
+}
+
+func init() {
+	store.Register("sqlite", func(ctx context.Context, url string) (store.Store, error) {
+		s, err := Open(ctx, url)
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return s, nil
+	})
+}

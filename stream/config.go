@@ -1,0 +1,341 @@
+package stream
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ReadMode says how consumers wait for new entries.
+type ReadMode string
+
+// Read modes.
+const (
+	// ReadBlock waits inside Redis with XREADGROUP BLOCK.
+	ReadBlock ReadMode = "block"
+	// ReadPoll reads without BLOCK (for servers that forbid it) and sleeps
+	// after an empty read, with a backoff that starts short.
+	ReadPoll ReadMode = "poll"
+)
+
+// Defaults of [Config], named after the seeds' properties.
+const (
+	DefaultBatchSize                = 10
+	DefaultTrimAcked                = true
+	DefaultReadMode                 = ReadBlock
+	DefaultBlock                    = 2000 * time.Millisecond
+	DefaultPollInterval             = 100 * time.Millisecond
+	DefaultIdleTimeout              = 30 * time.Second
+	DefaultMinConsumers             = 1
+	DefaultMaxConsumers             = 32
+	DefaultConsecutiveActiveTrigger = 10
+	DefaultConsecutiveIdleTrigger   = 10
+	DefaultStartConsumerMinInterval = 10 * time.Second
+	DefaultStopConsumerMinInterval  = 60 * time.Second
+	DefaultReclaimMinIdle           = 30 * time.Second
+	DefaultMaxDeliveries            = 5
+	DefaultMaxBlockingConns         = 64
+	DefaultLeaseTTL                 = 15 * time.Second
+	// DefaultExpectedPerConsumer is how many expected entries justify one more
+	// initial consumer (see InitialConsumers).
+	DefaultExpectedPerConsumer = 1000
+)
+
+// Clock tells the time. Tests inject a fake one; the default is the wall
+// clock.
+type Clock interface {
+	Now() time.Time
+	// After sends the time on the returned channel once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Hooks report what the runtime does, for metrics. Every field is optional;
+// the functions are called synchronously from consumer goroutines and must be
+// fast.
+type Hooks struct {
+	// Read is called after every XREADGROUP of new entries with the number of
+	// entries returned (0 for an empty read).
+	Read func(stream string, entries int)
+	// Ack is called after entries were acknowledged as handled.
+	Ack func(stream string, entries int)
+	// Failure is called for each failed entry or runtime error; kind is one of
+	// the Failure… constants.
+	Failure func(stream string, kind string)
+	// DeadLetter is called for each entry written to the dead-letter stream.
+	DeadLetter func(stream string, reason string)
+	// Consumers is called with the pool's consumer count whenever it changes.
+	Consumers func(stream string, n int)
+	// Lag is called when the runtime samples the group (on each reclaim pass
+	// and idle check): entries not yet delivered (-1 if Redis cannot tell)
+	// and entries delivered but not acknowledged.
+	Lag func(stream string, lag, pending int64)
+}
+
+// Config tunes pools. The YAML names are those of the `stream:` section of
+// the dibs configuration; durations are whole milliseconds (or seconds where
+// the name says so) in YAML.
+type Config struct {
+	// BatchSize is the XREADGROUP COUNT: the most entries one read hands to the
+	// handler. Defaults to 10.
+	BatchSize int `yaml:"batch_size"`
+	// TrimAcked trims acknowledged entries with XTRIM MINID below the oldest
+	// pending or undelivered entry of every group, on each reclaim pass.
+	// Unfinished entries are never trimmed. Defaults to true (in DefaultConfig;
+	// the zero Config leaves it off).
+	TrimAcked bool `yaml:"trim_acked"`
+	// ReadMode is ReadBlock or ReadPoll. Defaults to ReadBlock.
+	ReadMode ReadMode `yaml:"read_mode"`
+	// Block is how long one XREADGROUP BLOCK waits (block mode). Defaults to 2s.
+	Block time.Duration `yaml:"-"`
+	// PollInterval is the longest sleep after an empty read (poll mode, and
+	// block mode when no blocking connection is free). Defaults to 100ms.
+	PollInterval time.Duration `yaml:"-"`
+	// IdleTimeout stops a pool after this long without a message, once its
+	// group has nothing pending and no lag. A negative value never stops.
+	// Defaults to 30s.
+	IdleTimeout time.Duration `yaml:"-"`
+	// MinConsumers is the fewest consumers a pool runs in this process.
+	// Defaults to 1.
+	MinConsumers int `yaml:"min_consumers_per_instance"`
+	// MaxConsumers is the most consumers a pool runs in this process.
+	// Defaults to 32.
+	MaxConsumers int `yaml:"max_consumers_per_instance"`
+	// ConsecutiveActiveTrigger is how many consecutive full batches make the
+	// pool consider adding a consumer. Defaults to 10.
+	ConsecutiveActiveTrigger int `yaml:"consecutive_active_trigger"`
+	// ConsecutiveIdleTrigger is how many consecutive empty or partial reads
+	// make the pool consider stopping a consumer. Defaults to 10.
+	ConsecutiveIdleTrigger int `yaml:"consecutive_idle_trigger"`
+	// StartConsumerMinInterval is the least time between two consumer starts
+	// by scaling. Defaults to 10s.
+	StartConsumerMinInterval time.Duration `yaml:"-"`
+	// StopConsumerMinInterval is the least time between two consumer stops by
+	// scaling. Defaults to 60s.
+	StopConsumerMinInterval time.Duration `yaml:"-"`
+	// ReclaimMinIdle is the XAUTOCLAIM min-idle-time: an entry pending this
+	// long is taken over (from a dead consumer, or retried after a failure).
+	// Defaults to 30s.
+	ReclaimMinIdle time.Duration `yaml:"-"`
+	// ReclaimInterval is how often a pool runs XAUTOCLAIM (and trims, and
+	// samples lag). Defaults to ReclaimMinIdle / 6.
+	ReclaimInterval time.Duration `yaml:"-"`
+	// MaxDeliveries is how many deliveries an entry gets before it is
+	// dead-lettered. Defaults to 5.
+	MaxDeliveries int64 `yaml:"max_deliveries"`
+	// HandlerTimeout is the deadline of one handler call. It must be under half
+	// of ReclaimMinIdle, so a handler still running is never reclaimed.
+	// Defaults to 40% of ReclaimMinIdle.
+	HandlerTimeout time.Duration `yaml:"-"`
+	// MaxBlockingConns caps the XREADGROUP BLOCK calls in flight across all
+	// pools of a Registry; keep it under the client's BlockingPoolSize. A
+	// consumer that finds no free slot reads without BLOCK and sleeps instead.
+	// Defaults to 64.
+	MaxBlockingConns int `yaml:"max_blocking_conns"`
+	// LeaseTTL is how long a consumer-name lease lives without a heartbeat; a
+	// crashed process's names become free after it. Heartbeats run every
+	// LeaseTTL/3. Defaults to 15s.
+	LeaseTTL time.Duration `yaml:"-"`
+	// Clock tells the time. Defaults to the wall clock.
+	Clock Clock `yaml:"-"`
+	// Logger receives the runtime's logs. Defaults to slog.Default().
+	Logger *slog.Logger `yaml:"-"`
+	// Hooks report activity for metrics. Defaults to none.
+	Hooks Hooks `yaml:"-"`
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config {
+	return Config{TrimAcked: DefaultTrimAcked}.withDefaults()
+}
+
+func (c Config) withDefaults() Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.ReadMode == "" {
+		c.ReadMode = DefaultReadMode
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MinConsumers == 0 {
+		c.MinConsumers = DefaultMinConsumers
+	}
+	if c.MaxConsumers == 0 {
+		c.MaxConsumers = max(DefaultMaxConsumers, c.MinConsumers)
+	}
+	if c.ConsecutiveActiveTrigger == 0 {
+		c.ConsecutiveActiveTrigger = DefaultConsecutiveActiveTrigger
+	}
+	if c.ConsecutiveIdleTrigger == 0 {
+		c.ConsecutiveIdleTrigger = DefaultConsecutiveIdleTrigger
+	}
+	if c.StartConsumerMinInterval == 0 {
+		c.StartConsumerMinInterval = DefaultStartConsumerMinInterval
+	}
+	if c.StopConsumerMinInterval == 0 {
+		c.StopConsumerMinInterval = DefaultStopConsumerMinInterval
+	}
+	if c.ReclaimMinIdle == 0 {
+		c.ReclaimMinIdle = DefaultReclaimMinIdle
+	}
+	if c.ReclaimInterval == 0 {
+		c.ReclaimInterval = c.ReclaimMinIdle / 6
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = c.ReclaimMinIdle * 2 / 5
+	}
+	if c.MaxBlockingConns == 0 {
+		c.MaxBlockingConns = DefaultMaxBlockingConns
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.BatchSize < 1:
+		return fmt.Errorf("stream: BatchSize must be at least 1, got %d", c.BatchSize)
+	case c.ReadMode != ReadBlock && c.ReadMode != ReadPoll:
+		return fmt.Errorf("stream: ReadMode must be %q or %q, got %q", ReadBlock, ReadPoll, c.ReadMode)
+	case c.Block < time.Millisecond:
+		return fmt.Errorf("stream: Block must be at least 1ms, got %s", c.Block)
+	case c.PollInterval < time.Millisecond:
+		return fmt.Errorf("stream: PollInterval must be at least 1ms, got %s", c.PollInterval)
+	case c.MinConsumers < 1:
+		return fmt.Errorf("stream: MinConsumers must be at least 1, got %d", c.MinConsumers)
+	case c.MaxConsumers < c.MinConsumers:
+		return fmt.Errorf("stream: MaxConsumers (%d) must be at least MinConsumers (%d)", c.MaxConsumers, c.MinConsumers)
+	case c.ConsecutiveActiveTrigger < 1:
+		return fmt.Errorf("stream: ConsecutiveActiveTrigger must be at least 1, got %d", c.ConsecutiveActiveTrigger)
+	case c.ConsecutiveIdleTrigger < 1:
+		return fmt.Errorf("stream: ConsecutiveIdleTrigger must be at least 1, got %d", c.ConsecutiveIdleTrigger)
+	case c.StartConsumerMinInterval < 0:
+		return fmt.Errorf("stream: StartConsumerMinInterval must not be negative, got %s", c.StartConsumerMinInterval)
+	case c.StopConsumerMinInterval < 0:
+		return fmt.Errorf("stream: StopConsumerMinInterval must not be negative, got %s", c.StopConsumerMinInterval)
+	case c.ReclaimMinIdle < time.Millisecond:
+		return fmt.Errorf("stream: ReclaimMinIdle must be at least 1ms, got %s", c.ReclaimMinIdle)
+	case c.ReclaimInterval < time.Millisecond:
+		return fmt.Errorf("stream: ReclaimInterval must be at least 1ms, got %s", c.ReclaimInterval)
+	case c.MaxDeliveries < 1:
+		return fmt.Errorf("stream: MaxDeliveries must be at least 1, got %d", c.MaxDeliveries)
+	case c.HandlerTimeout <= 0 || c.HandlerTimeout >= c.ReclaimMinIdle/2:
+		return fmt.Errorf("stream: HandlerTimeout must be positive and under half of ReclaimMinIdle (%s), got %s", c.ReclaimMinIdle, c.HandlerTimeout)
+	case c.MaxBlockingConns < 1:
+		return fmt.Errorf("stream: MaxBlockingConns must be at least 1, got %d", c.MaxBlockingConns)
+	case c.LeaseTTL < 3*time.Millisecond:
+		return fmt.Errorf("stream: LeaseTTL must be at least 3ms, got %s", c.LeaseTTL)
+	}
+	return nil
+}
+
+// yamlConfig is Config as written in YAML: durations as whole milliseconds or
+// seconds. Pointers tell a field that is absent from one that is zero.
+type yamlConfig struct {
+	BatchSize                *int      `yaml:"batch_size,omitempty"`
+	TrimAcked                *bool     `yaml:"trim_acked,omitempty"`
+	ReadMode                 *ReadMode `yaml:"read_mode,omitempty"`
+	BlockMS                  *int64    `yaml:"block_ms,omitempty"`
+	PollIntervalMS           *int64    `yaml:"poll_interval_ms,omitempty"`
+	IdleTimeoutSeconds       *int64    `yaml:"idle_timeout_seconds,omitempty"`
+	MinConsumers             *int      `yaml:"min_consumers_per_instance,omitempty"`
+	MaxConsumers             *int      `yaml:"max_consumers_per_instance,omitempty"`
+	ConsecutiveActiveTrigger *int      `yaml:"consecutive_active_trigger,omitempty"`
+	ConsecutiveIdleTrigger   *int      `yaml:"consecutive_idle_trigger,omitempty"`
+	StartConsumerMinMS       *int64    `yaml:"start_consumer_min_interval_ms,omitempty"`
+	StopConsumerMinMS        *int64    `yaml:"stop_consumer_min_interval_ms,omitempty"`
+	ReclaimMinIdleMS         *int64    `yaml:"reclaim_min_idle_ms,omitempty"`
+	ReclaimIntervalMS        *int64    `yaml:"reclaim_interval_ms,omitempty"`
+	MaxDeliveries            *int64    `yaml:"max_deliveries,omitempty"`
+	HandlerTimeoutMS         *int64    `yaml:"handler_timeout_ms,omitempty"`
+	MaxBlockingConns         *int      `yaml:"max_blocking_conns,omitempty"`
+	LeaseTTLMS               *int64    `yaml:"lease_ttl_ms,omitempty"`
+}
+
+func setInt[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func setDur(dst *time.Duration, src *int64, unit time.Duration) {
+	if src != nil {
+		*dst = time.Duration(*src) * unit
+	}
+}
+
+// UnmarshalYAML reads the `stream:` section. Fields absent from the YAML keep
+// the value c already has, so decode into DefaultConfig() to get defaults.
+func (c *Config) UnmarshalYAML(node *yaml.Node) error {
+	var y yamlConfig
+	if err := node.Decode(&y); err != nil {
+		return fmt.Errorf("stream config: %w", err)
+	}
+	setInt(&c.BatchSize, y.BatchSize)
+	setInt(&c.TrimAcked, y.TrimAcked)
+	setInt(&c.ReadMode, y.ReadMode)
+	setDur(&c.Block, y.BlockMS, time.Millisecond)
+	setDur(&c.PollInterval, y.PollIntervalMS, time.Millisecond)
+	setDur(&c.IdleTimeout, y.IdleTimeoutSeconds, time.Second)
+	setInt(&c.MinConsumers, y.MinConsumers)
+	setInt(&c.MaxConsumers, y.MaxConsumers)
+	setInt(&c.ConsecutiveActiveTrigger, y.ConsecutiveActiveTrigger)
+	setInt(&c.ConsecutiveIdleTrigger, y.ConsecutiveIdleTrigger)
+	setDur(&c.StartConsumerMinInterval, y.StartConsumerMinMS, time.Millisecond)
+	setDur(&c.StopConsumerMinInterval, y.StopConsumerMinMS, time.Millisecond)
+	setDur(&c.ReclaimMinIdle, y.ReclaimMinIdleMS, time.Millisecond)
+	setDur(&c.ReclaimInterval, y.ReclaimIntervalMS, time.Millisecond)
+	setInt(&c.MaxDeliveries, y.MaxDeliveries)
+	setDur(&c.HandlerTimeout, y.HandlerTimeoutMS, time.Millisecond)
+	setInt(&c.MaxBlockingConns, y.MaxBlockingConns)
+	setDur(&c.LeaseTTL, y.LeaseTTLMS, time.Millisecond)
+	if y.ReclaimMinIdleMS != nil && y.HandlerTimeoutMS == nil {
+		// The handler deadline follows the reclaim threshold unless set.
+		c.HandlerTimeout = 0
+	}
+	if y.ReclaimMinIdleMS != nil && y.ReclaimIntervalMS == nil {
+		c.ReclaimInterval = 0
+	}
+	return nil
+}
+
+// MarshalYAML writes the configuration with the YAML names and units.
+func (c Config) MarshalYAML() (any, error) {
+	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
+	secs := int64(c.IdleTimeout / time.Second)
+	return yamlConfig{
+		BatchSize: &c.BatchSize, TrimAcked: &c.TrimAcked, ReadMode: &c.ReadMode,
+		BlockMS: ms(c.Block), PollIntervalMS: ms(c.PollInterval), IdleTimeoutSeconds: &secs,
+		MinConsumers: &c.MinConsumers, MaxConsumers: &c.MaxConsumers,
+		ConsecutiveActiveTrigger: &c.ConsecutiveActiveTrigger, ConsecutiveIdleTrigger: &c.ConsecutiveIdleTrigger,
+		StartConsumerMinMS: ms(c.StartConsumerMinInterval), StopConsumerMinMS: ms(c.StopConsumerMinInterval),
+		ReclaimMinIdleMS: ms(c.ReclaimMinIdle), ReclaimIntervalMS: ms(c.ReclaimInterval),
+		MaxDeliveries: &c.MaxDeliveries, HandlerTimeoutMS: ms(c.HandlerTimeout),
+		MaxBlockingConns: &c.MaxBlockingConns, LeaseTTLMS: ms(c.LeaseTTL),
+	}, nil
+}

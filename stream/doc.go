@@ -1,0 +1,37 @@
+// Package stream is a self-managing Redis Streams consumer runtime: a
+// [Pool] consumes one stream with one consumer group, and a [Registry] keeps
+// one pool per key (a promotion) in a process.
+//
+// A pool
+//
+//   - creates its group idempotently and runs consumers named
+//     instance-consumer-i, each leased by this process (SET NX PX plus a
+//     heartbeat) so two live processes never share a pending-entries list;
+//   - reads in one of two modes: [ReadBlock] (XREADGROUP BLOCK) or [ReadPoll]
+//     (non-blocking reads with a sleep that starts short and grows to the poll
+//     interval). It never busy-waits: when the stream is empty one consumer
+//     reads and the others park until a read finds a full batch, so an empty
+//     pool reads at most once per interval whatever its consumer count, and
+//     blocking reads are capped across all pools of a registry;
+//   - acknowledges an entry only after its handler succeeded; on start each
+//     consumer first handles its own pending entries (id 0), then new ones;
+//   - reclaims entries left idle by dead consumers (XAUTOCLAIM), counts
+//     deliveries, and dead-letters an entry (a dead-letter stream plus a
+//     callback, then XACK) when it is malformed, fails permanently, or has
+//     been delivered MaxDeliveries times;
+//   - classifies handler errors: [Transient] pauses the pool with backoff and
+//     retries without counting deliveries, [Permanent] and [Malformed]
+//     dead-letter at once, anything else retries up to MaxDeliveries; a panic
+//     is recovered as a failure; a handler's deadline is under half of
+//     ReclaimMinIdle, so a slow handler is never reclaimed while it runs;
+//   - trims acknowledged entries with XTRIM MINID, never past an unfinished
+//     entry of any group;
+//   - scales between MinConsumers and MaxConsumers with the policy of Spring
+//     AMQP's SimpleMessageListenerContainer ([ScalePolicy]);
+//   - stops itself after IdleTimeout without messages once its group has
+//     nothing pending and no lag, and then makes no Redis calls at all.
+//
+// Handlers get every entry of one read ([Handler]) and return one result per
+// entry, so a database writer can insert a batch in one statement; or use
+// [PerMessage]. Handlers must be idempotent: delivery is at least once.
+package stream

@@ -1,0 +1,256 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// CreateGroup creates the consumer group at id 0, creating the stream if it
+// does not exist (MKSTREAM), so entries added before any consumer runs are
+// never skipped. It is idempotent: an existing group is left as it is.
+func CreateGroup(ctx context.Context, c rueidis.Client, stream, group string) error {
+	err := c.Do(ctx, c.B().XgroupCreate().Key(stream).Group(group).Id("0").Mkstream().Build()).Error()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("stream: create group %s on %s: %w", group, stream, err)
+	}
+	return nil
+}
+
+// isNoGroup reports a read on a stream or group that does not exist.
+func isNoGroup(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOGROUP")
+}
+
+// leaseScript takes or renews the lease on a consumer name. KEYS[1] is the
+// lease key, ARGV[1] the process token, ARGV[2] the TTL in ms. It returns 1
+// when the caller holds the lease afterwards (free, expired or already its
+// own) and 0 when another process holds it.
+var leaseScript = rueidis.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// releaseScript deletes a lease if the caller still holds it. KEYS[1] is the
+// lease key, ARGV[1] the process token.
+var releaseScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// delConsumerScript removes a consumer from a group only if it has nothing
+// pending: XGROUP DELCONSUMER drops a consumer's pending entries with it, so
+// the check and the removal must be one step. KEYS[1] is the stream, ARGV[1]
+// the group, ARGV[2] the consumer. Returns 1 if removed, 0 if it still holds
+// entries (they stay for reclaim) and -1 if the group is gone.
+var delConsumerScript = rueidis.NewLuaScript(`
+local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if not ok then return -1 end
+if #p > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
+// trimScript trims entries every group has finished with: XTRIM MINID at the
+// smallest of, over all groups, the oldest pending id and the last delivered
+// id. Entries from there on (pending, undelivered, and the last delivered one)
+// stay, so XAUTOCLAIM never meets a trimmed pending entry. KEYS[1] is the
+// stream. Returns the number of entries trimmed.
+var trimScript = rueidis.NewLuaScript(`
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function less(a, b)
+  local am, as = parse(a)
+  local bm, bs = parse(b)
+  if am ~= bm then return am < bm end
+  return as < bs
+end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+if #groups == 0 then return 0 end
+local low = nil
+for _, g in ipairs(groups) do
+  local name, pending, last
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i+1]
+    elseif g[i] == 'pending' then pending = g[i+1]
+    elseif g[i] == 'last-delivered-id' then last = g[i+1] end
+  end
+  local cand = last
+  if pending > 0 then
+    local s = redis.call('XPENDING', KEYS[1], name)
+    if less(s[2], cand) then cand = s[2] end
+  end
+  if low == nil or less(cand, low) then low = cand end
+end
+if low == '0-0' then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', low)
+`)
+
+// groupInfo is what XINFO GROUPS says about one group.
+type groupInfo struct {
+	pending  int64
+	lag      int64 // -1 when Redis cannot tell
+	consumer int64
+}
+
+// readGroup reads XINFO GROUPS and returns the entry for group.
+func readGroup(ctx context.Context, c rueidis.Client, stream, group string) (groupInfo, error) {
+	res, err := c.Do(ctx, c.B().XinfoGroups().Key(stream).Build()).ToArray()
+	if err != nil {
+		return groupInfo{}, fmt.Errorf("stream: XINFO GROUPS %s: %w", stream, err)
+	}
+	for _, g := range res {
+		m, err := g.AsMap()
+		if err != nil {
+			return groupInfo{}, fmt.Errorf("stream: XINFO GROUPS %s: %w", stream, err)
+		}
+		nm := m["name"]
+		name, _ := nm.ToString()
+		if name != group {
+			continue
+		}
+		gi := groupInfo{lag: -1}
+		pm, cm := m["pending"], m["consumers"]
+		gi.pending, _ = pm.AsInt64()
+		gi.consumer, _ = cm.AsInt64()
+		if lag, ok := m["lag"]; ok && !lag.IsNil() {
+			if v, err := lag.AsInt64(); err == nil {
+				gi.lag = v
+			}
+		}
+		return gi, nil
+	}
+	return groupInfo{}, fmt.Errorf("stream: XINFO GROUPS %s: group %s not found", stream, group)
+}
+
+// toMessages converts entries read from Redis; deliveries is the count for
+// entries read as new.
+func toMessages(entries []rueidis.XRangeEntry, deliveries int64) []Message {
+	msgs := make([]Message, len(entries))
+	for i, e := range entries {
+		msgs[i] = Message{ID: e.ID, Fields: e.FieldValues, Deliveries: deliveries}
+	}
+	return msgs
+}
+
+// deliveryCounts fills in Deliveries from XPENDING, one pipelined query per
+// entry (only on the recovery paths: own-PEL drain and reclaim).
+func (p *Pool) deliveryCounts(ctx context.Context, msgs []Message) error {
+	c := p.client
+	cmds := make(rueidis.Commands, len(msgs))
+	for i, m := range msgs {
+		cmds[i] = c.B().Xpending().Key(p.spec.Stream).Group(p.spec.Group).Start(m.ID).End(m.ID).Count(1).Build()
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		rows, err := r.ToArray()
+		if err != nil {
+			return fmt.Errorf("stream: XPENDING %s: %w", p.spec.Stream, err)
+		}
+		if len(rows) == 0 {
+			// No longer pending (acknowledged meanwhile): handling it again is
+			// harmless for an idempotent handler, and it cannot be dead-lettered
+			// by count.
+			msgs[i].Deliveries = 1
+			continue
+		}
+		row, err := rows[0].ToArray()
+		if err != nil || len(row) < 4 {
+			return fmt.Errorf("stream: XPENDING %s: unexpected reply", p.spec.Stream)
+		}
+		n, err := row[3].AsInt64()
+		if err != nil {
+			return fmt.Errorf("stream: XPENDING %s: %w", p.spec.Stream, err)
+		}
+		msgs[i].Deliveries = n
+	}
+	return nil
+}
+
+// xautoclaim takes over up to count entries idle for at least minIdle into
+// consumer, starting at cursor. It returns the entries, the ids Redis dropped
+// from the PEL because their entries were deleted (Redis 7), and the next
+// cursor ("0-0" when the scan is complete).
+func (p *Pool) xautoclaim(ctx context.Context, consumer, cursor string) ([]Message, []string, string, error) {
+	c := p.client
+	cmd := c.B().Xautoclaim().Key(p.spec.Stream).Group(p.spec.Group).Consumer(consumer).
+		MinIdleTime(strconv.FormatInt(p.cfg.ReclaimMinIdle.Milliseconds(), 10)).Start(cursor).
+		Count(int64(p.cfg.BatchSize)).Build()
+	res, err := c.Do(ctx, cmd).ToArray()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+	}
+	if len(res) < 2 {
+		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: unexpected reply of %d elements", p.spec.Stream, len(res))
+	}
+	next, err := res[0].ToString()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+	}
+	entries, err := res[1].AsXRange()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+	}
+	var deleted []string
+	if len(res) > 2 {
+		deleted, _ = res[2].AsStrSlice()
+	}
+	msgs := make([]Message, 0, len(entries))
+	for _, e := range entries {
+		if e.FieldValues == nil {
+			// Older servers report a deleted entry inline.
+			deleted = append(deleted, e.ID)
+			continue
+		}
+		msgs = append(msgs, Message{ID: e.ID, Fields: e.FieldValues})
+	}
+	return msgs, deleted, next, nil
+}
+
+// xack acknowledges ids with a plain XACK.
+func xack(ctx context.Context, c rueidis.Client, stream, group string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := c.Do(ctx, c.B().Xack().Key(stream).Group(group).Id(ids...).Build()).Error(); err != nil {
+		return fmt.Errorf("stream: XACK %s: %w", stream, err)
+	}
+	return nil
+}
+
+// touch resets the idle time of entries this consumer still works on, so the
+// reclaim pass of another process leaves them alone while the pool backs off.
+// XCLAIM JUSTID does not count a delivery.
+func (p *Pool) touch(ctx context.Context, consumer string, msgs []Message) error {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	c := p.client
+	err := c.Do(ctx, c.B().Xclaim().Key(p.spec.Stream).Group(p.spec.Group).Consumer(consumer).
+		MinIdleTime("0").Id(ids...).Justid().Build()).Error()
+	if err != nil {
+		return fmt.Errorf("stream: XCLAIM %s: %w", p.spec.Stream, err)
+	}
+	return nil
+}
+
+// unixMS formats t as unix milliseconds.
+func unixMS(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
