@@ -38,6 +38,11 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		return errs
 	}
 	outs, err := h.m.st.IssueBatch(ctx, issues)
+	if err != nil && !errors.Is(err, store.ErrUnavailable) && len(issues) > 1 {
+		// The batch failed as a whole for a reason other than an outage:
+		// issue one by one, so one bad entry never fails the good ones.
+		outs, err = h.oneByOne(ctx, issues, at, errs), nil
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
 			err = stream.Transient(err)
@@ -52,7 +57,7 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		switch o {
 		case store.Inserted:
 			inserted++
-		case store.Duplicate:
+		case store.Duplicate, 0: // 0: failed one by one, error already set
 		default:
 			errs[at[j]] = stream.Permanent(fmt.Errorf("claim %s conflicts with an issued claim holding its rank or slot", issues[j].ClaimID))
 		}
@@ -61,6 +66,26 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		h.m.cfg.OnIssued(h.promotionID, inserted)
 	}
 	return errs
+}
+
+// oneByOne issues each claim in its own transaction. It sets errs for the
+// claims that fail and returns their outcomes (0 where it failed).
+func (h *issuer) oneByOne(ctx context.Context, issues []store.Issue, at []int, errs []error) []store.Outcome {
+	outs := make([]store.Outcome, len(issues))
+	for j, is := range issues {
+		o, err := h.m.st.IssueBatch(ctx, []store.Issue{is})
+		switch {
+		case err == nil && len(o) == 1:
+			outs[j] = o[0]
+		case err == nil:
+			errs[at[j]] = fmt.Errorf("issue %s: %d outcomes for one claim", is.ClaimID, len(o))
+		case errors.Is(err, store.ErrUnavailable):
+			errs[at[j]] = stream.Transient(err)
+		default:
+			errs[at[j]] = err
+		}
+	}
+	return outs
 }
 
 // decodeIssue turns a stream entry into an Issue; an error means the entry is malformed.

@@ -176,9 +176,9 @@ func eventually(timeout time.Duration, cond func() bool) bool {
 // recorder collects what a handler saw.
 type recorder struct {
 	mu         sync.Mutex
-	byID       map[string]int      // deliveries to the handler per entry id
-	byConsumer map[string]int      // entries per consumer
-	deliveries map[string][]int64  // Message.Deliveries seen per id
+	byID       map[string]int     // deliveries to the handler per entry id
+	byConsumer map[string]int     // entries per consumer
+	deliveries map[string][]int64 // Message.Deliveries seen per id
 	deadLetter map[string]DeadLetter
 }
 

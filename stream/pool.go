@@ -513,8 +513,9 @@ func (p *Pool) runConsumer(c *consumer) {
 			continue
 		}
 		empty = 0
-		p.releasePoller(c)
-		if full {
+		// Work was found: hand the poller role on, so a parked consumer
+		// keeps reading while this one handles the batch.
+		if p.releasePoller(c) || full {
 			p.wakeParked()
 		}
 		p.lastMsg.Store(p.cfg.Clock.Now().UnixNano())
@@ -666,10 +667,11 @@ func (p *Pool) addConsumer() {
 // consumerExit removes c: gives up the poller role, deletes the consumer from
 // the group if it holds nothing, and releases its lease.
 func (p *Pool) consumerExit(c *consumer) {
-	if p.releasePoller(c) {
-		// Another consumer must take over polling.
-		p.wakeParked()
-	}
+	// Another consumer must take over polling. Wake the parked ones even if
+	// c was not the poller right now: it may have handed the role on after a
+	// read that found work, and with c gone nobody else would wake them.
+	p.releasePoller(c)
+	p.wakeParked()
 	p.mu.Lock()
 	delete(p.consumers, c.idx)
 	n := len(p.consumers)

@@ -16,21 +16,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/dibsio/dibs/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
+	redistest.RegisterCleanup(func() {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
 		}
-	}
-	os.Exit(code)
+	})
+	redistest.Main(m)
 }
 
 // The dibs binary, built once per test run for the tests that run it as a

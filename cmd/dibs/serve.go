@@ -13,7 +13,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +31,15 @@ import (
 
 // serveFlags are the flags of dibs serve; each also reads an environment variable.
 type serveFlags struct {
-	addr, redis, db, adminToken, config, dataDir, logFormat string
+	addr, redis, db, adminToken, config, dataDir, logFormat, instance string
+}
+
+func defaultInstance() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "dibs"
+	}
+	return h
 }
 
 func envOr(name, def string) string {
@@ -48,6 +59,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.adminToken, "admin-token", envOr("DIBS_ADMIN_TOKEN", ""), "bearer token of the admin endpoints; empty generates one and logs it [DIBS_ADMIN_TOKEN]")
 	fs.StringVar(&f.config, "config", envOr("DIBS_CONFIG", ""), "YAML file with the tunables [DIBS_CONFIG]")
 	fs.StringVar(&f.dataDir, "data-dir", envOr("DIBS_DATA_DIR", "dibs-data"), "data directory of the private redis-server [DIBS_DATA_DIR]")
+	fs.StringVar(&f.instance, "instance", envOr("DIBS_INSTANCE", defaultInstance()), "name of this instance's stream consumers; a restarted instance with the same name resumes its own pending entries [DIBS_INSTANCE]")
 	fs.StringVar(&f.logFormat, "log-format", envOr("DIBS_LOG_FORMAT", "text"), "log format: text or json [DIBS_LOG_FORMAT]")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -144,10 +156,18 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	fc.Stream.Hooks = streamHooks(reg)
 
 	scfg := fc.Stream
+	crash, err := failpoint(os.Getenv("DIBS_FAILPOINT"))
+	if err != nil {
+		return err
+	}
 	mgr, err := promotion.New(client, st, promotion.Config{
-		Stream:       &scfg,
-		Logger:       log,
-		OnIssued:     func(_ string, n int) { metrics.Issued.Add(float64(n)) },
+		Instance: f.instance,
+		Stream:   &scfg,
+		Logger:   log,
+		OnIssued: func(_ string, n int) {
+			metrics.Issued.Add(float64(n))
+			crash(n)
+		},
 		OnDeadLetter: func(string) { metrics.DeadLetters.Inc() },
 		OnBacklog: func(id string, n int64) {
 			metrics.Pending.WithLabelValues(id).Set(float64(n))
@@ -271,4 +291,26 @@ func redactURL(s string) string {
 		}
 	}
 	return s
+}
+
+// failpoint returns the crash hook named by DIBS_FAILPOINT, for crash
+// testing with real processes. "crash-after-commit:N" kills the process with
+// SIGKILL once N claims were committed to the database, before they are
+// acknowledged in Redis. Empty means no failpoint.
+func failpoint(spec string) (func(issued int), error) {
+	if spec == "" {
+		return func(int) {}, nil
+	}
+	name, arg, _ := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(arg)
+	if name != "crash-after-commit" || err != nil || n < 1 {
+		return nil, fmt.Errorf("DIBS_FAILPOINT: unknown failpoint %q (want crash-after-commit:N)", spec)
+	}
+	var total atomic.Int64
+	return func(issued int) {
+		if total.Add(int64(issued)) >= int64(n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never reach the acknowledgement
+		}
+	}, nil
 }

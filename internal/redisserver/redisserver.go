@@ -336,6 +336,24 @@ func (s *Server) PID() int {
 	return s.child.cmd.Process.Pid
 }
 
+// Exited returns a channel closed when the current redis-server process
+// exits, whether by Stop, Kill or a crash; it is already closed if none runs.
+// After Restart, ask again: the new process has a new channel.
+func (s *Server) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.child == nil {
+		return closedChan
+	}
+	return s.child.done
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // LogTail returns the last lines redis-server wrote, for error messages.
 func (s *Server) LogTail() string { return s.tail.String() }
 

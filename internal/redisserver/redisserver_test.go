@@ -1,3 +1,5 @@
+//go:build unix
+
 package redisserver_test
 
 import (
@@ -100,6 +102,10 @@ func TestStartPingStop(t *testing.T) {
 	if s.PID() == 0 {
 		t.Error("PID = 0 for a running server")
 	}
+	// Its own process group: a terminal's Ctrl-C is for the parent alone.
+	if pgid, err := syscall.Getpgid(s.PID()); err != nil || pgid == syscall.Getpgrp() {
+		t.Errorf("child process group %d (%v), parent's %d", pgid, err, syscall.Getpgrp())
+	}
 	dir := s.Dir()
 	c := client(t, s)
 	do(t, c, "PONG", c.B().Ping().Build())
@@ -146,8 +152,19 @@ func TestKillRestartKeepsAOF(t *testing.T) {
 	c := client(t, s)
 	do(t, c, "OK", c.B().Set().Key("survivor").Value("yes").Build())
 
+	exited := s.Exited()
+	select {
+	case <-exited:
+		t.Fatal("Exited closed for a running server")
+	default:
+	}
 	if err := s.Kill(); err != nil {
 		t.Fatalf("Kill: %v", err)
+	}
+	select {
+	case <-exited:
+	default:
+		t.Fatal("Exited not closed after Kill")
 	}
 	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("redis-server pid %d still exists after Kill: %v", pid, err)
@@ -172,6 +189,10 @@ func TestRestartRunningAndAfterStop(t *testing.T) {
 	t.Parallel()
 	s := start(t, redisserver.Options{Dir: t.TempDir(), Lock: true})
 	c := client(t, s)
+	cfg, err := c.Do(t.Context(), c.B().ConfigGet().Parameter("append*").Build()).AsStrMap()
+	if err != nil || cfg["appendonly"] != "yes" || cfg["appendfsync"] != "everysec" {
+		t.Errorf("default AOF config = %v (%v), want appendonly yes, appendfsync everysec", cfg, err)
+	}
 	do(t, c, "OK", c.B().Set().Key("a").Value("1").Build())
 	// A running server is stopped gracefully first: everysec loses nothing.
 	if err := s.Restart(t.Context()); err != nil {
@@ -205,6 +226,19 @@ func TestLockedDir(t *testing.T) {
 	_, err = redisserver.Start(t.Context(), redisserver.Options{Dir: dir, Lock: true})
 	if !errors.Is(err, redisserver.ErrLocked) {
 		t.Fatalf("second Start: %v, want ErrLocked", err)
+	}
+	// The child holds the lock as well, so it outlives a parent killed first.
+	if _, err := os.Stat("/proc/self/fd"); err == nil {
+		fds, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(s.PID()), "fd", "*"))
+		held := false
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fd); l == filepath.Join(dir, redisserver.LockFile) {
+				held = true
+			}
+		}
+		if !held {
+			t.Errorf("redis-server has no descriptor of %s", redisserver.LockFile)
+		}
 	}
 	// After Kill the lock is still held: Restart must find the Dir its own.
 	if err := s.Kill(); err != nil {
@@ -271,6 +305,28 @@ func TestFixedPortTaken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("Start on a taken port: %v, want address in use with the log tail", err)
 	}
+}
+
+func TestExitedOnCrash(t *testing.T) {
+	t.Parallel()
+	s := start(t, redisserver.Options{AppendFsync: "off"})
+	// Something other than Stop or Kill ends the process.
+	if err := syscall.Kill(s.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exited not closed after the process died")
+	}
+	if s.PID() != 0 {
+		t.Errorf("PID = %d after a crash", s.PID())
+	}
+	if err := s.Restart(t.Context()); err != nil {
+		t.Fatalf("Restart after a crash: %v", err)
+	}
+	c := client(t, s)
+	do(t, c, "PONG", c.B().Ping().Build())
 }
 
 func TestStopKillsAtDeadline(t *testing.T) {

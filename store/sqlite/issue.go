@@ -31,27 +31,6 @@ func keyOf(is store.Issue) issueKey {
 	return issueKey{is.ClaimID, is.PromotionID, is.UserID, is.Rank, is.Slot}
 }
 
-// IssueBatch writes the issues in one transaction with multi-row
-// INSERT ... ON CONFLICT DO NOTHING RETURNING and reports an Outcome per
-// issue, in order: Inserted for the rows written, Duplicate when the same
-// claim is already stored with the same content, Conflict otherwise. The one
-// writer serialises concurrent batches, so each claim is inserted once.
-func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
-	if len(issues) == 0 {
-		return []store.Outcome{}, nil
-	}
-	var out []store.Outcome
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = issueTx(ctx, tx, issues, time.Now())
-		return err
-	})
-	if err != nil {
-		return nil, wrapErr(fmt.Sprintf("issue batch of %d", len(issues)), err)
-	}
-	return out, nil
-}
-
 // issueTx inserts issues inside tx and classifies each one.
 func issueTx(ctx context.Context, tx *sql.Tx, issues []store.Issue, now time.Time) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(issues))

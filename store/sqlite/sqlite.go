@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -25,6 +27,10 @@ const (
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultReadConns is the size of the read pool.
 	DefaultReadConns = 4
+	// DefaultGroupQueue is how many IssueBatch calls may wait for the writer.
+	DefaultGroupQueue = 64
+	// DefaultMaxGroupIssues bounds the issues one grouped transaction carries.
+	DefaultMaxGroupIssues = 4096
 )
 
 // Values of [Config.Synchronous].
@@ -52,6 +58,13 @@ type Config struct {
 	// ReadConns is the number of connections that serve reads; writes always
 	// go through one connection. Defaults to DefaultReadConns (4).
 	ReadConns int
+	// GroupQueue is how many IssueBatch calls may wait for the writer; more
+	// callers block until there is room (or their context ends).
+	// Defaults to DefaultGroupQueue (64).
+	GroupQueue int
+	// MaxGroupIssues bounds the issues of the IssueBatch calls that one
+	// transaction groups together. Defaults to DefaultMaxGroupIssues (4096).
+	MaxGroupIssues int
 }
 
 func (c Config) withDefaults() Config {
@@ -64,6 +77,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadConns == 0 {
 		c.ReadConns = DefaultReadConns
+	}
+	if c.GroupQueue == 0 {
+		c.GroupQueue = DefaultGroupQueue
+	}
+	if c.MaxGroupIssues == 0 {
+		c.MaxGroupIssues = DefaultMaxGroupIssues
 	}
 	return c
 }
@@ -83,6 +102,12 @@ func (c Config) validate() error {
 	}
 	if c.ReadConns < 0 {
 		return fmt.Errorf("sqlite: Config.ReadConns must not be negative, got %d", c.ReadConns)
+	}
+	if c.GroupQueue < 0 {
+		return fmt.Errorf("sqlite: Config.GroupQueue must not be negative, got %d", c.GroupQueue)
+	}
+	if c.MaxGroupIssues < 0 {
+		return fmt.Errorf("sqlite: Config.MaxGroupIssues must not be negative, got %d", c.MaxGroupIssues)
 	}
 	return nil
 }
@@ -147,6 +172,17 @@ type Store struct {
 	w *sql.DB
 	// r serves reads; in WAL mode readers never block the writer nor each other.
 	r *sql.DB
+
+	// The group writer (group.go): IssueBatch calls queue on reqs and the
+	// loop goroutine, started by New and stopped by Close, runs them.
+	reqs           chan *issueReq
+	maxGroupIssues int
+	loopCtx        context.Context // cancelled by Close: aborts a running group
+	stopLoop       context.CancelFunc
+	loopDone       chan struct{}
+	closeOnce      sync.Once
+	closeErr       error
+	groups         atomic.Int64 // transactions the loop ran; read by tests
 }
 
 var _ store.Store = (*Store)(nil)
@@ -195,7 +231,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
-	return &Store{w: w, r: r}, nil
+	s := &Store{
+		w:              w,
+		r:              r,
+		reqs:           make(chan *issueReq, cfg.GroupQueue),
+		maxGroupIssues: cfg.MaxGroupIssues,
+		loopDone:       make(chan struct{}),
+	}
+	s.loopCtx, s.stopLoop = context.WithCancel(context.Background())
+	go s.groupLoop()
+	return s, nil
 }
 
 // Ping checks that the database answers.
@@ -206,9 +251,15 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the connections.
+// Close stops the group writer, failing IssueBatch calls still waiting with
+// ErrClosed, and releases the connections. Closing twice is harmless.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	s.closeOnce.Do(func() {
+		s.stopLoop()
+		<-s.loopDone
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
 }
 
 // inTx runs fn in one write transaction (BEGIN IMMEDIATE on the writer) and

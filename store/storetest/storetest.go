@@ -1,8 +1,3 @@
-// Package storetest is the one test suite every [store.Store] backend runs,
-// so the SQLite and PostgreSQL stores are held to exactly the same contract.
-//
-// A backend's test file calls [Run] with a function that returns a fresh,
-// empty, migrated store, and [Bench] from its benchmarks.
 package storetest
 
 import (
@@ -11,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +77,34 @@ func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 			b.ReportMetric(float64(rank)/b.Elapsed().Seconds(), "claims/s")
 		})
 	}
+	// Concurrent callers, as a pool of issuers would be: what grouping
+	// batches into fewer transactions (or a bigger pool) buys.
+	b.Run("batch=10/parallel=16", func(b *testing.B) {
+		s := open(b)
+		ctx := context.Background()
+		p := promo("bench")
+		if err := s.CreatePromotion(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		at := now()
+		var next atomic.Int64
+		b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			batch := make([]store.Issue, 10)
+			for pb.Next() {
+				for i := range batch {
+					rank := next.Add(1)
+					batch[i] = issue(p.ID, rank, fmt.Sprintf("u%d", rank), 1, at)
+				}
+				if _, err := s.IssueBatch(ctx, batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
+	})
 }
 
 // now is the current time at the precision both backends store.

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	_ "modernc.org/sqlite"
+
+	"github.com/dibsio/dibs/internal/redisserver"
+	"github.com/dibsio/dibs/internal/redistest"
+)
+
+const crashToken = "crash-test-token"
+
+// crashConfig makes a killed process's entries come back within seconds.
+const crashConfig = `stream:
+  block_ms: 200
+  reclaim_min_idle_ms: 1500
+  lease_ttl_ms: 1500
+`
+
+// serveProc is a `dibs serve` child process.
+type serveProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+	mu   sync.Mutex
+	log  strings.Builder
+}
+
+// startServe runs dibs serve on a free port against redisAddr and dbURL and
+// waits until it listens.
+func startServe(t *testing.T, redisAddr, dbURL string, env ...string) *serveProc {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "dibs.yaml")
+	if err := os.WriteFile(cfg, []byte(crashConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(dibsBinary(t), "serve", "--addr", "127.0.0.1:0",
+		"--redis", "redis://"+redisAddr, "--db", dbURL, "--admin-token", crashToken,
+		"--config", cfg, "--instance", "crash-node")
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			if a, ok := listeningAddr(line); ok {
+				select {
+				case addrc <- a:
+				default:
+				}
+			}
+		}
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill() })
+	select {
+	case p.addr = <-addrc:
+	case <-p.done:
+		t.Fatalf("dibs serve exited before listening:\n%s", p.logText())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dibs serve did not listen within 30s:\n%s", p.logText())
+	}
+	return p
+}
+
+func (p *serveProc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *serveProc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.waitExit(10 * time.Second)
+}
+
+func (p *serveProc) waitExit(d time.Duration) {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		p.t.Fatalf("dibs serve still running after %v:\n%s", d, p.logText())
+	}
+}
+
+type answer struct {
+	status int
+	code   string
+	rank   int64
+	id     string
+}
+
+var crashHTTP = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func call(addr, method, path, body string, hdr ...string) (answer, error) {
+	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := crashHTTP.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	var v struct {
+		Code    string `json:"code"`
+		Rank    int64  `json:"rank"`
+		ClaimID string `json:"claim_id"`
+	}
+	_ = json.Unmarshal(raw, &v)
+	return answer{status: res.StatusCode, code: v.Code, rank: v.Rank, id: v.ClaimID}, nil
+}
+
+func createPromotion(t *testing.T, addr, id string, stock int) {
+	t.Helper()
+	a, err := call(addr, "POST", "/v1/promotions", fmt.Sprintf(`{"id":%q,"stock":%d}`, id, stock), "Authorization", "Bearer "+crashToken)
+	if err != nil || a.status != http.StatusCreated {
+		t.Fatalf("create promotion: %+v %v", a, err)
+	}
+}
+
+func claimKeyed(addr, promo, user string) (answer, error) {
+	return call(addr, "POST", "/v1/promotions/"+promo+"/claims", fmt.Sprintf(`{"user_id":%q}`, user), "Idempotency-Key", "key-"+user)
+}
+
+// counts reads the promotion's counts.
+func counts(addr, promo string) (accepted, issued, pending int64, err error) {
+	res, err := crashHTTP.Get("http://" + addr + "/v1/promotions/" + promo)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer res.Body.Close()
+	var v struct {
+		Counts struct{ Accepted, Issued, Pending int64 } `json:"counts"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		return 0, 0, 0, err
+	}
+	return v.Counts.Accepted, v.Counts.Issued, v.Counts.Pending, nil
+}
+
+// waitAllIssued waits until every accepted claim is issued.
+func waitAllIssued(t *testing.T, p *serveProc, promo string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		acc, iss, pend, err := counts(p.addr, promo)
+		if err == nil && acc == iss && pend == 0 {
+			return acc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all issued: accepted %d issued %d pending %d (%v)\n%s", acc, iss, pend, err, p.logText())
+		}
+		<-tick.C
+	}
+}
+
+// issuedRows counts the promotion's issued rows.
+func issuedRows(t *testing.T, dbPath, promo string) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow(`SELECT COUNT(*) FROM issued WHERE promotion_id = ?`, promo).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkRows verifies the database: exactly want issued rows for the
+// promotion, ranks 1..want each once, one row per user.
+func checkRows(t *testing.T, dbPath, promo string, want int64) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n, distinctRanks, distinctUsers, maxRank int64
+	err = db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT rank), COUNT(DISTINCT user_id), COALESCE(MAX(rank),0) FROM issued WHERE promotion_id = ?`, promo).
+		Scan(&n, &distinctRanks, &distinctUsers, &maxRank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != want || distinctRanks != want || distinctUsers != want || maxRank != want {
+		t.Fatalf("issued rows: %d rows, %d ranks, %d users, max rank %d; want %d of each", n, distinctRanks, distinctUsers, maxRank, want)
+	}
+}
+
+// burst claims for users concurrently; it returns the answers it got and
+// the users whose outcome is unknown (transport error or 503).
+func burst(addr, promo string, users []string, workers int, onAnswer func(int)) (map[string]answer, []string) {
+	var (
+		mu      sync.Mutex
+		got     = map[string]answer{}
+		unknown []string
+		wg      sync.WaitGroup
+		next    = make(chan string)
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range next {
+				a, err := claimKeyed(addr, promo, u)
+				mu.Lock()
+				if err != nil || a.status >= 500 {
+					unknown = append(unknown, u)
+				} else {
+					got[u] = a
+				}
+				n := len(got)
+				mu.Unlock()
+				if onAnswer != nil {
+					onAnswer(n)
+				}
+			}
+		}()
+	}
+	for _, u := range users {
+		next <- u
+	}
+	close(next)
+	wg.Wait()
+	return got, unknown
+}
+
+func userList(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+// settle retries the unknown users with their keys against addr, checks
+// that every answer known before is answered the same, and returns the
+// accepted ranks by user.
+func settle(t *testing.T, addr, promo string, before map[string]answer, unknown []string, stock int) map[string]int64 {
+	t.Helper()
+	accepted := map[string]int64{}
+	for u, a := range before {
+		again, err := claimKeyed(addr, promo, u)
+		if err != nil {
+			t.Fatalf("retry %s: %v", u, err)
+		}
+		if a.status == http.StatusAccepted {
+			if again.status != http.StatusAccepted || again.rank != a.rank || again.id != a.id {
+				t.Fatalf("retry of accepted %s: got %+v, first answer %+v", u, again, a)
+			}
+			accepted[u] = a.rank
+		}
+	}
+	for _, u := range unknown {
+		a, err := claimKeyed(addr, promo, u)
+		if err != nil {
+			t.Fatalf("retry %s: %v", u, err)
+		}
+		if a.status == http.StatusAccepted {
+			accepted[u] = a.rank
+		} else if a.code != "sold_out" {
+			t.Fatalf("retry %s: %+v", u, a)
+		}
+	}
+	if len(accepted) > stock {
+		t.Fatalf("oversold: %d accepted of %d", len(accepted), stock)
+	}
+	seen := map[int64]string{}
+	for u, r := range accepted {
+		if other, dup := seen[r]; dup {
+			t.Fatalf("rank %d held by %s and %s", r, u, other)
+		}
+		if r < 1 || r > int64(len(accepted)) {
+			t.Fatalf("rank %d outside 1..%d", r, len(accepted))
+		}
+		seen[r] = u
+	}
+	return accepted
+}
+
+// TestCrashBetweenCommitAndAck kills dibs (SIGKILL, from inside, by a
+// failpoint) after claims were committed to the database but before they
+// were acknowledged in Redis. After a restart every accepted claim ends
+// issued exactly once.
+func TestCrashBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
+	dbPath := filepath.Join(t.TempDir(), "dibs.db")
+	p := startServe(t, redis.Addr(), "sqlite://"+dbPath, "DIBS_FAILPOINT=crash-after-commit:1")
+	createPromotion(t, p.addr, "crash", 50)
+	before, unknown := burst(p.addr, "crash", userList("u", 80), 8, nil)
+	p.waitExit(30 * time.Second)
+	// The process died with claims in the database that Redis still holds
+	// as pending: exactly the window between commit and acknowledgement.
+	if rows := issuedRows(t, dbPath, "crash"); rows < 1 {
+		t.Fatalf("no claim was committed before the crash")
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redis.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := c.Do(context.Background(), c.B().Xpending().Key("dibs:{crash}:claims").Group("issuers").Build()).ToArray()
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := pending[0].AsInt64(); n < 1 {
+		t.Fatalf("nothing pending in Redis after the crash")
+	}
+
+	p2 := startServe(t, redis.Addr(), "sqlite://"+dbPath)
+	accepted := settle(t, p2.addr, "crash", before, unknown, 50)
+	n := waitAllIssued(t, p2, "crash")
+	if n != int64(len(accepted)) || n != 50 {
+		t.Fatalf("server accepted %d, clients hold %d, stock 50", n, len(accepted))
+	}
+	p2.kill()
+	checkRows(t, dbPath, "crash", n)
+}
+
+// TestKillDuringClaimBurst kills dibs with SIGKILL in the middle of a burst
+// of claims. Clients retry what they did not get an answer for with the same
+// Idempotency-Key against the restarted server.
+func TestKillDuringClaimBurst(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
+	dbPath := filepath.Join(t.TempDir(), "dibs.db")
+	p := startServe(t, redis.Addr(), "sqlite://"+dbPath)
+	createPromotion(t, p.addr, "burst", 300)
+	var once sync.Once
+	before, unknown := burst(p.addr, "burst", userList("b", 600), 32, func(answered int) {
+		if answered >= 150 {
+			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
+		}
+	})
+	p.waitExit(10 * time.Second)
+	if len(unknown) == 0 {
+		t.Fatalf("the kill interrupted nothing (%d answers)", len(before))
+	}
+
+	p2 := startServe(t, redis.Addr(), "sqlite://"+dbPath)
+	accepted := settle(t, p2.addr, "burst", before, unknown, 300)
+	n := waitAllIssued(t, p2, "burst")
+	if n != int64(len(accepted)) || n != 300 {
+		t.Fatalf("server accepted %d, clients hold %d, stock 300", n, len(accepted))
+	}
+	p2.kill()
+	checkRows(t, dbPath, "burst", n)
+}
+
+// TestRedisKilledUnderAOFAlways kills redis-server with SIGKILL during a
+// burst of claims. With appendfsync always every 202 survives the restart.
+func TestRedisKilledUnderAOFAlways(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
+	dbPath := filepath.Join(t.TempDir(), "dibs.db")
+	p := startServe(t, redis.Addr(), "sqlite://"+dbPath)
+	createPromotion(t, p.addr, "aof", 300)
+	var once sync.Once
+	before, unknown := burst(p.addr, "aof", userList("r", 600), 32, func(answered int) {
+		if answered >= 150 {
+			once.Do(func() {
+				if err := redis.Kill(); err != nil {
+					t.Errorf("kill redis: %v", err)
+				}
+			})
+		}
+	})
+	if len(unknown) == 0 {
+		t.Fatalf("the kill interrupted nothing (%d answers)", len(before))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := redis.Restart(ctx); err != nil {
+		t.Fatalf("restart redis: %v", err)
+	}
+	accepted := settle(t, p.addr, "aof", before, unknown, 300)
+	n := waitAllIssued(t, p, "aof")
+	if n != int64(len(accepted)) || n != 300 {
+		t.Fatalf("server accepted %d, clients hold %d, stock 300", n, len(accepted))
+	}
+	p.kill()
+	checkRows(t, dbPath, "aof", n)
+}
