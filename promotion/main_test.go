@@ -1,0 +1,9 @@
+package promotion_test
+
+import (
+	"testing"
+
+	"github.com/dibsio/dibs/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
