@@ -3,6 +3,8 @@ package stream
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -277,6 +279,17 @@ type yamlConfig struct {
 	LeaseTTLMS               *int64    `yaml:"lease_ttl_ms,omitempty"`
 }
 
+// yamlKeys returns the YAML names of yamlConfig's fields.
+func yamlKeys() map[string]bool {
+	t := reflect.TypeFor[yamlConfig]()
+	keys := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		keys[name] = true
+	}
+	return keys
+}
+
 func setInt[T any](dst *T, src *T) {
 	if src != nil {
 		*dst = *src
@@ -292,6 +305,16 @@ func setDur(dst *time.Duration, src *int64, unit time.Duration) {
 // UnmarshalYAML reads the `stream:` section. Fields absent from the YAML keep
 // the value c already has, so decode into DefaultConfig() to get defaults.
 func (c *Config) UnmarshalYAML(node *yaml.Node) error {
+	// node.Decode does not inherit the decoder's KnownFields, so unknown
+	// keys are rejected here: a misspelt tunable must not pass silently.
+	if node.Kind == yaml.MappingNode {
+		known := yamlKeys()
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			if k := node.Content[i].Value; !known[k] {
+				return fmt.Errorf("stream config: line %d: unknown key %q", node.Content[i].Line, k)
+			}
+		}
+	}
 	var y yamlConfig
 	if err := node.Decode(&y); err != nil {
 		return fmt.Errorf("stream config: %w", err)

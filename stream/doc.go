@@ -10,7 +10,7 @@
 //   - reads in one of two modes: [ReadBlock] (XREADGROUP BLOCK) or [ReadPoll]
 //     (non-blocking reads with a sleep that starts short and grows to the poll
 //     interval). It never busy-waits: when the stream is empty one consumer
-//     reads and the others park until a read finds a full batch, so an empty
+//     reads and the others park until a read finds work, so an empty
 //     pool reads at most once per interval whatever its consumer count, and
 //     blocking reads are capped across all pools of a registry;
 //   - acknowledges an entry only after its handler succeeded; on start each
