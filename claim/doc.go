@@ -9,5 +9,11 @@
 //
 // A [Gate] is safe for concurrent use. Outcomes other than acceptance are the
 // sentinel errors [ErrSoldOut], [ErrAlreadyClaimed], [ErrNotStarted],
-// [ErrEnded] and [ErrNotFound].
+// [ErrEnded], [ErrNotFound] and [ErrRebuilding].
+//
+// When Redis loses writes, a promotion's counters are rebuilt from the
+// database (see [Gate.Pause]): the promotion is paused — every claim answers
+// [ErrRebuilding] — while the database's claims are merged in, never
+// lowering a counter, and resumed with the rank counter above every rank the
+// database holds.
 package claim

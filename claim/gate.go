@@ -35,6 +35,7 @@ var outcomes = map[string]error{
 	"ended":           ErrEnded,
 	"already_claimed": ErrAlreadyClaimed,
 	"sold_out":        ErrSoldOut,
+	"rebuilding":      ErrRebuilding,
 }
 
 // Config configures a Gate.

@@ -2,56 +2,21 @@ package claim
 
 import "github.com/redis/rueidis"
 
-// idemSep separates the user id from the Idempotency-Key in the idem hash.
-// Neither can contain a newline: user ids are validated and keys are printable ASCII.
-const idemSep = "\n"
-
 // claimScript admits one first-come claim.
 //
 // KEYS: meta, seq, users, status, byuser, idem, stream.
 // ARGV: user id, Idempotency-Key ("" for none), promotion id.
 //
 // Returns {"ok", rank, replayed(0|1), slot, remaining} on acceptance, or
-// {outcome} with outcome one of not_found, wrong_mode, ended, not_started,
-// already_claimed, sold_out. A retry carrying an Idempotency-Key that was
-// already accepted returns the original rank with replayed = 1 before any
-// other check, so it is answered the same even after the stock ran out.
+// {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended,
+// not_started, already_claimed, sold_out. A promotion paused while its
+// counters are rebuilt (meta field paused = 1) answers rebuilding to every
+// claim, retries included, since its counters cannot be trusted yet. A
+// retry carrying an Idempotency-Key that was already accepted returns the
+// original rank with replayed = 1 before any other check, so it is answered
+// the same even after the stock ran out.
 // The window is checked against Redis TIME, never the caller's clock.
-var claimScript = rueidis.NewLuaScript(`
-local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode')
-if not m[1] then return {'not_found'} end
-if m[7] ~= 'first_come' then return {'wrong_mode'} end
-local user = ARGV[1]
-local idem = ARGV[2]
-if idem ~= '' then
-  local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
-  if r then
-    local slot = redis.call('HGET', KEYS[3], user) or '0'
-    return {'ok', tonumber(r), 1, tonumber(slot), -1}
-  end
-end
-if m[5] == '1' then return {'ended'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(m[3]) then return {'not_started'} end
-if now >= tonumber(m[4]) then return {'ended'} end
-local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-if held >= tonumber(m[2]) then return {'already_claimed'} end
-local stock = tonumber(m[1])
-local voided = tonumber(m[6] or '0')
-local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
-if seq - voided >= stock then return {'sold_out'} end
-local rank = redis.call('INCR', KEYS[2])
-local slot = redis.call('HINCRBY', KEYS[3], user, 1)
-redis.call('HSET', KEYS[4], rank, 'p')
-local list = redis.call('HGET', KEYS[5], user)
-if list then list = list .. ',' .. rank else list = tostring(rank) end
-redis.call('HSET', KEYS[5], user, list)
-if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank) end
-redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
-  'rank', rank, 'slot', slot, 'at', now)
-return {'ok', rank, 0, slot, stock - (rank - voided)}
-`)
+var claimScript = rueidis.NewLuaScript(claimScriptSource)
 
 // grantScript enqueues grants for a batch of users.
 //
@@ -59,11 +24,13 @@ return {'ok', rank, 0, slot, stock - (rank - voided)}
 // ARGV: promotion id, then the user ids.
 //
 // Returns {"ok", enqueued, duplicates} or {outcome} with outcome one of
-// not_found, wrong_mode, ended. A user already granted is a duplicate.
+// not_found, wrong_mode, rebuilding, ended. A user already granted is a
+// duplicate; a paused promotion (see claimScript) enqueues nothing.
 var grantScript = rueidis.NewLuaScript(`
-local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode')
+local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode', 'paused')
 if not m[3] then return {'not_found'} end
 if m[3] ~= 'grant' then return {'wrong_mode'} end
+if m[4] == '1' then return {'rebuilding'} end
 if m[2] == '1' then return {'ended'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -92,7 +59,8 @@ return {'ok', enq, dup}
 // are never skipped.
 //
 // KEYS: meta, seq, stream.
-// ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group.
+// ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group,
+// and optionally "1" to create the meta hash paused (see Gate.OpenPaused).
 //
 // Returns 1 if the meta hash was created, 0 if it existed (then only the
 // closed flag and the end are refreshed).
@@ -101,6 +69,7 @@ local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'limit', ARGV[2], 'starts_ms', ARGV[3],
     'ends_ms', ARGV[4], 'closed', ARGV[5], 'mode', ARGV[6], 'voided', 0)
+  if ARGV[9] == '1' then redis.call('HSET', KEYS[1], 'paused', 1) end
   created = 1
 else
   redis.call('HSET', KEYS[1], 'ends_ms', ARGV[4])

@@ -535,3 +535,24 @@ func TestOperationalEndpoints(t *testing.T) {
 		t.Fatalf("unknown path %d %s", r.status, r.raw)
 	}
 }
+
+// TestBearerScheme: the auth scheme is case-insensitive; the token is not.
+func TestBearerScheme(t *testing.T) {
+	t.Parallel()
+	e := setup(t, backends[0])
+	for _, c := range []struct {
+		header string
+		status int
+	}{
+		{"bearer " + token, 201},
+		{"BEARER " + token, 201},
+		{"Bearer " + strings.ToUpper(token), 401},
+		{"Basic " + token, 401},
+		{token, 401},
+	} {
+		r := e.do(t, "POST", "/v1/promotions", `{"stock":1}`, "Authorization", c.header)
+		if r.status != c.status {
+			t.Errorf("%q: %d %s", c.header, r.status, r.raw)
+		}
+	}
+}

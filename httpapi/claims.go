@@ -80,6 +80,8 @@ func outcomeOf(err error) string {
 		return CodeNotFound
 	case errors.Is(err, promotion.ErrWrongMode):
 		return CodeInvalidRequest
+	case errors.Is(err, claim.ErrRebuilding):
+		return CodeUnavailable
 	}
 	return CodeUnavailable
 }

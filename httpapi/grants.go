@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/dibsio/dibs/promotion"
 )
@@ -19,6 +20,8 @@ const (
 	MaxGrantLineBytes = 64 << 10
 	grantBatch        = 500 // user ids per Redis script call when streaming
 	maxReportedErrors = 100
+	// grantReadWindow is how long a streamed upload may take per batch of lines.
+	grantReadWindow = 60 * time.Second
 )
 
 type grantsIn struct {
@@ -105,8 +108,16 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string)
 		out.Duplicates += res.Duplicates
 		return nil
 	}
+	// An upload may take longer than the server's read timeout: keep
+	// extending the read deadline while lines keep coming.
+	rc := http.NewResponseController(w)
+	extend := func() { _ = rc.SetReadDeadline(time.Now().Add(grantReadWindow)) }
+	extend()
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for line := 1; ; line++ {
+		if line%grantBatch == 0 {
+			extend()
+		}
 		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
 		if err != nil && !errors.Is(err, io.EOF) {
 			// The upload broke off: what was applied stays applied.

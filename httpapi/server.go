@@ -22,6 +22,9 @@ const (
 	DefaultMaxInFlight  = 4096
 	DefaultClaimTimeout = 2 * time.Second
 	DefaultReadyTimeout = 2 * time.Second
+
+	DefaultMaxReadInFlight = 1024
+	DefaultRequestTimeout  = 10 * time.Second
 )
 
 // Config configures the API handler.
@@ -35,6 +38,12 @@ type Config struct {
 	MaxInFlight int
 	// ClaimTimeout bounds one claim's Redis call. Defaults to DefaultClaimTimeout.
 	ClaimTimeout time.Duration
+	// MaxReadInFlight bounds concurrent requests to the other endpoints
+	// (reads and admin calls; not /healthz, /readyz, /metrics). Defaults to
+	// DefaultMaxReadInFlight.
+	MaxReadInFlight int
+	// RequestTimeout bounds those requests. Defaults to DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// Metrics receives the API's metrics. Defaults to a new registry.
 	Metrics *Metrics
 	// Gatherer serves /metrics. Defaults to prometheus.DefaultGatherer
@@ -51,6 +60,8 @@ type Server struct {
 	log      *slog.Logger
 	m        *Metrics
 	inflight chan struct{}
+
+	readInflight chan struct{}
 }
 
 // New returns the API handler.
@@ -66,6 +77,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ClaimTimeout <= 0 {
 		cfg.ClaimTimeout = DefaultClaimTimeout
+	}
+	if cfg.MaxReadInFlight <= 0 {
+		cfg.MaxReadInFlight = DefaultMaxReadInFlight
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -86,6 +103,8 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		m:        cfg.Metrics,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
+
+		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
 	}
 	s.routes()
 	return s, nil
@@ -107,17 +126,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() {
 	s.route("/v1/promotions", map[string]http.HandlerFunc{
-		"GET":  s.listPromotions,
-		"POST": s.admin(s.createPromotion),
+		"GET":  s.bounded(s.listPromotions),
+		"POST": s.admin(s.bounded(s.createPromotion)),
 	})
-	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.getPromotion})
-	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.closePromotion)})
+	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
+	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.closePromotion))})
 	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim)})
-	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.getClaims})
+	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getClaims)})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.postGrants))})
-	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.listDeadLetters)})
-	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.replayDeadLetters)})
-	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.voidDeadLetters)})
+	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
+	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.replayDeadLetters))})
+	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.voidDeadLetters))})
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
@@ -145,16 +164,38 @@ func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
 	})
 }
 
-// admin wraps h with the bearer-token check.
+// admin wraps h with the bearer-token check. The scheme is matched
+// case-insensitively (RFC 9110), the token in constant time.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	want := []byte("Bearer " + s.cfg.AdminToken)
+	want := []byte(s.cfg.AdminToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), want) != 1 {
 			problem(CodeUnauthorized, "this endpoint needs the admin bearer token").write(w, r)
 			return
 		}
 		h(w, r)
+	}
+}
+
+// bounded gives a read or admin request a deadline and a bounded share of
+// the instance: beyond MaxReadInFlight concurrent ones it answers 503
+// overloaded at once, so a stalled Redis or database cannot pile up
+// goroutines.
+func (s *Server) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.readInflight <- struct{}{}:
+		default:
+			s.m.Shed.Inc()
+			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
+			return
+		}
+		defer func() { <-s.readInflight }()
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
 	}
 }
 
@@ -209,6 +250,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem(CodeEnded, "the promotion has ended").write(w, r)
 	case errors.Is(err, claim.ErrSoldOut):
 		problem(CodeSoldOut, "the stock is exhausted").write(w, r)
+	case errors.Is(err, claim.ErrRebuilding):
+		// Redis lost writes and the promotion's counters are being rebuilt
+		// from the database; nothing was taken, so a plain retry is safe.
+		problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1).write(w, r)
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		detail := "Redis or the database did not answer; retry with the same Idempotency-Key"

@@ -38,6 +38,12 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		return errs
 	}
 	outs, err := h.m.st.IssueBatch(ctx, issues)
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
+		// The database did not answer within the handler's deadline: it is
+		// overloaded or stalled, not refusing these claims. Retrying must
+		// not march them towards the dead letters.
+		err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	if err != nil && !errors.Is(err, store.ErrUnavailable) && len(issues) > 1 {
 		// The batch failed as a whole for a reason other than an outage:
 		// issue one by one, so one bad entry never fails the good ones.

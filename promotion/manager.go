@@ -52,6 +52,10 @@ type Config struct {
 	// OnBacklog, if set, is called on every re-check with the number of the
 	// promotion's claims not yet confirmed (pending plus undelivered).
 	OnBacklog func(promotionID string, backlog int64)
+	// OnRebuild, if set, is called after every background rebuild of a
+	// promotion whose Redis state lost writes (see Manager.Rebuild), failed
+	// ones included: their report's Err is set.
+	OnRebuild func(RebuildReport)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -71,6 +75,7 @@ type Manager struct {
 	stopped bool                       // guarded by mu
 	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
 	wg      sync.WaitGroup
+	rb      rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -151,6 +156,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		cancel()
 	}
 	m.wg.Wait()
+	m.rb.stop()
 	return m.reg.Shutdown(ctx)
 }
 
@@ -189,6 +195,11 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 
 	now := m.cfg.Now()
 	var errs []error
+	// Redis is fast, the database is the truth: a promotion whose counters
+	// fell behind the database is paused and rebuilt before anything else.
+	if err := m.checkFloors(ctx, list); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range list {
 		if _, known := prev[p.ID]; first || !known {
 			if err := m.open(ctx, p); err != nil {
@@ -285,17 +296,11 @@ func ended(p store.Promotion, now time.Time) bool {
 	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
 }
 
-// open makes the promotion's Redis state exist, with the database's highest
-// issued rank as the floor of the rank counter.
+// open makes the promotion's Redis state exist; a promotion Redis lost
+// while the database holds its claims is created paused and rebuilt from
+// the database (see openChecked).
 func (m *Manager) open(ctx context.Context, p store.Promotion) error {
-	created, err := m.gate.Open(ctx, gatePromotion(p))
-	if err != nil {
-		return err
-	}
-	if created && m.cfg.Now().Sub(p.CreatedAt) > time.Minute {
-		m.log.Warn("promotion state was missing in Redis and was rebuilt", "promotion", p.ID)
-	}
-	return nil
+	return m.openChecked(ctx, p)
 }
 
 func gatePromotion(p store.Promotion) claim.Promotion {

@@ -144,6 +144,27 @@ type Counts struct {
 	Voided int64 // dead letters in state DeadVoided
 }
 
+// StateIssued is the State of a [KnownClaim] read from an issued row.
+const StateIssued = "issued"
+
+// KnownClaim is one claim the database knows of, as [Store.ClaimsByRank]
+// reads it to rebuild Redis's counters: an issued row or, for a rank no
+// issued row holds, a dead letter.
+type KnownClaim struct {
+	ClaimID string
+	Rank    int64
+	UserID  string
+	Slot    int
+	// State is StateIssued, or the dead letter's state (DeadFailed,
+	// DeadReplayed or DeadVoided).
+	State string
+	// At is when the row was issued, or when the claim was dead-lettered.
+	At time.Time
+	// Fields is a dead letter's stream entry (nil for issued rows), so a
+	// replayed claim that Redis lost can be enqueued again.
+	Fields map[string]string
+}
+
 // Store is the database behind dibs. Implementations are safe for concurrent use.
 type Store interface {
 	// Migrate applies the embedded schema migrations; it is idempotent.
@@ -175,6 +196,18 @@ type Store interface {
 	ListIssued(ctx context.Context, promotionID, userID string) ([]Issued, error)
 	// Counts returns the promotion's database-side counts.
 	Counts(ctx context.Context, promotionID string) (Counts, error)
+
+	// MaxRanks returns, for each of the promotions, the highest rank the
+	// database holds, issued or dead-lettered; a promotion with neither (or
+	// unknown) maps to 0. Redis's rank counter must never be below it: if it
+	// is, Redis lost writes. One indexed lookup per promotion, in one query.
+	MaxRanks(ctx context.Context, promotionIDs []string) (map[string]int64, error)
+	// ClaimsByRank returns up to limit claims of the promotion with rank >
+	// afterRank, ordered by rank, one per rank: the issued row where there is
+	// one, else the dead letter. Claims without a rank (undecodable entries)
+	// are left out. Paging on the last rank returned walks every claim the
+	// database knows with memory bounded by limit.
+	ClaimsByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]KnownClaim, error)
 
 	// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
 	// claim is already recorded, updates reason, deliveries and time and sets

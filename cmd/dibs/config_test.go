@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,20 @@ func TestRedisOptions(t *testing.T) {
 		if (err != nil) != c.bad || len(addrs) != c.addrs {
 			t.Errorf("%q: %v %v", c.in, addrs, err)
 		}
+	}
+}
+
+// TestConfigFileFillsUnsetFlags: addr, redis, db and data_dir from the
+// config file apply unless a flag or an environment variable gave them.
+func TestConfigFileFillsUnsetFlags(t *testing.T) {
+	fc := fileConfig{Addr: "127.0.0.1:9999", Redis: "redis://file:6379", DB: "postgres://file/db", DataDir: "/file"}
+	t.Setenv("DIBS_DATABASE_URL", "sqlite://env.db")
+	f, err := parseServeFlags([]string{"--addr", "127.0.0.1:1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.applyFile(fc)
+	if f.addr != "127.0.0.1:1" || f.redis != "redis://file:6379" || f.db != "sqlite://env.db" || f.dataDir != "/file" {
+		t.Fatalf("got addr %q redis %q db %q data dir %q", f.addr, f.redis, f.db, f.dataDir)
 	}
 }

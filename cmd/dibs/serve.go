@@ -32,6 +32,10 @@ import (
 // serveFlags are the flags of dibs serve; each also reads an environment variable.
 type serveFlags struct {
 	addr, redis, db, adminToken, config, dataDir, logFormat, instance string
+
+	// given names the settings given by a flag or an environment variable;
+	// the config file fills in only the others.
+	given map[string]bool
 }
 
 func defaultInstance() string {
@@ -71,7 +75,29 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		fmt.Fprintf(stderr, "dibs serve: unexpected arguments: %v\n", fs.Args())
 		return f, errUsage
 	}
+	f.given = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	for name, env := range map[string]string{"addr": "DIBS_ADDR", "redis": "DIBS_REDIS_URL", "db": "DIBS_DATABASE_URL", "data-dir": "DIBS_DATA_DIR"} {
+		if _, ok := os.LookupEnv(env); ok {
+			f.given[name] = true
+		}
+	}
 	return f, nil
+}
+
+// applyFile fills the settings not given by flag or environment from the
+// config file.
+func (f *serveFlags) applyFile(fc fileConfig) {
+	for name, pair := range map[string]struct {
+		dst *string
+		src string
+	}{
+		"addr": {&f.addr, fc.Addr}, "redis": {&f.redis, fc.Redis}, "db": {&f.db, fc.DB}, "data-dir": {&f.dataDir, fc.DataDir},
+	} {
+		if !f.given[name] && pair.src != "" {
+			*pair.dst = pair.src
+		}
+	}
 }
 
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
@@ -97,6 +123,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	f.applyFile(fc)
 	fc.Stream.Logger = log
 	return serve(ctx, f, fc, log)
 }

@@ -1,0 +1,186 @@
+package claim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/redistest"
+)
+
+// benchInFlight is how many claims the benchmarks keep in flight at once,
+// close to redis-benchmark's 50 clients in scripts/bench-claim.sh.
+const benchInFlight = 64
+
+// BenchmarkClaim measures Gate.Claim throughput on the accept path: the
+// stock is huge and every call is for a new user, so each one runs the whole
+// script (window, limit, stock, rank, XADD). benchInFlight goroutines share
+// one client, which pipelines their calls over its connections.
+func BenchmarkClaim(b *testing.B) {
+	for _, tp := range redistest.Topologies(b) {
+		b.Run(tp.Name, func(b *testing.B) {
+			c := tp.Client(b)
+			p := redistest.Prefix(b)
+			f := fixture{gate: claim.New(c, claim.Config{Prefix: p}), client: c, prefix: p}
+			benchClaims(b, f, "bench", !tp.Cluster)
+		})
+	}
+}
+
+// benchClaims runs b.N accepted claims in promotion id and reports claims/s.
+// It fails if any claim was not accepted or the rank counter disagrees.
+func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := f.gate.Open(ctx, claim.Promotion{ID: id, Stock: 1_000_000_000, PerUserLimit: 1,
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.drop(b, id) })
+	var users atomic.Int64
+	b.SetParallelism(max(1, benchInFlight/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := sampleCPU(f.client, redisCPU)
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			user := "u" + strconv.FormatInt(users.Add(1), 10)
+			if _, err := f.gate.Claim(ctx, id, user, ""); err != nil {
+				b.Errorf("claim for %s: %v", user, err)
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(users.Load())/elapsed.Seconds(), "claims/s")
+	cpu.report(b, f.client, redisCPU, users.Load())
+	st, err := f.gate.State(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if st.Seq != users.Load() {
+		b.Fatalf("rank counter %d after %d accepted claims", st.Seq, users.Load())
+	}
+}
+
+// drop deletes every key of promotion id, so repeated benchmark runs do not
+// pile up streams in the shared server. All keys share one slot.
+func (f fixture) drop(tb testing.TB, id string) {
+	tb.Helper()
+	keys := append(claim.ClaimScriptKeys(f.prefix, id), f.gate.Keys(id).DeadLetters())
+	if err := f.client.Do(context.Background(), f.client.B().Del().Key(keys...).Build()).Error(); err != nil {
+		tb.Errorf("drop %s: %v", id, err)
+	}
+}
+
+// TestClaimScriptSource runs the exported script source the way
+// scripts/bench-claim.sh does (SCRIPT LOAD, then EVALSHA with
+// ClaimScriptKeys) and checks it is the gate's script: the replies match
+// and the gate and the raw script share one rank counter.
+func TestClaimScriptSource(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp)
+		ctx := context.Background()
+		f.open(t, claim.Promotion{ID: "raw", Stock: 2})
+		keys := claim.ClaimScriptKeys(f.prefix, "raw")
+		if want := f.gate.Keys("raw"); keys[0] != want.Meta() || keys[6] != want.Stream() {
+			t.Fatalf("keys %v do not match the gate's", keys)
+		}
+		sha, err := f.client.Do(ctx, f.client.B().ScriptLoad().Script(claim.ClaimScriptSource()).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := f.gate.Claim(ctx, "raw", "u1", ""); err != nil || got.Rank != 1 {
+			t.Fatalf("gate claim: %+v, %v", got, err)
+		}
+		evalsha := func(user string) []rueidis.RedisMessage {
+			t.Helper()
+			vals, err := f.client.Do(ctx, f.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).
+				Key(keys...).Arg(user, "", "raw").Build()).ToArray()
+			if err != nil {
+				t.Fatalf("evalsha for %s: %v", user, err)
+			}
+			return vals
+		}
+		vals := evalsha("u2")
+		if s, _ := vals[0].ToString(); s != "ok" || len(vals) != 5 {
+			t.Fatalf("evalsha reply %v, want ok with 5 elements", vals)
+		}
+		if rank, _ := vals[1].AsInt64(); rank != 2 {
+			t.Fatalf("evalsha rank %d, want 2 (after the gate's rank 1)", rank)
+		}
+		if s, _ := evalsha("u3")[0].ToString(); s != "sold_out" {
+			t.Fatalf("third claim of a stock of 2: %q, want sold_out", s)
+		}
+		if _, err := f.gate.Claim(ctx, "raw", "u2", ""); !errors.Is(err, claim.ErrAlreadyClaimed) {
+			t.Fatalf("gate claim after evalsha for the same user: %v, want ErrAlreadyClaimed", err)
+		}
+		if _, err := f.gate.Claim(ctx, "raw", "u4", ""); !errors.Is(err, claim.ErrSoldOut) {
+			t.Fatalf("gate claim after evalsha sold out: %v, want ErrSoldOut", err)
+		}
+	})
+}
+
+// cpuSample is the CPU time used so far by this process and by a Redis
+// server, to report where a benchmark's CPU went. A zero field means it
+// could not be read (no /proc, or a Cluster where INFO reaches any node).
+type cpuSample struct{ self, redis time.Duration }
+
+func sampleCPU(c rueidis.Client, redis bool) cpuSample {
+	var s cpuSample
+	// /proc/self/stat fields 14 and 15 (after the parenthesised command
+	// name) are user and system time in USER_HZ ticks, 100 per second on
+	// Linux.
+	if raw, err := os.ReadFile("/proc/self/stat"); err == nil {
+		if i := bytes.LastIndexByte(raw, ')'); i >= 0 {
+			if f := strings.Fields(string(raw[i+1:])); len(f) > 12 {
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				k, _ := strconv.ParseInt(f[12], 10, 64)
+				s.self = time.Duration(u+k) * 10 * time.Millisecond
+			}
+		}
+	}
+	if redis {
+		info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+		if err == nil {
+			for line := range strings.Lines(info) {
+				k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+				if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+					sec, _ := strconv.ParseFloat(v, 64)
+					s.redis += time.Duration(sec * float64(time.Second))
+				}
+			}
+		}
+	}
+	return s
+}
+
+// report adds the CPU used since s per claim: by this process (the
+// benchmark's clients included) and by Redis.
+func (s cpuSample) report(b *testing.B, c rueidis.Client, redis bool, claims int64) {
+	if claims == 0 {
+		return
+	}
+	now := sampleCPU(c, redis)
+	// /proc counts in 10 ms ticks: below 200 ms of CPU the figure would be
+	// off by more than 5 %, so it is left out.
+	if s.self > 0 && now.self-s.self >= 200*time.Millisecond {
+		b.ReportMetric(float64((now.self-s.self).Microseconds())/float64(claims), "cpu-µs/claim")
+	}
+	if s.redis > 0 {
+		b.ReportMetric(float64((now.redis-s.redis).Microseconds())/float64(claims), "redis-µs/claim")
+	}
+}

@@ -1,0 +1,459 @@
+package claim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Rebuilding a promotion's counters after Redis lost writes.
+//
+// Redis is fast, the database is the truth: when Redis loses a promotion's
+// keys (a flush, a restart without its append-only file, a failover to an
+// empty or lagging replica), its counters are rebuilt from the rows the
+// database holds, with the database as the floor. The promotion is paused
+// first (claims and grants answer ErrRebuilding), then the database's
+// claims are merged in chunks, then the rank counter is raised and the
+// promotion resumed. Every merge takes the larger of Redis's and the
+// database's value, so a rebuild never lowers a counter, never frees a unit
+// the database does not show as voided, and can run twice without harm.
+
+// Sentinel errors of a rebuild.
+var (
+	// ErrRebuilding means the promotion is paused while its counters are
+	// rebuilt from the database: nothing was taken; retry shortly.
+	ErrRebuilding = errors.New("claim: promotion paused while its counters are rebuilt")
+	// ErrRebuildBusy means another rebuild, whose hold has not expired,
+	// holds the promotion: leave it to that one.
+	ErrRebuildBusy = errors.New("claim: another rebuild holds the promotion")
+	// ErrSuperseded means the rebuild lost its hold on the promotion:
+	// another rebuild took over, or Redis lost the promotion again. Its
+	// work so far is harmless; it must stop without resuming.
+	ErrSuperseded = errors.New("claim: rebuild superseded")
+	// ErrNotPaused means TakeOver found the promotion no longer paused:
+	// the rebuild it meant to finish is done.
+	ErrNotPaused = errors.New("claim: promotion not paused")
+)
+
+const (
+	// DefaultRebuildLease is how long a rebuild holds a paused promotion
+	// without a sign of life before another process may take it over.
+	DefaultRebuildLease = 30 * time.Second
+	// RestoreChunk is how many claims one restore script call merges, so a
+	// promotion of any size never blocks Redis for long.
+	RestoreChunk = 1000
+)
+
+// OpenPaused is Open for a promotion that may have history: if the meta hash
+// has to be created (Redis lost it, or never had it), it is created paused,
+// so no claim is accepted on counters that ignore the database until a
+// rebuild resumes it. It reports whether the meta hash was created.
+func (g *Gate) OpenPaused(ctx context.Context, p Promotion) (bool, error) {
+	k := g.Keys(p.ID)
+	mode := "first_come"
+	if p.Grant {
+		mode = "grant"
+	}
+	closed := "0"
+	if p.Closed {
+		closed = "1"
+	}
+	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, []string{
+		strconv.FormatInt(p.Stock, 10),
+		strconv.Itoa(p.PerUserLimit),
+		strconv.FormatInt(p.StartsAt.UnixMilli(), 10),
+		strconv.FormatInt(p.EndsAt.UnixMilli(), 10),
+		closed, mode,
+		strconv.FormatInt(p.SeqFloor, 10),
+		Group,
+		"1",
+	}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("open promotion %s paused: %w", p.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Mark is what Redis holds of a promotion's durability markers.
+type Mark struct {
+	Exists bool  // the meta hash exists
+	Paused bool  // claims are paused for a rebuild
+	Seq    int64 // ranks handed out
+}
+
+// Marks reads the marks of the promotions, in the order given, in one
+// pipelined round trip (two reads per promotion).
+func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cmds := make(rueidis.Commands, 0, 2*len(ids))
+	for _, id := range ids {
+		k := g.Keys(id)
+		cmds = append(cmds,
+			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused").Build(),
+			g.client.B().Get().Key(k.Seq()).Build())
+	}
+	res := g.client.DoMulti(ctx, cmds...)
+	out := make([]Mark, len(ids))
+	for i, id := range ids {
+		meta, err := res[2*i].ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("marks of %s: %w", id, err)
+		}
+		if len(meta) == 2 && !meta[0].IsNil() {
+			out[i].Exists = true
+			p, _ := meta[1].ToString()
+			out[i].Paused = p == "1"
+		}
+		seq, err := res[2*i+1].AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, fmt.Errorf("marks of %s: %w", id, err)
+		}
+		out[i].Seq = seq
+	}
+	return out, nil
+}
+
+// Rebuild is one rebuild's hold on a paused promotion: taken by Pause,
+// renewed by every Restore, ended by Resume or Release. It is not safe for
+// concurrent use.
+type Rebuild struct {
+	g       *Gate
+	id      string
+	token   string
+	lease   time.Duration
+	created bool
+}
+
+// Pause opens the promotion (creating its meta hash paused if absent, see
+// OpenPaused; p is the full definition Open takes, whose end and closed
+// flag are refreshed), pauses it — from now on claims and grants answer
+// ErrRebuilding — and takes the rebuild hold for lease (DefaultRebuildLease
+// if 0). owner names the caller in the hold, for diagnosis. It returns
+// ErrRebuildBusy if another rebuild holds the promotion and its hold has not
+// expired; a hold that expired (its owner died) is taken over.
+//
+// Leave p.SeqFloor 0 and raise the rank counter with Resume once the claims
+// are restored: a counter raised before the rebuild is done no longer shows
+// that Redis lost writes, should the rebuild fail.
+func (g *Gate) Pause(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.pause(ctx, p, owner, lease, false)
+}
+
+// TakeOver is Pause for a promotion found paused with no rebuild running:
+// it takes the hold only if the promotion is still paused when the script
+// runs, and returns ErrNotPaused otherwise, so a stale observation never
+// pauses a promotion that was just resumed.
+func (g *Gate) TakeOver(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.pause(ctx, p, owner, lease, true)
+}
+
+func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.Duration, takeover bool) (*Rebuild, error) {
+	if lease <= 0 {
+		lease = DefaultRebuildLease
+	}
+	created, err := g.OpenPaused(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	r := &Rebuild{g: g, id: p.ID, token: owner + "/" + hex.EncodeToString(b), lease: lease, created: created}
+	only := "0"
+	if takeover {
+		only = "1"
+	}
+	out, err := pauseScript.Exec(ctx, g.client, []string{g.Keys(p.ID).Meta()},
+		[]string{r.token, strconv.FormatInt(lease.Milliseconds(), 10), only}).ToString()
+	if err != nil {
+		return nil, fmt.Errorf("pause %s: %w", p.ID, err)
+	}
+	switch out {
+	case "ok":
+		return r, nil
+	case "busy":
+		return nil, ErrRebuildBusy
+	case "not_found":
+		return nil, fmt.Errorf("pause %s: %w", p.ID, ErrSuperseded)
+	case "not_paused":
+		return nil, ErrNotPaused
+	}
+	return nil, fmt.Errorf("pause %s: unexpected outcome %q", p.ID, out)
+}
+
+// Created reports whether Pause had to create the promotion's meta hash:
+// Redis had lost the promotion entirely.
+func (r *Rebuild) Created() bool { return r.created }
+
+// Known is a claim the database knows of, to merge into Redis.
+type Known struct {
+	Rank   int64
+	UserID string
+	Slot   int
+	// Status is StatusIssued, StatusFailed or StatusVoided, or
+	// StatusPending for a claim to put back into the work stream: one an
+	// admin replayed, which Redis lost before it was issued.
+	Status string
+	// IssuedAt is when the claim was issued (StatusIssued only).
+	IssuedAt time.Time
+	// ClaimID and AcceptedAt make the work-stream entry of a StatusPending
+	// claim, which keeps its identity.
+	ClaimID    string
+	AcceptedAt time.Time
+}
+
+// RestoreStats counts what Restore changed in Redis.
+type RestoreStats struct {
+	Users    int64 // times a user's claim count was raised
+	Statuses int64 // claim statuses written
+	Voided   int64 // units recorded as returned to stock
+	Requeued int64 // replayed claims put back into the work stream
+}
+
+// Add adds o to s.
+func (s *RestoreStats) Add(o RestoreStats) {
+	s.Users += o.Users
+	s.Statuses += o.Statuses
+	s.Voided += o.Voided
+	s.Requeued += o.Requeued
+}
+
+// Restore merges claims into the promotion's users, byuser and status
+// hashes, RestoreChunk per script call, and renews the hold. Each value
+// becomes the larger of Redis's and the database's: a user's count is raised
+// to the claim's slot, the rank joins the user's list, a status only moves
+// forward (pending → failed → issued; pending or failed → voided, counting
+// the unit as returned), and a StatusPending claim is enqueued again only if
+// Redis has no status for its rank at all. It returns ErrSuperseded if the
+// hold was lost.
+func (r *Rebuild) Restore(ctx context.Context, claims []Known) (RestoreStats, error) {
+	var total RestoreStats
+	k := r.g.Keys(r.id)
+	keys := []string{k.Meta(), k.Users(), k.Status(), k.ByUser(), k.Stream()}
+	lease := strconv.FormatInt(r.lease.Milliseconds(), 10)
+	for start := 0; start < len(claims); start += RestoreChunk {
+		chunk := claims[start:min(start+RestoreChunk, len(claims))]
+		args := make([]string, 0, 2+6*len(chunk))
+		args = append(args, r.token, lease)
+		for _, c := range chunk {
+			code, err := restoreCode(c)
+			if err != nil {
+				return total, fmt.Errorf("restore %s: %w", r.id, err)
+			}
+			args = append(args, strconv.FormatInt(c.Rank, 10), c.UserID, strconv.Itoa(c.Slot), code,
+				c.ClaimID, strconv.FormatInt(c.AcceptedAt.UnixMilli(), 10))
+		}
+		vals, err := restoreScript.Exec(ctx, r.g.client, keys, args).ToArray()
+		if err != nil {
+			return total, fmt.Errorf("restore %s: %w", r.id, err)
+		}
+		st, err := r.outcome(vals, 5)
+		if err != nil {
+			return total, fmt.Errorf("restore %s: %w", r.id, err)
+		}
+		total.Add(RestoreStats{Users: st[0], Statuses: st[1], Voided: st[2], Requeued: st[3]})
+	}
+	return total, nil
+}
+
+func restoreCode(c Known) (string, error) {
+	if c.Rank < 1 || c.Slot < 1 || c.UserID == "" {
+		return "", fmt.Errorf("claim of rank %d, user %q, slot %d cannot be restored", c.Rank, c.UserID, c.Slot)
+	}
+	switch c.Status {
+	case StatusIssued:
+		return "i:" + strconv.FormatInt(c.IssuedAt.UnixMilli(), 10), nil
+	case StatusFailed:
+		return "f", nil
+	case StatusVoided:
+		return "v", nil
+	case StatusPending:
+		if c.ClaimID == "" {
+			return "", fmt.Errorf("pending claim of rank %d has no claim id to enqueue", c.Rank)
+		}
+		return "p", nil
+	}
+	return "", fmt.Errorf("claim of rank %d has unknown status %q", c.Rank, c.Status)
+}
+
+// Resume raises the rank counter to at least seqFloor (the database's
+// highest rank, read after the last Restore), clears the pause and ends the
+// hold, in one script. It returns the rank counter, or ErrSuperseded if the
+// hold was lost (then the promotion stays paused for whoever holds it).
+func (r *Rebuild) Resume(ctx context.Context, seqFloor int64) (int64, error) {
+	k := r.g.Keys(r.id)
+	vals, err := resumeScript.Exec(ctx, r.g.client, []string{k.Meta(), k.Seq()},
+		[]string{r.token, strconv.FormatInt(seqFloor, 10)}).ToArray()
+	if err != nil {
+		return 0, fmt.Errorf("resume %s: %w", r.id, err)
+	}
+	st, err := r.outcome(vals, 2)
+	if err != nil {
+		return 0, fmt.Errorf("resume %s: %w", r.id, err)
+	}
+	return st[0], nil
+}
+
+// Release gives the hold up without resuming, so another process may take
+// the rebuild over at once instead of waiting for the hold to expire. The
+// promotion stays paused.
+func (r *Rebuild) Release(ctx context.Context) error {
+	err := releaseScript.Exec(ctx, r.g.client, []string{r.g.Keys(r.id).Meta()}, []string{r.token}).Error()
+	if err != nil {
+		return fmt.Errorf("release rebuild of %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// outcome reads a {"ok", n...} reply of want elements, mapping the other
+// outcomes to ErrSuperseded.
+func (r *Rebuild) outcome(vals []rueidis.RedisMessage, want int) ([]int64, error) {
+	if len(vals) == 0 {
+		return nil, errors.New("empty script reply")
+	}
+	status, err := vals[0].ToString()
+	if err != nil {
+		return nil, err
+	}
+	switch status {
+	case "ok":
+	case "not_found", "superseded":
+		return nil, fmt.Errorf("%s: %w", status, ErrSuperseded)
+	default:
+		return nil, fmt.Errorf("unexpected outcome %q", status)
+	}
+	if len(vals) != want {
+		return nil, fmt.Errorf("reply of %d elements, want %d", len(vals), want)
+	}
+	out := make([]int64, want-1)
+	for i := range out {
+		if out[i], err = vals[i+1].AsInt64(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// pauseScript pauses a promotion and takes the rebuild hold.
+//
+// KEYS: meta. ARGV: token, hold in ms, "1" to act only on a promotion that
+// is paused already (a take-over).
+//
+// Returns "ok", "busy" if another token holds an unexpired hold,
+// "not_paused" for a take-over of a promotion no longer paused, or
+// "not_found" if the meta hash is gone. The hold's expiry is read against
+// Redis TIME, so the processes' clocks do not matter.
+var pauseScript = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
+if ARGV[3] == '1' and redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 'not_paused' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'rebuild_until')
+if h[1] and h[1] ~= ARGV[1] and tonumber(h[2] or '0') > now then return 'busy' end
+redis.call('HSET', KEYS[1], 'paused', 1, 'rebuild', ARGV[1], 'rebuild_until', now + tonumber(ARGV[2]))
+return 'ok'
+`)
+
+// restoreScript merges database claims into a paused promotion.
+//
+// KEYS: meta, users, status, byuser, stream.
+// ARGV: token, hold in ms, then per claim six values: rank, user, slot,
+// code (i:<ms> issued, f failed, v voided, p to enqueue again), claim id, at.
+//
+// Returns {"ok", users raised, statuses written, voided, requeued}, or
+// {"superseded"} if the token no longer holds the promotion, or
+// {"not_found"} if the meta hash is gone. Nothing is ever lowered: see
+// Rebuild.Restore.
+var restoreScript = rueidis.NewLuaScript(`
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock')
+if not h[2] then return {'not_found'} end
+if h[1] ~= ARGV[1] then return {'superseded'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'rebuild_until', now + tonumber(ARGV[2]))
+local function add_rank(list, rank)
+  if not list then return rank end
+  local rs = {}
+  for r in string.gmatch(list, '[^,]+') do
+    if r == rank then return nil end
+    rs[#rs + 1] = r
+  end
+  rs[#rs + 1] = rank
+  table.sort(rs, function(a, b) return tonumber(a) < tonumber(b) end)
+  return table.concat(rs, ',')
+end
+local users, statuses, voided, requeued = 0, 0, 0, 0
+for i = 3, #ARGV, 6 do
+  local rank, user, slot, code = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
+  if held < slot then
+    redis.call('HSET', KEYS[2], user, slot)
+    users = users + 1
+  end
+  local list = add_rank(redis.call('HGET', KEYS[4], user), rank)
+  if list then redis.call('HSET', KEYS[4], user, list) end
+  local s = redis.call('HGET', KEYS[3], rank)
+  if string.sub(code, 1, 2) == 'i:' then
+    if not s or s == 'p' or s == 'f' then
+      redis.call('HSET', KEYS[3], rank, code)
+      statuses = statuses + 1
+    end
+  elseif code == 'f' then
+    if not s or s == 'p' then
+      redis.call('HSET', KEYS[3], rank, 'f')
+      statuses = statuses + 1
+    end
+  elseif code == 'v' then
+    if not s or s == 'p' or s == 'f' then
+      redis.call('HSET', KEYS[3], rank, 'v')
+      statuses = statuses + 1
+      voided = voided + 1
+    end
+  elseif code == 'p' then
+    if not s then
+      redis.call('HSET', KEYS[3], rank, 'p')
+      redis.call('XADD', KEYS[5], '*', 'claim_id', ARGV[i + 4], 'user', user,
+        'rank', rank, 'slot', slot, 'at', ARGV[i + 5])
+      statuses = statuses + 1
+      requeued = requeued + 1
+    end
+  end
+end
+if voided > 0 then redis.call('HINCRBY', KEYS[1], 'voided', voided) end
+return {'ok', users, statuses, voided, requeued}
+`)
+
+// resumeScript ends a rebuild: raises the rank counter to the floor and
+// unpauses the promotion.
+//
+// KEYS: meta, seq. ARGV: token, seq floor.
+//
+// Returns {"ok", seq}, {"superseded"} or {"not_found"} (see restoreScript).
+var resumeScript = rueidis.NewLuaScript(`
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock')
+if not h[2] then return {'not_found'} end
+if h[1] ~= ARGV[1] then return {'superseded'} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+local floor = tonumber(ARGV[2])
+if seq < floor then
+  redis.call('SET', KEYS[2], ARGV[2])
+  seq = floor
+end
+redis.call('HDEL', KEYS[1], 'paused', 'rebuild', 'rebuild_until')
+return {'ok', seq}
+`)
+
+// releaseScript gives a rebuild hold up, leaving the promotion paused.
+// KEYS: meta. ARGV: token. Returns 1 if the token held it.
+var releaseScript = rueidis.NewLuaScript(`
+if redis.call('HGET', KEYS[1], 'rebuild') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'rebuild_until', 0)
+return 1
+`)

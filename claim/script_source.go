@@ -1,0 +1,61 @@
+package claim
+
+// claimScriptSource is the Lua source of claimScript (see there for its KEYS,
+// ARGV and reply). It is a constant of its own so that tools outside the gate,
+// such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
+// script the gate runs instead of a copy that could drift.
+const claimScriptSource = `
+local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
+if not m[1] then return {'not_found'} end
+if m[7] ~= 'first_come' then return {'wrong_mode'} end
+if m[8] == '1' then return {'rebuilding'} end
+local user = ARGV[1]
+local idem = ARGV[2]
+if idem ~= '' then
+  local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
+  if r then
+    local slot = redis.call('HGET', KEYS[3], user) or '0'
+    return {'ok', tonumber(r), 1, tonumber(slot), -1}
+  end
+end
+if m[5] == '1' then return {'ended'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(m[3]) then return {'not_started'} end
+if now >= tonumber(m[4]) then return {'ended'} end
+local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+if held >= tonumber(m[2]) then return {'already_claimed'} end
+local stock = tonumber(m[1])
+local voided = tonumber(m[6] or '0')
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq - voided >= stock then return {'sold_out'} end
+local rank = redis.call('INCR', KEYS[2])
+local slot = redis.call('HINCRBY', KEYS[3], user, 1)
+redis.call('HSET', KEYS[4], rank, 'p')
+local list = redis.call('HGET', KEYS[5], user)
+if list then list = list .. ',' .. rank else list = tostring(rank) end
+redis.call('HSET', KEYS[5], user, list)
+if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank) end
+redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
+  'rank', rank, 'slot', slot, 'at', now)
+return {'ok', rank, 0, slot, stock - (rank - voided)}
+`
+
+// ClaimScriptSource returns the Lua source of the first-come claim script,
+// exactly as Gate.Claim runs it.
+//
+// KEYS, in this order: the promotion's Meta, Seq, Users, Status, ByUser, Idem
+// and Stream keys (see Keys). ARGV: the user id, the Idempotency-Key ("" for
+// none) and the promotion id. The reply is {"ok", rank, replayed (0|1), slot,
+// remaining} for an accepted claim, or a one-element array naming the outcome:
+// not_found, wrong_mode, rebuilding, ended, not_started, already_claimed or
+// sold_out.
+//
+// It exists for benchmarks and diagnostics that drive Redis directly, for
+// example to measure how fast a Redis server can run the script at all.
+func ClaimScriptSource() string { return claimScriptSource }
+
+// ClaimScriptKeys returns the keys of promotion id under prefix in the order
+// the claim script takes them (see ClaimScriptSource). An empty prefix means
+// DefaultPrefix.
+func ClaimScriptKeys(prefix, id string) []string { return KeysFor(prefix, id).all() }

@@ -1,0 +1,366 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+)
+
+// Redis is fast, the database is the truth. When Redis loses writes — a
+// flush, a restart without its append-only file, a crash under appendfsync
+// everysec, a failover to an empty or lagging replica — a promotion's
+// counters in Redis fall below what the database already holds, and claims
+// admitted on them would reuse ranks and let users claim twice. The Manager
+// detects that in two ways and rebuilds the counters from the database:
+//
+//   - opening a promotion whose meta hash is missing while the database
+//     holds claims of it creates the meta hash paused (see open), so not one
+//     claim is admitted before the rebuild;
+//   - every re-check compares the database's highest rank with Redis's rank
+//     counter for every undrained promotion (one indexed query for all of
+//     them and one pipelined round trip): a counter below the database's
+//     rank means Redis lost its last writes (losses keep Redis's history a
+//     prefix of what it was, so the counter is the first thing to fall).
+//
+// A rebuild pauses the promotion (claims and grants answer
+// claim.ErrRebuilding, which the API maps to 503 unavailable with
+// Retry-After), merges the database's claims page by page
+// (claim.RestoreChunk per page, so memory stays bounded whatever the
+// promotion's size), raises the rank counter to the database's highest rank
+// and resumes. Merges never lower anything, so a rebuild can run twice, on
+// two instances, or over live state without harm. One rebuild holds a
+// promotion at a time (a hold in Redis that expires if its process dies);
+// a promotion left paused by a dead process is taken over by the next
+// re-check of any instance.
+
+// DefaultRebuildHold is how long a rebuild holds a paused promotion without
+// progress before another instance may take it over.
+const DefaultRebuildHold = claim.DefaultRebuildLease
+
+// releaseTimeout bounds giving up a hold after a rebuild failed.
+const releaseTimeout = 2 * time.Second
+
+// RebuildReport tells what one rebuild of a promotion's Redis counters did.
+type RebuildReport struct {
+	PromotionID string
+	// Reason is why the rebuild ran.
+	Reason string
+	// Created is true when Redis had lost the promotion entirely.
+	Created bool
+	// Claims is the number of claims read from the database.
+	Claims int64
+	// Floor is the database's highest rank; Seq the rank counter after the
+	// rebuild (at least Floor).
+	Floor, Seq int64
+	// Restored counts what the merge changed in Redis.
+	Restored claim.RestoreStats
+	// Took is how long the promotion was paused by this rebuild.
+	Took time.Duration
+	// Err is nil when the promotion was rebuilt and resumed.
+	// claim.ErrRebuildBusy means another process holds the rebuild.
+	Err error
+}
+
+// rebuilder runs a Manager's background rebuilds: at most one per promotion
+// in this process. Its zero value is ready; stop ends it.
+type rebuilder struct {
+	mu      sync.Mutex
+	running map[string]bool    // promotions being rebuilt; guarded by mu
+	ctx     context.Context    // lives until stop; guarded by mu
+	cancel  context.CancelFunc // guarded by mu
+	stopped bool               // guarded by mu
+	wg      sync.WaitGroup
+}
+
+// begin reserves promotion id for a rebuild and returns the context to run
+// it in, or false if one is running already or the rebuilder stopped.
+func (r *rebuilder) begin(id string) (context.Context, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.running[id] {
+		return nil, false
+	}
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		r.running = make(map[string]bool)
+	}
+	r.running[id] = true
+	r.wg.Add(1)
+	return r.ctx, true
+}
+
+func (r *rebuilder) end(id string) {
+	r.mu.Lock()
+	delete(r.running, id)
+	r.mu.Unlock()
+	r.wg.Done()
+}
+
+func (r *rebuilder) busy(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running[id]
+}
+
+// stop cancels the running rebuilds and waits for them; their promotions
+// stay paused, with the hold given up, for the next process to finish.
+func (r *rebuilder) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	r.wg.Wait()
+}
+
+// openChecked makes the promotion's Redis state exist. If the database
+// holds claims of the promotion and Redis has no meta hash for it, Redis
+// lost it: the meta hash is created paused and a rebuild starts.
+//
+// The rank counter is left as it is: only a rebuild's Resume raises it to
+// the database's floor, once the users are restored too. Raised here, it
+// would hide a loss from the re-check, which detects one by the counter
+// being behind the database.
+func (m *Manager) openChecked(ctx context.Context, p store.Promotion) error {
+	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
+	if err != nil {
+		return fmt.Errorf("open promotion %s: %w", p.ID, err)
+	}
+	floor := floors[p.ID]
+	if floor == 0 {
+		// The database knows no claim of it: there is nothing to rebuild
+		// from, and a new promotion must not start paused.
+		_, err := m.gate.Open(ctx, gatePromotion(p))
+		return err
+	}
+	created, err := m.gate.OpenPaused(ctx, gatePromotion(p))
+	if err != nil {
+		return err
+	}
+	if created {
+		m.log.Warn("promotion state is missing in Redis though the database holds its claims: claims are paused until it is rebuilt",
+			"promotion", p.ID, "database_max_rank", floor)
+		m.startRebuild(p, reasonMissing, true)
+	}
+	return nil
+}
+
+// checkFloors compares, for every promotion in list, the database's highest
+// rank with Redis's rank counter, and starts a rebuild where Redis is
+// behind or a promotion is paused with no rebuild running here. Promotions
+// Redis lost entirely are opened (paused) and rebuilt.
+func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make([]string, len(list))
+	for i, p := range list {
+		ids[i] = p.ID
+	}
+	floors, err := m.st.MaxRanks(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("check rank floors: %w", err)
+	}
+	marks, err := m.gate.Marks(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("check rank floors: %w", err)
+	}
+	var errs []error
+	for i, p := range list {
+		mk, floor := marks[i], floors[p.ID]
+		switch {
+		case m.rb.busy(p.ID):
+		case !mk.Exists:
+			if err := m.openChecked(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+		case floor > mk.Seq:
+			m.log.Warn("Redis lost writes: its rank counter is behind the database; pausing claims to rebuild",
+				"promotion", p.ID, "redis_seq", mk.Seq, "database_max_rank", floor, "lost_ranks", floor-mk.Seq)
+			m.startRebuild(p, reasonBehind, false)
+		case mk.Paused:
+			m.startRebuild(p, reasonPaused, false)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reasons of a rebuild, as RebuildReport.Reason gives them.
+const (
+	reasonMissing   = "promotion missing in Redis"
+	reasonBehind    = "rank counter behind the database"
+	reasonPaused    = "paused with no rebuild running"
+	reasonRequested = "requested"
+)
+
+// startRebuild rebuilds the promotion in the background unless a rebuild
+// of it runs in this process already; created tells that the caller had to
+// create its meta hash. Stop ends it.
+func (m *Manager) startRebuild(p store.Promotion, reason string, created bool) {
+	ctx, ok := m.rb.begin(p.ID)
+	if !ok {
+		return
+	}
+	go func() {
+		defer m.rb.end(p.ID)
+		rep := m.rebuild(ctx, p, reason, created)
+		switch {
+		case rep.Err == nil:
+			m.log.Warn("promotion rebuilt from the database and resumed",
+				"promotion", p.ID, "reason", reason, "claims", rep.Claims, "database_max_rank", rep.Floor,
+				"seq", rep.Seq, "users_raised", rep.Restored.Users, "statuses", rep.Restored.Statuses,
+				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "paused_for", rep.Took)
+			if rep.Restored.Requeued > 0 {
+				m.kick(ctx, p.ID)
+			}
+		case errors.Is(rep.Err, claim.ErrNotPaused):
+			m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
+		case errors.Is(rep.Err, claim.ErrRebuildBusy):
+			m.log.Debug("promotion is being rebuilt by another instance", "promotion", p.ID)
+		case ctx.Err() != nil:
+			m.log.Info("rebuild interrupted by shutdown; the promotion stays paused for the next start", "promotion", p.ID)
+		default:
+			m.log.Warn("rebuild failed; the promotion stays paused and the next re-check retries",
+				"promotion", p.ID, "reason", reason, "err", rep.Err)
+		}
+		if m.cfg.OnRebuild != nil {
+			m.cfg.OnRebuild(rep)
+		}
+	}()
+}
+
+// Rebuild pauses the promotion, rebuilds its Redis counters from the
+// database and resumes it, now, and reports what it did (an operator's
+// repair tool; the Manager rebuilds by itself when it detects a loss). It
+// returns claim.ErrRebuildBusy if a rebuild of it runs elsewhere or in this
+// process, or if the Manager was stopped.
+func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error) {
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return RebuildReport{PromotionID: id, Err: err}, err
+	}
+	rbCtx, ok := m.rb.begin(id)
+	if !ok {
+		rep := RebuildReport{PromotionID: id, Reason: reasonRequested, Err: claim.ErrRebuildBusy}
+		return rep, rep.Err
+	}
+	defer m.rb.end(id)
+	// Stop must not wait for the caller's deadline: it ends this rebuild too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(rbCtx, cancel)()
+	rep := m.rebuild(ctx, p, reasonRequested, false)
+	return rep, rep.Err
+}
+
+// rebuild runs one rebuild of p: pause, merge the database's claims page by
+// page, raise the rank counter to the database's highest rank, resume. On
+// failure the hold is given up and the promotion stays paused. created
+// tells that Redis was found without the promotion before this call.
+func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string, created bool) (rep RebuildReport) {
+	start := m.cfg.Now()
+	rep = RebuildReport{PromotionID: p.ID, Reason: reason, Created: created}
+	defer func() { rep.Took = m.cfg.Now().Sub(start) }()
+
+	// The rank counter is raised by Resume, not by Pause (no SeqFloor):
+	// raised before the rebuild is done, it would hide the loss from the
+	// next re-check if this rebuild failed in between.
+	pause := m.gate.Pause
+	if reason == reasonPaused {
+		pause = m.gate.TakeOver
+	}
+	r, err := pause(ctx, gatePromotion(p), m.cfg.Instance, DefaultRebuildHold)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	rep.Created = rep.Created || r.Created()
+	if err := m.restoreAll(ctx, p, r, &rep); err != nil {
+		rep.Err = err
+		if !errors.Is(err, claim.ErrSuperseded) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			if rerr := r.Release(rctx); rerr != nil {
+				rep.Err = errors.Join(err, rerr)
+			}
+		}
+		return rep
+	}
+	return rep
+}
+
+// restoreAll merges every claim the database holds, then resumes with the
+// database's highest rank, read after the merge, as the floor. A rank the
+// database gains after that read (an issuer's batch still in flight from
+// before the loss) puts the counter behind again, and the next re-check
+// rebuilds once more.
+func (m *Manager) restoreAll(ctx context.Context, p store.Promotion, r *claim.Rebuild, rep *RebuildReport) error {
+	var after int64
+	known := make([]claim.Known, 0, claim.RestoreChunk)
+	for {
+		page, err := m.st.ClaimsByRank(ctx, p.ID, after, claim.RestoreChunk)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		known = known[:0]
+		for _, c := range page {
+			if k, ok := knownClaim(c); ok {
+				known = append(known, k)
+			}
+		}
+		st, err := r.Restore(ctx, known)
+		if err != nil {
+			return err
+		}
+		rep.Restored.Add(st)
+		rep.Claims += int64(len(page))
+		after = page[len(page)-1].Rank
+	}
+	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
+	if err != nil {
+		return err
+	}
+	rep.Floor = floors[p.ID]
+	seq, err := r.Resume(ctx, rep.Floor)
+	if err != nil {
+		return err
+	}
+	rep.Seq = seq
+	return nil
+}
+
+// knownClaim turns a database claim into what the gate restores. A replayed
+// dead letter with no issued row is a claim an admin put back into the
+// pipeline: it is restored pending, to be enqueued again if Redis lost it.
+func knownClaim(c store.KnownClaim) (claim.Known, bool) {
+	k := claim.Known{Rank: c.Rank, UserID: c.UserID, Slot: c.Slot, ClaimID: c.ClaimID}
+	switch c.State {
+	case store.StateIssued:
+		k.Status, k.IssuedAt = claim.StatusIssued, c.At
+	case store.DeadFailed:
+		k.Status = claim.StatusFailed
+	case store.DeadVoided:
+		k.Status = claim.StatusVoided
+	case store.DeadReplayed:
+		k.Status, k.AcceptedAt = claim.StatusPending, c.At
+		if ms, err := strconv.ParseInt(c.Fields["at"], 10, 64); err == nil {
+			k.AcceptedAt = time.UnixMilli(ms)
+		}
+	default:
+		return k, false
+	}
+	// A row that cannot be restored (no user: an undecodable entry) holds
+	// its rank through the floor all the same.
+	return k, c.Rank > 0 && c.Slot > 0 && c.UserID != ""
+}
