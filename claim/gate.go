@@ -298,6 +298,9 @@ func parseStatus(rank int64, s string) UserClaim {
 	return c
 }
 
+// ackChunk bounds the entries of one ack script call.
+const ackChunk = 1000
+
 // Entry is a work-stream entry to acknowledge: its stream id and the rank it
 // carries ("" if the entry was undecodable).
 type Entry struct {
@@ -312,16 +315,22 @@ func (g *Gate) Ack(ctx context.Context, id string, entries []Entry) (int64, erro
 		return 0, nil
 	}
 	k := g.Keys(id)
-	args := make([]string, 0, 1+2*len(entries))
-	args = append(args, Group)
-	for _, e := range entries {
-		args = append(args, e.ID, e.Rank)
+	var total int64
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), ackChunk)]
+		entries = entries[len(chunk):]
+		args := make([]string, 0, 1+2*len(chunk))
+		args = append(args, Group)
+		for _, e := range chunk {
+			args = append(args, e.ID, e.Rank)
+		}
+		n, err := ackScript.Exec(ctx, g.client, []string{k.Status(), k.Stream()}, args).AsInt64()
+		if err != nil {
+			return total, fmt.Errorf("ack %d entries of %s: %w", len(chunk), id, err)
+		}
+		total += n
 	}
-	n, err := ackScript.Exec(ctx, g.client, []string{k.Status(), k.Stream()}, args).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("ack %d entries of %s: %w", len(entries), id, err)
-	}
-	return n, nil
+	return total, nil
 }
 
 // MarkFailed marks pending claims of the promotion failed (dead-lettered).

@@ -393,3 +393,41 @@ func TestGrant(t *testing.T) {
 		}
 	})
 }
+
+// TestAckBatchKeepsVoided: one ack of a batch marks every claim issued but a
+// voided one.
+func TestAckBatchKeepsVoided(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp)
+		ctx := context.Background()
+		f.open(t, claim.Promotion{ID: "batch", Stock: 3})
+		for _, u := range []string{"u1", "u2", "u3"} {
+			if _, err := f.gate.Claim(ctx, "batch", u, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := f.gate.Keys("batch")
+		read, err := f.client.Do(ctx, f.client.B().Xreadgroup().Group(claim.Group, "c1").Count(10).Streams().Key(k.Stream()).Id(">").Build()).AsXRead()
+		if err != nil || len(read[k.Stream()]) != 3 {
+			t.Fatalf("read: %v %v", read, err)
+		}
+		if n, err := f.gate.Void(ctx, "batch", 2); err != nil || n != 1 {
+			t.Fatalf("void: %d %v", n, err)
+		}
+		var entries []claim.Entry
+		for _, e := range read[k.Stream()] {
+			entries = append(entries, claim.Entry{ID: e.ID, Rank: e.FieldValues["rank"]})
+		}
+		if n, err := f.gate.Ack(ctx, "batch", entries); err != nil || n != 3 {
+			t.Fatalf("ack: %d %v", n, err)
+		}
+		want := map[string]string{"u1": claim.StatusIssued, "u2": claim.StatusVoided, "u3": claim.StatusIssued}
+		for u, st := range want {
+			cs, err := f.gate.UserClaims(ctx, "batch", u)
+			if err != nil || len(cs) != 1 || cs[0].Status != st {
+				t.Fatalf("%s: %+v %v, want %s", u, cs, err, st)
+			}
+		}
+	})
+}

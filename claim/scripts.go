@@ -98,18 +98,28 @@ return 1
 // KEYS: status, stream.
 // ARGV: group, then pairs of (entry id, rank).
 //
-// A voided claim keeps its status. Returns the number of entries acked.
+// A voided claim keeps its status. Returns the number of entries acked. One
+// XACK and one HSET serve the whole batch; callers send at most ackChunk
+// entries per call, well inside Lua's stack for unpack.
 var ackScript = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local acked = 0
+local ids, ranks = {}, {}
 for i = 2, #ARGV, 2 do
-  acked = acked + redis.call('XACK', KEYS[2], ARGV[1], ARGV[i])
-  local rank = ARGV[i + 1]
-  if rank ~= '' then
-    local s = redis.call('HGET', KEYS[1], rank)
-    if s ~= 'v' then redis.call('HSET', KEYS[1], rank, 'i:' .. now) end
+  ids[#ids + 1] = ARGV[i]
+  if ARGV[i + 1] ~= '' then ranks[#ranks + 1] = ARGV[i + 1] end
+end
+local acked = redis.call('XACK', KEYS[2], ARGV[1], unpack(ids))
+if #ranks > 0 then
+  local cur = redis.call('HMGET', KEYS[1], unpack(ranks))
+  local set = {}
+  for j = 1, #ranks do
+    if cur[j] ~= 'v' then
+      set[#set + 1] = ranks[j]
+      set[#set + 1] = 'i:' .. now
+    end
   end
+  if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
 end
 return acked
 `)

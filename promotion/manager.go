@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -163,6 +162,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 func (m *Manager) loop(ctx context.Context) {
 	t := time.NewTicker(m.cfg.RecheckInterval)
 	defer t.Stop()
+	var lastSweep time.Time // the first tick sweeps: a restart finishes what a crash left
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,6 +170,12 @@ func (m *Manager) loop(ctx context.Context) {
 		case <-t.C:
 			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("re-check of promotions failed", "err", err)
+			}
+			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
+				lastSweep = now
+				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
+					m.log.Warn("dead-letter sweep failed", "err", err)
+				}
 			}
 		}
 	}
@@ -349,43 +355,6 @@ func (m *Manager) acker(id string) func(context.Context, []stream.Message) error
 		}
 		_, err := m.gate.Ack(ctx, id, entries)
 		return err
-	}
-}
-
-func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLetter) error {
-	return func(ctx context.Context, d stream.DeadLetter) error {
-		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)
-		slot, _ := strconv.Atoi(d.Fields["slot"])
-		claimID := d.Fields["claim_id"]
-		if claimID == "" {
-			// An undecodable entry still needs an identity in the database.
-			claimID = id + "!" + d.ID
-		}
-		err := m.st.RecordDeadLetter(ctx, store.DeadLetter{
-			ClaimID:     claimID,
-			PromotionID: id,
-			UserID:      d.Fields["user"],
-			Rank:        rank,
-			Slot:        slot,
-			Reason:      d.Reason,
-			Deliveries:  d.Deliveries,
-			State:       store.DeadFailed,
-			At:          d.At,
-			Fields:      d.Fields,
-		})
-		if err != nil {
-			return err
-		}
-		if rank > 0 {
-			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
-				return err
-			}
-		}
-		if m.cfg.OnDeadLetter != nil {
-			m.cfg.OnDeadLetter(id)
-		}
-		m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
-		return nil
 	}
 }
 

@@ -253,69 +253,6 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 	return out, nil
 }
 
-// DeadLetters lists the promotion's failed claims.
-func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]store.DeadLetter, error) {
-	if _, err := m.load(ctx, id); err != nil {
-		return nil, err
-	}
-	return m.st.ListDeadLetters(ctx, id, after, limit)
-}
-
-// Replay puts failed claims back into the pipeline under their own claim
-// ids (all failed claims when claimIDs is nil). A claim moves from failed to
-// replayed in the database first, so concurrent replays and voids never act
-// on one claim twice. It returns how many were replayed.
-func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	p, err := m.load(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	moved, err := m.st.TransitionDeadLetters(ctx, id, claimIDs, store.DeadReplayed)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for i, d := range moved {
-		if _, err := m.gate.Replay(ctx, id, d.Rank, d.Fields); err != nil {
-			// Put the rest back so a later replay or void can act on them.
-			for _, rest := range moved[i:] {
-				rest.Reason = "replay failed: " + err.Error()
-				if rerr := m.st.RecordDeadLetter(ctx, rest); rerr != nil {
-					err = errors.Join(err, rerr)
-				}
-			}
-			return n, fmt.Errorf("replay %s: %w", d.ClaimID, err)
-		}
-		n++
-	}
-	if n > 0 {
-		m.kick(ctx, p.ID)
-	}
-	return n, nil
-}
-
-// Void gives up on failed claims and returns their units to stock. It
-// returns how many were voided.
-func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if _, err := m.load(ctx, id); err != nil {
-		return 0, err
-	}
-	moved, err := m.st.TransitionDeadLetters(ctx, id, claimIDs, store.DeadVoided)
-	if err != nil {
-		return 0, err
-	}
-	ranks := make([]int64, 0, len(moved))
-	for _, d := range moved {
-		if d.Rank > 0 {
-			ranks = append(ranks, d.Rank)
-		}
-	}
-	if _, err := m.gate.Void(ctx, id, ranks...); err != nil {
-		return 0, fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
-	}
-	return len(moved), nil
-}
-
 // Ready checks that Redis and the database answer.
 func (m *Manager) Ready(ctx context.Context) error {
 	if err := m.client.Do(ctx, m.client.B().Ping().Build()).Error(); err != nil {

@@ -211,8 +211,10 @@ type Store interface {
 
 	// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
 	// claim is already recorded, updates reason, deliveries and time and sets
-	// the state back to DeadFailed (a replayed claim that failed again).
-	// A claim already voided stays voided.
+	// the state back to DeadFailed (a replayed claim that failed again). A
+	// failed dead letter has no side effect pending, so it is recorded as
+	// applied. A claim already voided stays voided, and its side effect
+	// stays as recorded.
 	RecordDeadLetter(ctx context.Context, d DeadLetter) error
 	// ListDeadLetters returns up to limit dead letters of the promotion in
 	// state DeadFailed with claim_id > after, ordered by claim_id.
@@ -221,6 +223,23 @@ type Store interface {
 	// claimIDs is nil) from state DeadFailed to state to (DeadReplayed or
 	// DeadVoided), atomically, and returns the dead letters it moved. Claims
 	// not in state DeadFailed are skipped, so two concurrent calls never
-	// move the same claim twice.
+	// move the same claim twice. When to is DeadVoided, claims that have an
+	// issued row are skipped too: such a claim was issued (its
+	// acknowledgement lost), and voiding it would return to stock a unit the
+	// issued row still holds, an oversell. It may still be replayed, which
+	// finds it issued.
+	//
+	// The moved claims are recorded as moved now with their side effect (the
+	// claim enqueued again, or its unit returned to stock) not yet applied:
+	// the caller does it, then calls MarkDeadLettersApplied. If the caller
+	// stops in between, ListUnappliedDeadLetters finds them.
 	TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]DeadLetter, error)
+	// MarkDeadLettersApplied records that the Redis side effect of the named
+	// claims' last transition was done. Unknown claims are ignored.
+	MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error
+	// ListUnappliedDeadLetters returns up to limit dead letters, of any
+	// promotion, in state DeadReplayed or DeadVoided whose side effect is not
+	// recorded as done and that moved before movedBefore, oldest move first
+	// (ties by claim_id). A limit of zero or less returns none.
+	ListUnappliedDeadLetters(ctx context.Context, movedBefore time.Time, limit int) ([]DeadLetter, error)
 }

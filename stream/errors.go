@@ -28,6 +28,10 @@ var (
 	ErrLeaseUnavailable = errors.New("stream: no consumer name could be leased")
 	// ErrShutdown is returned by Registry.Ensure after Registry.Shutdown.
 	ErrShutdown = errors.New("stream: registry is shut down")
+	// ErrResolved is returned by a Spec.OnDeadLetter callback that found the
+	// entry's work already done and acknowledged the entry itself: the
+	// runtime then writes no dead letter.
+	ErrResolved = errors.New("stream: dead letter resolved")
 )
 
 // kindError attaches a kind to an error while keeping the original in the

@@ -32,7 +32,9 @@ type Spec struct {
 	Ack func(ctx context.Context, msgs []Message) error
 	// OnDeadLetter is called before an entry is written to the dead-letter
 	// stream and acknowledged; an error leaves the entry pending, to be tried
-	// again on a later delivery. Optional.
+	// again on a later delivery. A callback that finds the work already done
+	// (a redelivered entry whose acknowledgement was lost) acknowledges it
+	// itself and returns ErrResolved: no dead letter is written. Optional.
 	OnDeadLetter func(ctx context.Context, d DeadLetter) error
 	// DeadLetterStream is where given-up entries are written. Defaults to
 	// Stream + ":dlq".
@@ -942,7 +944,10 @@ func (p *Pool) ack(ctx context.Context, msgs []Message) {
 func (p *Pool) deadLetter(ctx context.Context, m Message, reason string, pending bool) bool {
 	d := DeadLetter{Message: m, Reason: reason, At: p.cfg.Clock.Now()}
 	if p.spec.OnDeadLetter != nil {
-		if err := p.spec.OnDeadLetter(ctx, d); err != nil {
+		if err := p.spec.OnDeadLetter(ctx, d); errors.Is(err, ErrResolved) {
+			p.log.Info("stream entry found done instead of dead-lettered", "id", m.ID, "deliveries", m.Deliveries)
+			return true
+		} else if err != nil {
 			p.hookFailure(FailureDeadLetter)
 			p.log.Warn("stream dead-letter callback failed", "id", m.ID, "err", err)
 			if pending {

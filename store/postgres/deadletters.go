@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,7 +59,8 @@ func decodeFields(s string) (map[string]string, error) {
 
 // RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
 // claim is already recorded, updates reason, deliveries, time and fields and
-// sets the state back to DeadFailed. A claim already voided is left as it is.
+// sets the state back to DeadFailed, with nothing left to apply (a new row is
+// applied by the column's default). A claim already voided is left as it is.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
 	fields, err := encodeFields(d.Fields)
 	if err != nil {
@@ -72,7 +74,8 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 			deliveries = EXCLUDED.deliveries,
 			at = EXCLUDED.at,
 			fields = EXCLUDED.fields,
-			state = 'failed'
+			state = 'failed',
+			applied = true
 		WHERE dead_letters.state <> 'voided'`,
 		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, pgTime(d.At), fields)
 	return wrapErr("record dead letter "+d.ClaimID, err)
@@ -100,10 +103,11 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 
 // TransitionDeadLetters moves the named claims (all failed ones of the
 // promotion if claimIDs is nil) from DeadFailed to `to` (DeadReplayed or
-// DeadVoided) in one UPDATE ... RETURNING, and returns the moved dead letters
-// ordered by claim_id. A concurrent call that reaches a row this one has
-// just moved waits for it, re-reads the row and, its state no longer being
-// failed, skips it; so a claim is moved once in total.
+// DeadVoided) in one UPDATE ... RETURNING, marking them moved now and not
+// applied, and returns the moved dead letters ordered by claim_id. A void
+// skips claims that have an issued row. A concurrent call that reaches a row
+// this one has just moved waits for it, re-reads the row and, its state no
+// longer being failed, skips it; so a claim is moved once in total.
 func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
 	if to != store.DeadReplayed && to != store.DeadVoided {
 		return nil, fmt.Errorf("postgres: transition dead letters: target state must be %q or %q, got %q",
@@ -112,10 +116,16 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 	if claimIDs != nil && len(claimIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE dead_letters SET state = $3
+	skipIssued := ""
+	if to == store.DeadVoided {
+		// An issued claim already took its unit; voiding would return it.
+		skipIssued = `AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE dead_letters SET state = $3, applied = false, moved_at = $4
 		WHERE promotion_id = $1 AND state = 'failed'
 		  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
-		RETURNING `+deadLetterCols, promotionID, claimIDs, to)
+		  `+skipIssued+`
+		RETURNING `+deadLetterCols, promotionID, claimIDs, to, pgTime(time.Now()))
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
@@ -124,5 +134,37 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 		return nil, wrapErr("transition dead letters", err)
 	}
 	slices.SortFunc(out, func(a, b store.DeadLetter) int { return strings.Compare(a.ClaimID, b.ClaimID) })
+	return out, nil
+}
+
+// MarkDeadLettersApplied records that the Redis side effect of the named
+// claims' last transition was done. Unknown claims are ignored.
+func (s *Store) MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error {
+	if len(claimIDs) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE dead_letters SET applied = true
+		WHERE NOT applied AND claim_id = ANY($1::text[])`, claimIDs)
+	return wrapErr("mark dead letters applied", err)
+}
+
+// ListUnappliedDeadLetters returns up to limit replayed or voided dead
+// letters, of any promotion, not yet applied and moved before movedBefore,
+// oldest move first (ties by claim_id), from the dead_letters_unapplied
+// index. A limit of zero or less returns none.
+func (s *Store) ListUnappliedDeadLetters(ctx context.Context, movedBefore time.Time, limit int) ([]store.DeadLetter, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterCols+` FROM dead_letters
+		WHERE NOT applied AND state IN ('replayed', 'voided') AND moved_at < $1
+		ORDER BY moved_at, claim_id LIMIT $2`, pgTime(movedBefore), limit)
+	if err != nil {
+		return nil, wrapErr("list unapplied dead letters", err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, wrapErr("list unapplied dead letters", err)
+	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -68,8 +70,12 @@ func TestMigrateConcurrently(t *testing.T) {
 	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil {
 		t.Fatal(err)
 	}
-	if versions != 1 {
-		t.Fatalf("%d versions recorded, want 1", versions)
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v, %v", files, err)
+	}
+	if versions != len(files) {
+		t.Fatalf("%d versions recorded, want %d", versions, len(files))
 	}
 }
 
@@ -236,5 +242,70 @@ func TestStoreOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Migrate through %s: %v", u, err)
 		}
+	}
+}
+
+// TestUpgradeKeepsDeadLettersApplied migrates a database that holds only
+// the first migration and a dead letter moved before the upgrade: that move
+// counts as applied, so the recovery sweep leaves it alone. It then checks
+// that a claim failing again after a replay is stored as applied, which the
+// store's interface cannot show (a failed claim is never listed as pending).
+func TestUpgradeKeepsDeadLettersApplied(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t, pgtest.URL(t))
+	first, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		string(first),
+		`CREATE TABLE schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		`INSERT INTO schema_migrations (version, name) VALUES (1, 'init')`,
+		`INSERT INTO dead_letters (claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at)
+			VALUES ('old#1', 'old', 'u', 1, 1, 'failed', 5, 'replayed', now())`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatalf("%.40s: %v", q, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.ListUnappliedDeadLetters(ctx, time.Now().Add(time.Hour), 10); err != nil || len(ds) != 0 {
+		t.Fatalf("unapplied after the upgrade = %+v, %v; want none", ds, err)
+	}
+	applied := func(claimID string) (bool, *time.Time) {
+		t.Helper()
+		var (
+			a       bool
+			movedAt *time.Time
+		)
+		if err := s.Pool().QueryRow(ctx, `SELECT applied, moved_at FROM dead_letters WHERE claim_id = $1`,
+			claimID).Scan(&a, &movedAt); err != nil {
+			t.Fatal(err)
+		}
+		return a, movedAt
+	}
+	if a, movedAt := applied("old#1"); !a || movedAt != nil {
+		t.Fatalf("old#1: applied %v, moved_at %v; want true and NULL", a, movedAt)
+	}
+
+	d := store.DeadLetter{ClaimID: "new#1", PromotionID: "new", UserID: "u", Rank: 1, Slot: 1,
+		Reason: "failed", Deliveries: 5, At: time.Now()}
+	if err := s.RecordDeadLetter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionDeadLetters(ctx, "new", nil, store.DeadReplayed); err != nil {
+		t.Fatal(err)
+	}
+	if a, movedAt := applied("new#1"); a || movedAt == nil {
+		t.Fatalf("new#1 replayed: applied %v, moved_at %v; want false and a time", a, movedAt)
+	}
+	if err := s.RecordDeadLetter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := applied("new#1"); !a {
+		t.Fatal("new#1 failed again: not applied")
 	}
 }

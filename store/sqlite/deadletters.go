@@ -2,10 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dibsio/dibs/store"
 )
@@ -54,7 +56,8 @@ func decodeFields(s string) (map[string]string, error) {
 
 // RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
 // claim is already recorded, updates reason, deliveries, time and fields and
-// sets the state back to DeadFailed. A claim already voided is left as it is.
+// sets the state back to DeadFailed, with nothing left to apply (a new row is
+// applied by the column's default). A claim already voided is left as it is.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
 	fields, err := encodeFields(d.Fields)
 	if err != nil {
@@ -67,7 +70,8 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 			deliveries = excluded.deliveries,
 			at = excluded.at,
 			fields = excluded.fields,
-			state = 'failed'
+			state = 'failed',
+			applied = 1
 		WHERE dead_letters.state <> 'voided'`,
 		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, fmtTime(d.At), fields)
 	return wrapErr("record dead letter "+d.ClaimID, err)
@@ -86,16 +90,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 	if err != nil {
 		return nil, wrapErr("list dead letters", err)
 	}
-	defer rows.Close()
-	var out []store.DeadLetter
-	for rows.Next() {
-		d, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, wrapErr("list dead letters", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectDeadLetters(rows)
+	if err != nil {
 		return nil, wrapErr("list dead letters", err)
 	}
 	return out, nil
@@ -103,10 +99,11 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 
 // TransitionDeadLetters moves the named claims (all failed ones of the
 // promotion if claimIDs is nil) from DeadFailed to `to` (DeadReplayed or
-// DeadVoided) in one UPDATE ... RETURNING, and returns the moved dead letters
-// ordered by claim_id. The one writer serialises concurrent calls and the
-// state = 'failed' condition skips claims already moved, so a claim is moved
-// once in total.
+// DeadVoided) in one UPDATE ... RETURNING, marking them moved now and not
+// applied, and returns the moved dead letters ordered by claim_id. A void
+// skips claims that have an issued row. The one writer serialises
+// concurrent calls (and IssueBatch) and the state = 'failed' condition skips
+// claims already moved, so a claim is moved once in total.
 func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
 	if to != store.DeadReplayed && to != store.DeadVoided {
 		return nil, fmt.Errorf("sqlite: transition dead letters: target state must be %q or %q, got %q",
@@ -123,26 +120,77 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 		}
 		ids = string(b)
 	}
-	rows, err := s.w.QueryContext(ctx, `UPDATE dead_letters SET state = ?
-		WHERE promotion_id = ? AND state = 'failed'
+	skipIssued := ""
+	if to == store.DeadVoided {
+		// An issued claim already took its unit; voiding would return it.
+		skipIssued = `AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`
+	}
+	rows, err := s.w.QueryContext(ctx, `UPDATE dead_letters SET state = ?1, applied = 0, moved_at = ?4
+		WHERE promotion_id = ?2 AND state = 'failed'
 		  AND (?3 IS NULL OR claim_id IN (SELECT value FROM json_each(?3)))
-		RETURNING `+deadLetterCols, to, promotionID, ids)
+		  `+skipIssued+`
+		RETURNING `+deadLetterCols, to, promotionID, ids, fmtTime(time.Now()))
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
+	out, err := collectDeadLetters(rows)
+	if err != nil {
+		return nil, wrapErr("transition dead letters", err)
+	}
+	sortDeadLetters(out)
+	return out, nil
+}
+
+// MarkDeadLettersApplied records that the Redis side effect of the named
+// claims' last transition was done. Unknown claims are ignored.
+func (s *Store) MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error {
+	if len(claimIDs) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(claimIDs)
+	if err != nil {
+		return fmt.Errorf("sqlite: mark dead letters applied: %w", err)
+	}
+	_, err = s.w.ExecContext(ctx, `UPDATE dead_letters SET applied = 1
+		WHERE applied = 0 AND claim_id IN (SELECT value FROM json_each(?))`, string(b))
+	return wrapErr("mark dead letters applied", err)
+}
+
+// ListUnappliedDeadLetters returns up to limit replayed or voided dead
+// letters, of any promotion, not yet applied and moved before movedBefore,
+// oldest move first (ties by claim_id), from the dead_letters_unapplied
+// index. A limit of zero or less returns none.
+func (s *Store) ListUnappliedDeadLetters(ctx context.Context, movedBefore time.Time, limit int) ([]store.DeadLetter, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+deadLetterCols+` FROM dead_letters
+		WHERE applied = 0 AND state IN ('replayed', 'voided') AND moved_at < ?
+		ORDER BY moved_at, claim_id LIMIT ?`, fmtTime(movedBefore), limit)
+	if err != nil {
+		return nil, wrapErr("list unapplied dead letters", err)
+	}
+	out, err := collectDeadLetters(rows)
+	if err != nil {
+		return nil, wrapErr("list unapplied dead letters", err)
+	}
+	return out, nil
+}
+
+// collectDeadLetters scans every row and closes rows.
+func collectDeadLetters(rows *sql.Rows) ([]store.DeadLetter, error) {
 	defer rows.Close()
 	var out []store.DeadLetter
 	for rows.Next() {
 		d, err := scanDeadLetter(rows)
 		if err != nil {
-			return nil, wrapErr("transition dead letters", err)
+			return nil, err
 		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrapErr("transition dead letters", err)
+		return nil, err
 	}
-	sortDeadLetters(out)
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -160,10 +161,21 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	want := migrationFiles(t)
 	var versions int
-	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&versions); err != nil || versions != 1 {
-		t.Fatalf("%d versions recorded (%v), want 1", versions, err)
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&versions); err != nil || versions != want {
+		t.Fatalf("%d versions recorded (%v), want %d", versions, err, want)
 	}
+}
+
+// migrationFiles counts the migrations the package embeds.
+func migrationFiles(t *testing.T) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v, %v", files, err)
+	}
+	return len(files)
 }
 
 // TestBusyIsUnavailable holds the write lock from another connection (as
@@ -203,5 +215,81 @@ func TestBusyIsUnavailable(t *testing.T) {
 	}
 	if err := s.CreatePromotion(t.Context(), p); err != nil {
 		t.Fatalf("write after the lock was released: %v", err)
+	}
+}
+
+// TestUpgradeKeepsDeadLettersApplied migrates a database that holds only
+// the first migration and a dead letter moved before the upgrade: that move
+// counts as applied, so the recovery sweep leaves it alone. It then checks
+// that a claim failing again after a replay is stored as applied, which the
+// store's interface cannot show (a failed claim is never listed as pending).
+func TestUpgradeKeepsDeadLettersApplied(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "dibs.db")
+	first, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		string(first),
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT`,
+		`INSERT INTO schema_migrations VALUES (1, 'init', '2026-01-01T00:00:00.000000Z')`,
+		`INSERT INTO dead_letters (claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at)
+			VALUES ('old#1', 'old', 'u', 1, 1, 'failed', 5, 'replayed', '2026-01-01T00:00:00.000000Z')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%.40s: %v", q, err)
+		}
+	}
+
+	s, err := sqlite.New(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.ListUnappliedDeadLetters(ctx, time.Now().Add(time.Hour), 10); err != nil || len(ds) != 0 {
+		t.Fatalf("unapplied after the upgrade = %+v, %v; want none", ds, err)
+	}
+	applied := func(claimID string) (int, sql.NullString) {
+		t.Helper()
+		var (
+			a       int
+			movedAt sql.NullString
+		)
+		if err := db.QueryRowContext(ctx, `SELECT applied, moved_at FROM dead_letters WHERE claim_id = ?`,
+			claimID).Scan(&a, &movedAt); err != nil {
+			t.Fatal(err)
+		}
+		return a, movedAt
+	}
+	if a, movedAt := applied("old#1"); a != 1 || movedAt.Valid {
+		t.Fatalf("old#1: applied %d, moved_at %v; want 1 and NULL", a, movedAt)
+	}
+
+	d := store.DeadLetter{ClaimID: "new#1", PromotionID: "new", UserID: "u", Rank: 1, Slot: 1,
+		Reason: "failed", Deliveries: 5, At: time.Now()}
+	if err := s.RecordDeadLetter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionDeadLetters(ctx, "new", nil, store.DeadReplayed); err != nil {
+		t.Fatal(err)
+	}
+	if a, movedAt := applied("new#1"); a != 0 || !movedAt.Valid {
+		t.Fatalf("new#1 replayed: applied %d, moved_at %v; want 0 and a time", a, movedAt)
+	}
+	if err := s.RecordDeadLetter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := applied("new#1"); a != 1 {
+		t.Fatalf("new#1 failed again: applied %d, want 1", a)
 	}
 }

@@ -36,6 +36,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadLetters", testDeadLetters},
 		{"DeadLettersPaging", testDeadLettersPaging},
 		{"TransitionConcurrent", testTransitionConcurrent},
+		{"UnappliedDeadLetters", testUnappliedDeadLetters},
+		{"VoidSkipsIssued", testVoidSkipsIssued},
 		{"Counts", testCounts},
 		{"MaxRanks", testMaxRanks},
 		{"ClaimsByRank", testClaimsByRank},
@@ -898,6 +900,147 @@ func testTransitionConcurrent(t *testing.T, s store.Store) {
 	}
 	if c != (store.Counts{Voided: int64(voided)}) {
 		t.Fatalf("Counts = %+v, want %d voided and nothing failed", c, voided)
+	}
+}
+
+// testUnappliedDeadLetters follows moved dead letters until their side
+// effect is recorded: listed oldest move first across promotions, bounded
+// by movedBefore and limit, and gone once applied or failed again.
+func testUnappliedDeadLetters(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	at := now()
+	d1, d2, d3, d4 := deadLetter("ua", "ua#1", 1, at), deadLetter("ua", "ua#2", 2, at),
+		deadLetter("ua", "ua#3", 3, at), deadLetter("ua", "ua#4", 4, at)
+	other := deadLetter("ua-other", "ua-other#1", 1, at)
+	for _, d := range []store.DeadLetter{d1, d2, d3, d4, other} {
+		if err := s.RecordDeadLetter(ctx, d); err != nil {
+			t.Fatalf("RecordDeadLetter(%s): %v", d.ClaimID, err)
+		}
+	}
+	list := func(movedBefore time.Time, limit int) []store.DeadLetter {
+		t.Helper()
+		ds, err := s.ListUnappliedDeadLetters(ctx, movedBefore, limit)
+		if err != nil {
+			t.Fatalf("ListUnappliedDeadLetters: %v", err)
+		}
+		return ds
+	}
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	transition := func(promotionID string, claims []string, to string) {
+		t.Helper()
+		moved, err := s.TransitionDeadLetters(ctx, promotionID, claims, to)
+		if err != nil || len(moved) != len(claims) {
+			t.Fatalf("TransitionDeadLetters(%v, %s) moved %v, %v", claims, to, claimIDs(moved), err)
+		}
+	}
+	equalDeadLetters(t, "recorded", list(later(), 100), nil)
+
+	start := now()
+	transition("ua", []string{"ua#3"}, store.DeadVoided)
+	// Every later move is at or after mid; ua#3's was before it.
+	mid := now()
+	transition("ua", []string{"ua#1", "ua#2"}, store.DeadReplayed)
+	transition("ua-other", []string{"ua-other#1"}, store.DeadVoided)
+	d1.State, d2.State, d3.State, other.State = store.DeadReplayed, store.DeadReplayed, store.DeadVoided, store.DeadVoided
+
+	// Oldest move first (ties by claim_id), both states, every promotion;
+	// the still-failed ua#4 is not listed.
+	equalDeadLetters(t, "unapplied", list(later(), 100), []store.DeadLetter{d3, d1, d2, other})
+	equalDeadLetters(t, "limit 2", list(later(), 2), []store.DeadLetter{d3, d1})
+	equalDeadLetters(t, "moved before mid", list(mid, 100), []store.DeadLetter{d3})
+	equalDeadLetters(t, "moved before the first move", list(start, 100), nil)
+	equalDeadLetters(t, "limit 0", list(later(), 0), nil)
+
+	// Applied ones leave the list; unknown claims and an empty list are ignored.
+	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#1", "ua#3", "ua#missing"}); err != nil {
+		t.Fatalf("MarkDeadLettersApplied: %v", err)
+	}
+	if err := s.MarkDeadLettersApplied(ctx, nil); err != nil {
+		t.Fatalf("MarkDeadLettersApplied(nil): %v", err)
+	}
+	equalDeadLetters(t, "after applying ua#1 and ua#3", list(later(), 100), []store.DeadLetter{d2, other})
+
+	// A replayed claim that fails again has nothing pending; replayed once
+	// more, it is pending again, as the newest move.
+	d2.State, d2.Reason = store.DeadFailed, "failed again"
+	if err := s.RecordDeadLetter(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	equalDeadLetters(t, "after ua#2 failed again", list(later(), 100), []store.DeadLetter{other})
+	transition("ua", []string{"ua#2"}, store.DeadReplayed)
+	d2.State = store.DeadReplayed
+	equalDeadLetters(t, "after ua#2 was replayed again", list(later(), 100), []store.DeadLetter{other, d2})
+
+	// Recording a voided claim again leaves it voided, its return to stock
+	// still pending.
+	late := other
+	late.State, late.Reason = store.DeadFailed, "late failure"
+	if err := s.RecordDeadLetter(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	equalDeadLetters(t, "after recording a voided claim", list(later(), 100), []store.DeadLetter{other, d2})
+
+	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#2", "ua-other#1"}); err != nil {
+		t.Fatalf("MarkDeadLettersApplied: %v", err)
+	}
+	equalDeadLetters(t, "all applied", list(later(), 100), nil)
+	// Applying twice is harmless.
+	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#2"}); err != nil {
+		t.Fatalf("MarkDeadLettersApplied again: %v", err)
+	}
+	if failed, err := s.ListDeadLetters(ctx, "ua", "", 10); err != nil || !slices.Equal(claimIDs(failed), []string{"ua#4"}) {
+		t.Fatalf("failed dead letters = %v, %v; want [ua#4]", claimIDs(failed), err)
+	}
+}
+
+// testVoidSkipsIssued dead-letters claims whose issue committed (its
+// acknowledgement lost): voiding must skip them, or their unit would go back
+// to stock while they hold it; replaying them is allowed.
+func testVoidSkipsIssued(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, promo("vi"))
+	at := now()
+	if _, err := s.IssueBatch(ctx, []store.Issue{issue("vi", 1, "a", 1, at), issue("vi", 3, "c", 1, at)}); err != nil {
+		t.Fatal(err)
+	}
+	d1, d2, d3 := deadLetter("vi", "vi#1", 1, at), deadLetter("vi", "vi#2", 2, at), deadLetter("vi", "vi#3", 3, at)
+	for _, d := range []store.DeadLetter{d1, d2, d3} {
+		if err := s.RecordDeadLetter(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	moved, err := s.TransitionDeadLetters(ctx, "vi", []string{"vi#1", "vi#2"}, store.DeadVoided)
+	if err != nil {
+		t.Fatalf("void named: %v", err)
+	}
+	d2.State = store.DeadVoided
+	equalDeadLetters(t, "void named", moved, []store.DeadLetter{d2})
+	moved, err = s.TransitionDeadLetters(ctx, "vi", nil, store.DeadVoided)
+	if err != nil || len(moved) != 0 {
+		t.Fatalf("void all moved %v, %v; want none (both left are issued)", claimIDs(moved), err)
+	}
+	failed, err := s.ListDeadLetters(ctx, "vi", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalDeadLetters(t, "still failed", failed, []store.DeadLetter{d1, d3})
+	if c, err := s.Counts(ctx, "vi"); err != nil || c != (store.Counts{Issued: 2, Failed: 2, Voided: 1}) {
+		t.Fatalf("Counts = %+v, %v; want 2 issued, 2 failed, 1 voided", c, err)
+	}
+
+	moved, err = s.TransitionDeadLetters(ctx, "vi", nil, store.DeadReplayed)
+	if err != nil {
+		t.Fatalf("replay all: %v", err)
+	}
+	d1.State, d3.State = store.DeadReplayed, store.DeadReplayed
+	equalDeadLetters(t, "replay all", moved, []store.DeadLetter{d1, d3})
+	pending, err := s.ListUnappliedDeadLetters(ctx, time.Now().Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(pending); !slices.Equal(got, []string{"vi#2", "vi#1", "vi#3"}) {
+		t.Fatalf("unapplied = %v, want [vi#2 vi#1 vi#3]", got)
 	}
 }
 

@@ -1,0 +1,235 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
+)
+
+// Dead-letter transitions are decided in the database (one statement moves a
+// claim out of failed, so a replay and a void never both act on it) and
+// then applied in Redis (re-enqueue the claim, or return its unit to stock).
+// The Redis step runs detached from the caller, and a transition whose Redis
+// step was never recorded as done — the process died, Redis failed, the
+// request was cancelled — is applied again by the re-check loop's sweep. Both
+// steps are idempotent: a re-enqueued claim that is issued twice is a
+// Duplicate, and a unit is returned only by the claim's first void.
+const (
+	// sideEffectTimeout bounds one transition's database and Redis steps.
+	sideEffectTimeout = 30 * time.Second
+	// sweepEvery is how often, in re-check intervals, the re-check loop looks
+	// for transitions whose Redis step is not recorded as done.
+	sweepEvery = 5
+	// sweepAge is how old, in re-check intervals, such a transition must be,
+	// so a sweep does not race the request that is applying it right now.
+	sweepAge = 5
+	// sweepBatch bounds one sweep.
+	sweepBatch = 500
+	// replayPage is how many failed claims a replay of all moves per step.
+	replayPage = 500
+)
+
+// deadLetterer records a claim the stream runtime gave up on: in the
+// database (the dead_letters row an admin lists, replays or voids) and as
+// failed in Redis. A claim the database already holds as issued — its
+// acknowledgement was lost and the redeliveries ran out — is no dead
+// letter: it is acknowledged as issued instead.
+func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLetter) error {
+	return func(ctx context.Context, d stream.DeadLetter) error {
+		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)
+		slot, _ := strconv.Atoi(d.Fields["slot"])
+		claimID := d.Fields["claim_id"]
+		if claimID == "" {
+			// An undecodable entry still needs an identity in the database.
+			claimID = id + "!" + d.ID
+		}
+		if user := d.Fields["user"]; ValidID(user) && d.Fields["claim_id"] != "" {
+			issued, err := m.st.ListIssued(ctx, id, user)
+			if err != nil {
+				return err
+			}
+			for _, is := range issued {
+				if is.ClaimID == claimID {
+					if _, err := m.gate.Ack(ctx, id, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
+						return err
+					}
+					return stream.ErrResolved
+				}
+			}
+		}
+		err := m.st.RecordDeadLetter(ctx, store.DeadLetter{
+			ClaimID:     claimID,
+			PromotionID: id,
+			UserID:      d.Fields["user"],
+			Rank:        rank,
+			Slot:        slot,
+			Reason:      d.Reason,
+			Deliveries:  d.Deliveries,
+			State:       store.DeadFailed,
+			At:          d.At,
+			Fields:      d.Fields,
+		})
+		if err != nil {
+			return err
+		}
+		if rank > 0 {
+			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
+				return err
+			}
+		}
+		if m.cfg.OnDeadLetter != nil {
+			m.cfg.OnDeadLetter(id)
+		}
+		m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
+		return nil
+	}
+}
+
+// DeadLetters lists the promotion's failed claims.
+func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]store.DeadLetter, error) {
+	if _, err := m.load(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.st.ListDeadLetters(ctx, id, after, limit)
+}
+
+// Replay puts failed claims back into the pipeline under their own claim
+// ids (all failed claims when claimIDs is nil) and returns how many it
+// replayed. A claim moves from failed to replayed in the database first, so
+// concurrent replays and voids never act on one claim twice; the rest of the
+// work is finished even if ctx ends (see the sweep).
+func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
+	if _, err := m.load(ctx, id); err != nil {
+		return 0, err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
+	defer cancel()
+	if claimIDs != nil {
+		moved, err := m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadReplayed)
+		if err != nil {
+			return 0, err
+		}
+		return len(moved), m.applyReplays(dctx, id, moved)
+	}
+	// All of them, a page at a time, so one call never holds every failed
+	// claim in memory and a failure leaves little undone.
+	total := 0
+	for {
+		page, err := m.st.ListDeadLetters(dctx, id, "", replayPage)
+		if err != nil || len(page) == 0 {
+			return total, err
+		}
+		ids := make([]string, len(page))
+		for i, d := range page {
+			ids[i] = d.ClaimID
+		}
+		moved, err := m.st.TransitionDeadLetters(dctx, id, ids, store.DeadReplayed)
+		if err != nil {
+			return total, err
+		}
+		total += len(moved)
+		if err := m.applyReplays(dctx, id, moved); err != nil {
+			return total, err
+		}
+	}
+}
+
+// applyReplays re-enqueues replayed claims and records that it did.
+func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.DeadLetter) error {
+	done := make([]string, 0, len(moved))
+	var err error
+	for _, d := range moved {
+		if len(d.Fields) == 0 || d.Rank < 1 {
+			done = append(done, d.ClaimID) // nothing to re-enqueue
+			continue
+		}
+		if _, err = m.gate.Replay(ctx, id, d.Rank, d.Fields); err != nil {
+			err = fmt.Errorf("replay %s: %w", d.ClaimID, err)
+			break
+		}
+		done = append(done, d.ClaimID)
+	}
+	if len(done) > 0 {
+		if merr := m.st.MarkDeadLettersApplied(ctx, done); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		m.kick(ctx, id)
+	}
+	return err
+}
+
+// Void gives up on failed claims and returns their units to stock. It
+// returns how many were voided. A claim the database holds as issued is
+// never voided.
+func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
+	if _, err := m.load(ctx, id); err != nil {
+		return 0, err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
+	defer cancel()
+	moved, err := m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadVoided)
+	if err != nil {
+		return 0, err
+	}
+	return len(moved), m.applyVoids(dctx, id, moved)
+}
+
+// applyVoids returns the voided claims' units to stock and records that it did.
+func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadLetter) error {
+	if len(moved) == 0 {
+		return nil
+	}
+	ranks := make([]int64, 0, len(moved))
+	ids := make([]string, len(moved))
+	for i, d := range moved {
+		ids[i] = d.ClaimID
+		if d.Rank > 0 {
+			ranks = append(ranks, d.Rank)
+		}
+	}
+	if _, err := m.gate.Void(ctx, id, ranks...); err != nil {
+		return fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
+	}
+	return m.st.MarkDeadLettersApplied(ctx, ids)
+}
+
+// sweep applies the Redis step of dead-letter transitions that were decided
+// in the database but never recorded as applied.
+func (m *Manager) sweep(ctx context.Context) error {
+	ds, err := m.st.ListUnappliedDeadLetters(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
+	if err != nil || len(ds) == 0 {
+		return err
+	}
+	replays := map[string][]store.DeadLetter{}
+	voids := map[string][]store.DeadLetter{}
+	for _, d := range ds {
+		if d.State == store.DeadVoided {
+			voids[d.PromotionID] = append(voids[d.PromotionID], d)
+		} else {
+			replays[d.PromotionID] = append(replays[d.PromotionID], d)
+		}
+	}
+	var errs []error
+	for id, list := range replays {
+		errs = append(errs, m.applyReplays(ctx, id, list))
+	}
+	for id, list := range voids {
+		errs = append(errs, m.applyVoids(ctx, id, list))
+	}
+	m.log.Warn("applied dead-letter transitions left unfinished", "replays", len(ds)-countVoids(voids), "voids", countVoids(voids))
+	return errors.Join(errs...)
+}
+
+func countVoids(v map[string][]store.DeadLetter) int {
+	n := 0
+	for _, l := range v {
+		n += len(l)
+	}
+	return n
+}

@@ -1,0 +1,115 @@
+package promotion_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
+)
+
+// TestLostAckIsNoDeadLetter: a claim whose row was committed but whose
+// acknowledgement was lost is redelivered until its deliveries run out. It
+// must then be recognised as issued — not recorded as a dead letter whose
+// void would return its unit to stock and oversell.
+func TestLostAckIsNoDeadLetter(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 2 })
+	ctx := context.Background()
+	create(t, m, store.Promotion{ID: "lost-ack", Stock: 1})
+	res, err := m.Claim(ctx, "lost-ack", "u1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, m, "lost-ack", 1, 0)
+
+	// Recreate what a lost acknowledgement leaves, with the pool stopped so
+	// it cannot take the entry first: the claim's status still pending, and
+	// its entry pending in the group, held by a consumer that died after
+	// many deliveries.
+	if err := m.Registry().Stop(ctx, "lost-ack"); err != nil {
+		t.Fatal(err)
+	}
+	k := claim.KeysFor(w.prefix, "lost-ack")
+	c := w.client
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Do(ctx, c.B().Hset().Key(k.Status()).FieldValue().FieldValue("1", "p").Build()).Error())
+	id, err := c.Do(ctx, c.B().Xadd().Key(k.Stream()).Id("*").FieldValue().
+		FieldValue("claim_id", res.ClaimID).FieldValue("user", "u1").FieldValue("rank", "1").
+		FieldValue("slot", "1").FieldValue("at", "1").Build()).ToString()
+	must(err)
+	must(c.Do(ctx, c.B().Xreadgroup().Group(claim.Group, "ghost").Count(1).Streams().Key(k.Stream()).Id(">").Build()).Error())
+	must(c.Do(ctx, c.B().Xclaim().Key(k.Stream()).Group(claim.Group).Consumer("ghost").MinIdleTime("0").
+		Id(id).Idle(3_600_000).Retrycount(7).Build()).Error())
+	// The re-check loop sees the pending entry and starts the pool, whose
+	// reclaim finds its deliveries spent.
+
+	waitFor(t, "the redelivered entry to settle", func() bool { return groupIdle(t, w, "lost-ack") })
+	cs, err := m.UserClaims(ctx, "lost-ack", "u1")
+	if err != nil || len(cs) != 1 || cs[0].Status != claim.StatusIssued {
+		t.Fatalf("u1's claim: %+v %v", cs, err)
+	}
+	if dls, _ := m.DeadLetters(ctx, "lost-ack", "", 10); len(dls) != 0 {
+		t.Fatalf("an issued claim was dead-lettered: %+v", dls)
+	}
+	if n, err := m.Void(ctx, "lost-ack", []string{res.ClaimID}); err != nil || n != 0 {
+		t.Fatalf("void of an issued claim: %d %v", n, err)
+	}
+	if _, err := m.Claim(ctx, "lost-ack", "u2", ""); !errors.Is(err, claim.ErrSoldOut) {
+		t.Fatalf("stock 1 sold twice: %v", err)
+	}
+}
+
+// TestUnfinishedTransitionsAreApplied: a replay or void decided in the
+// database whose Redis step never ran (the process died in between) is
+// finished by the re-check loop: the replayed claims are issued, the voided
+// unit returns to stock.
+func TestUnfinishedTransitionsAreApplied(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			drop := poison(t, w, db)
+			m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
+			ctx := context.Background()
+			create(t, m, store.Promotion{ID: "half", Stock: 4})
+			for i := 0; i < 4; i++ {
+				if _, err := m.Claim(ctx, "half", fmt.Sprintf("poison%d", i), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitCounts(t, m, "half", 0, 4)
+			drop()
+			dls, err := m.DeadLetters(ctx, "half", "", 10)
+			if err != nil || len(dls) != 4 {
+				t.Fatalf("dead letters %+v %v", dls, err)
+			}
+			// As if the process died right after each database step.
+			if _, err := w.st.TransitionDeadLetters(ctx, "half", []string{dls[0].ClaimID, dls[1].ClaimID, dls[2].ClaimID}, store.DeadReplayed); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.st.TransitionDeadLetters(ctx, "half", []string{dls[3].ClaimID}, store.DeadVoided); err != nil {
+				t.Fatal(err)
+			}
+			v := waitCounts(t, m, "half", 3, 0)
+			waitFor(t, "the voided unit back in stock", func() bool {
+				v, err = m.Get(ctx, "half")
+				return err == nil && *v.Counts.Remaining == 1
+			})
+			if _, err := m.Claim(ctx, "half", "late", ""); err != nil {
+				t.Fatalf("claim of the returned unit: %v", err)
+			}
+			waitCounts(t, m, "half", 4, 0)
+		})
+	}
+}
