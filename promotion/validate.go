@@ -2,7 +2,6 @@ package promotion
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/dibsio/dibs/store"
@@ -19,11 +18,24 @@ const (
 	DefaultEntryTTLSecs = 300
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$`)
-
 // ValidID reports whether s is a valid promotion or user id: 1–64
 // characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// It runs on every claim, so it is a plain loop rather than a regexp.
+func ValidID(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '-' || c == '.' || c == ':' || c == '@'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidationError names the field of a promotion definition that is wrong.
 type ValidationError struct {

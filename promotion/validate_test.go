@@ -1,0 +1,76 @@
+package promotion_test
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
+)
+
+// TestValidIDMatchesTheContract checks the id rule against the contract's
+// wording, written as a regular expression, on crafted and generated ids.
+func TestValidIDMatchesTheContract(t *testing.T) {
+	t.Parallel()
+	contract := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$`)
+	ids := []string{"", "a", "Z9", "u-123", "spring-drop", "a:b@c.d_e-f", "-a", "_a", ".a", "@a", ":a",
+		"a b", "a/b", "a#1", "é", "a\x00", strings.Repeat("a", 64), strings.Repeat("a", 65), "0"}
+	alphabet := "aZ09_-.:@ /#\x00é"
+	for i := 0; i < 5000; i++ {
+		n := i%7 + 1
+		var b strings.Builder
+		for j := 0; j < n; j++ {
+			b.WriteByte(alphabet[(i*31+j*17)%len(alphabet)])
+		}
+		ids = append(ids, b.String())
+	}
+	for _, id := range ids {
+		if got, want := promotion.ValidID(id), contract.MatchString(id); got != want {
+			t.Errorf("ValidID(%q) = %v, contract says %v", id, got, want)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		in    store.Promotion
+		field string // "" when valid
+	}{
+		{"defaults", store.Promotion{Stock: 10}, ""},
+		{"grant without stock", store.Promotion{Mode: store.ModeGrant}, ""},
+		{"first come without stock", store.Promotion{}, "stock"},
+		{"bad mode", store.Promotion{Stock: 1, Mode: "raffle"}, "mode"},
+		{"bad kind", store.Promotion{Stock: 1, Kind: "gift"}, "kind"},
+		{"limit too high", store.Promotion{Stock: 1, PerUserLimit: 1001}, "per_user_limit"},
+		{"negative value", store.Promotion{Stock: 1, Value: -1}, "value"},
+		{"end before start", store.Promotion{Stock: 1, StartsAt: now, EndsAt: now.Add(-time.Second)}, "ends_at"},
+		{"bad id", store.Promotion{ID: "-x", Stock: 1}, "id"},
+		{"waiting room on", store.Promotion{Stock: 1, WaitingRoom: store.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
+		{"admit rate too high", store.Promotion{Stock: 1, WaitingRoom: store.WaitingRoom{AdmitPerSecond: 2_000_000}}, "waiting_room.admit_per_second"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.in
+			err := promotion.Normalize(&p, now)
+			var ve *promotion.ValidationError
+			switch {
+			case c.field == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case c.field != "" && (!errors.As(err, &ve) || ve.Field != c.field):
+				t.Fatalf("got %v, want an error naming %s", err, c.field)
+			}
+			if c.field == "" && c.in.Mode == "" {
+				if p.Mode != store.ModeFirstCome || p.Kind != store.KindCoupon || p.PerUserLimit != 1 ||
+					!p.StartsAt.Equal(now) || !p.EndsAt.Equal(now.Add(24*time.Hour)) {
+					t.Fatalf("defaults not filled: %+v", p)
+				}
+			}
+		})
+	}
+}
