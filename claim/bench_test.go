@@ -1,13 +1,10 @@
 package claim_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/benchcpu"
 	"github.com/dibsio/dibs/internal/redistest"
 )
 
@@ -51,7 +49,11 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	b.SetParallelism(max(1, benchInFlight/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := sampleCPU(f.client, redisCPU)
+	var redis rueidis.Client // read Redis's CPU only where INFO reaches the one server
+	if redisCPU {
+		redis = f.client
+	}
+	cpu := benchcpu.Start(redis)
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -65,7 +67,7 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(users.Load())/elapsed.Seconds(), "claims/s")
-	cpu.report(b, f.client, redisCPU, users.Load())
+	cpu.Report(b, users.Load())
 	st, err := f.gate.State(ctx, id)
 	if err != nil {
 		b.Fatal(err)
@@ -132,55 +134,4 @@ func TestClaimScriptSource(t *testing.T) {
 			t.Fatalf("gate claim after evalsha sold out: %v, want ErrSoldOut", err)
 		}
 	})
-}
-
-// cpuSample is the CPU time used so far by this process and by a Redis
-// server, to report where a benchmark's CPU went. A zero field means it
-// could not be read (no /proc, or a Cluster where INFO reaches any node).
-type cpuSample struct{ self, redis time.Duration }
-
-func sampleCPU(c rueidis.Client, redis bool) cpuSample {
-	var s cpuSample
-	// /proc/self/stat fields 14 and 15 (after the parenthesised command
-	// name) are user and system time in USER_HZ ticks, 100 per second on
-	// Linux.
-	if raw, err := os.ReadFile("/proc/self/stat"); err == nil {
-		if i := bytes.LastIndexByte(raw, ')'); i >= 0 {
-			if f := strings.Fields(string(raw[i+1:])); len(f) > 12 {
-				u, _ := strconv.ParseInt(f[11], 10, 64)
-				k, _ := strconv.ParseInt(f[12], 10, 64)
-				s.self = time.Duration(u+k) * 10 * time.Millisecond
-			}
-		}
-	}
-	if redis {
-		info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
-		if err == nil {
-			for line := range strings.Lines(info) {
-				k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-				if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-					sec, _ := strconv.ParseFloat(v, 64)
-					s.redis += time.Duration(sec * float64(time.Second))
-				}
-			}
-		}
-	}
-	return s
-}
-
-// report adds the CPU used since s per claim: by this process (the
-// benchmark's clients included) and by Redis.
-func (s cpuSample) report(b *testing.B, c rueidis.Client, redis bool, claims int64) {
-	if claims == 0 {
-		return
-	}
-	now := sampleCPU(c, redis)
-	// /proc counts in 10 ms ticks: below 200 ms of CPU the figure would be
-	// off by more than 5 %, so it is left out.
-	if s.self > 0 && now.self-s.self >= 200*time.Millisecond {
-		b.ReportMetric(float64((now.self-s.self).Microseconds())/float64(claims), "cpu-µs/claim")
-	}
-	if s.redis > 0 {
-		b.ReportMetric(float64((now.redis-s.redis).Microseconds())/float64(claims), "redis-µs/claim")
-	}
 }

@@ -80,6 +80,12 @@ type Promotion struct {
 // its stream and its consumer group at id 0. It is idempotent and never
 // resets a live promotion's counters. It reports whether the meta was created.
 func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
+	return g.open(ctx, p, false)
+}
+
+// open runs openScript for p; paused creates an absent meta hash paused
+// (see OpenPaused).
+func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error) {
 	k := g.Keys(p.ID)
 	mode := "first_come"
 	if p.Grant {
@@ -89,7 +95,7 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 	if p.Closed {
 		closed = "1"
 	}
-	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, []string{
+	args := []string{
 		strconv.FormatInt(p.Stock, 10),
 		strconv.Itoa(p.PerUserLimit),
 		strconv.FormatInt(p.StartsAt.UnixMilli(), 10),
@@ -97,9 +103,15 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 		closed, mode,
 		strconv.FormatInt(p.SeqFloor, 10),
 		Group,
-	}).AsInt64()
+	}
+	op := "open promotion " + p.ID
+	if paused {
+		args = append(args, "1")
+		op += " paused"
+	}
+	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, args).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("open promotion %s: %w", p.ID, err)
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	return n == 1, nil
 }
@@ -346,8 +358,9 @@ func (g *Gate) MarkFailed(ctx context.Context, id string, ranks ...int64) error 
 }
 
 // Replay puts a dead-lettered claim back into the promotion's stream with
-// its original fields (so under its original claim id). It reports false if
-// the claim is already issued.
+// its original fields (so under its original claim id). Only a claim whose
+// status is failed is re-enqueued; it reports false for any other (already
+// replayed, issued or voided), so applying a replay twice is harmless.
 func (g *Gate) Replay(ctx context.Context, id string, rank int64, fields map[string]string) (bool, error) {
 	k := g.Keys(id)
 	args := make([]string, 0, 1+2*len(fields))

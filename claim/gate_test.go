@@ -349,6 +349,10 @@ func TestFailReplayVoid(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("replay %v %v", ok, err)
 		}
+		// Applying the same replay again enqueues nothing more.
+		if ok, err := f.gate.Replay(ctx, "dl", 1, map[string]string{"claim_id": "dl#1", "user": "u1", "rank": "1", "slot": "1", "at": "1"}); err != nil || ok {
+			t.Fatalf("second replay %v %v", ok, err)
+		}
 		if n, err := f.gate.Void(ctx, "dl", 2); err != nil || n != 1 {
 			t.Fatalf("void %d %v", n, err)
 		}

@@ -55,29 +55,7 @@ const (
 // so no claim is accepted on counters that ignore the database until a
 // rebuild resumes it. It reports whether the meta hash was created.
 func (g *Gate) OpenPaused(ctx context.Context, p Promotion) (bool, error) {
-	k := g.Keys(p.ID)
-	mode := "first_come"
-	if p.Grant {
-		mode = "grant"
-	}
-	closed := "0"
-	if p.Closed {
-		closed = "1"
-	}
-	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, []string{
-		strconv.FormatInt(p.Stock, 10),
-		strconv.Itoa(p.PerUserLimit),
-		strconv.FormatInt(p.StartsAt.UnixMilli(), 10),
-		strconv.FormatInt(p.EndsAt.UnixMilli(), 10),
-		closed, mode,
-		strconv.FormatInt(p.SeqFloor, 10),
-		Group,
-		"1",
-	}).AsInt64()
-	if err != nil {
-		return false, fmt.Errorf("open promotion %s paused: %w", p.ID, err)
-	}
-	return n == 1, nil
+	return g.open(ctx, p, true)
 }
 
 // Mark is what Redis holds of a promotion's durability markers.

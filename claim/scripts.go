@@ -136,9 +136,11 @@ return #ARGV
 
 // replayScript puts a dead-lettered claim back into the pipeline under its
 // own claim id. KEYS: status, stream. ARGV: rank, then field/value pairs.
+// Only a failed claim is re-enqueued (and marked pending), so applying one
+// replay twice adds one entry, never two. Returns 1 if it enqueued.
 var replayScript = rueidis.NewLuaScript(`
 local s = redis.call('HGET', KEYS[1], ARGV[1])
-if s and string.sub(s, 1, 2) == 'i:' then return 0 end
+if s ~= 'f' then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], 'p')
 local args = {'XADD', KEYS[2], '*'}
 for i = 2, #ARGV do args[#args + 1] = ARGV[i] end

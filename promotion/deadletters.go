@@ -63,6 +63,14 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 				}
 			}
 		}
+		// Redis first: a claim the database holds as failed is always
+		// failed (or further on) in Redis, which makes a replay's Redis step
+		// idempotent (it re-enqueues only a failed claim).
+		if rank > 0 {
+			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
+				return err
+			}
+		}
 		err := m.st.RecordDeadLetter(ctx, store.DeadLetter{
 			ClaimID:     claimID,
 			PromotionID: id,
@@ -77,11 +85,6 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 		})
 		if err != nil {
 			return err
-		}
-		if rank > 0 {
-			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
-				return err
-			}
 		}
 		if m.cfg.OnDeadLetter != nil {
 			m.cfg.OnDeadLetter(id)
@@ -118,13 +121,16 @@ func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int
 		return len(moved), m.applyReplays(dctx, id, moved)
 	}
 	// All of them, a page at a time, so one call never holds every failed
-	// claim in memory and a failure leaves little undone.
-	total := 0
+	// claim in memory and a failure leaves little undone. The cursor only
+	// moves forward: a claim that fails again during the call is not
+	// replayed twice by it.
+	total, after := 0, ""
 	for {
-		page, err := m.st.ListDeadLetters(dctx, id, "", replayPage)
+		page, err := m.st.ListDeadLetters(dctx, id, after, replayPage)
 		if err != nil || len(page) == 0 {
 			return total, err
 		}
+		after = page[len(page)-1].ClaimID
 		ids := make([]string, len(page))
 		for i, d := range page {
 			ids[i] = d.ClaimID

@@ -113,3 +113,25 @@ func TestUnfinishedTransitionsAreApplied(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayAllVisitsEachOnce: claims that fail again while a replay of all
+// runs are not replayed a second time by the same call.
+func TestReplayAllVisitsEachOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	poison(t, w, "sqlite") // never dropped: every replay fails again
+	m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
+	ctx := context.Background()
+	create(t, m, store.Promotion{ID: "again", Stock: 30})
+	for i := 0; i < 30; i++ {
+		if _, err := m.Claim(ctx, "again", fmt.Sprintf("poison%02d", i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCounts(t, m, "again", 0, 30)
+	n, err := m.Replay(ctx, "again", nil)
+	if err != nil || n != 30 {
+		t.Fatalf("replay all: %d %v, want 30", n, err)
+	}
+	waitCounts(t, m, "again", 0, 30)
+}

@@ -70,6 +70,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	active  map[string]store.Promotion // undrained promotions; guarded by mu
+	specs   map[string]stream.Spec     // pool specs by promotion; guarded by mu
 	started bool                       // guarded by mu
 	stopped bool                       // guarded by mu
 	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
@@ -110,6 +111,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		active: make(map[string]store.Promotion),
+		specs:  make(map[string]stream.Spec),
 	}, nil
 }
 
@@ -330,8 +332,24 @@ func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
 	if stopped {
 		return nil
 	}
+	// Ensure wakes a running pool under the registry's lock, which also
+	// calls off an idle stop being decided at that moment, and starts a
+	// stopped one: so new work is never left waiting for the re-check.
+	if _, err := m.reg.Ensure(ctx, p.ID, m.spec(p)); err != nil {
+		return fmt.Errorf("start pool of %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// spec returns the pool spec of promotion p, made once per promotion.
+func (m *Manager) spec(p store.Promotion) stream.Spec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.specs[p.ID]; ok {
+		return s
+	}
 	k := m.gate.Keys(p.ID)
-	spec := stream.Spec{
+	s := stream.Spec{
 		Stream:           k.Stream(),
 		Group:            claim.Group,
 		Handler:          &issuer{m: m, promotionID: p.ID},
@@ -340,11 +358,8 @@ func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
 		DeadLetterStream: k.DeadLetters(),
 		ExpectedTotal:    p.Stock,
 	}
-	if _, err := m.reg.Ensure(ctx, p.ID, spec); err != nil {
-		return fmt.Errorf("start pool of %s: %w", p.ID, err)
-	}
-	m.reg.Wake(p.ID)
-	return nil
+	m.specs[p.ID] = s
+	return s
 }
 
 func (m *Manager) acker(id string) func(context.Context, []stream.Message) error {

@@ -179,10 +179,6 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (claim.
 
 // kick makes sure the pool of promotion id runs on this instance.
 func (m *Manager) kick(ctx context.Context, id string) {
-	if m.reg.Running(id) {
-		m.reg.Wake(id)
-		return
-	}
 	m.mu.Lock()
 	p, ok := m.active[id]
 	m.mu.Unlock()

@@ -182,12 +182,14 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion) error
 			if err := m.openChecked(ctx, p); err != nil {
 				errs = append(errs, err)
 			}
+		case mk.Paused:
+			// A rebuild runs elsewhere (its counter is raised only when it
+			// resumes), or its owner died: take over once its hold expires.
+			m.startRebuild(p, reasonPaused, false)
 		case floor > mk.Seq:
 			m.log.Warn("Redis lost writes: its rank counter is behind the database; pausing claims to rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "database_max_rank", floor, "lost_ranks", floor-mk.Seq)
 			m.startRebuild(p, reasonBehind, false)
-		case mk.Paused:
-			m.startRebuild(p, reasonPaused, false)
 		}
 	}
 	return errors.Join(errs...)

@@ -2,15 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // deadLetterCols is the column list every dead-letter query selects, in the
@@ -18,43 +16,7 @@ import (
 const deadLetterCols = `claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields::text`
 
 func scanDeadLetter(row pgx.CollectableRow) (store.DeadLetter, error) {
-	var (
-		d      store.DeadLetter
-		slot   int32
-		fields string
-	)
-	if err := row.Scan(&d.ClaimID, &d.PromotionID, &d.UserID, &d.Rank, &slot,
-		&d.Reason, &d.Deliveries, &d.State, &d.At, &fields); err != nil {
-		return store.DeadLetter{}, err
-	}
-	d.Slot = int(slot)
-	d.At = d.At.UTC()
-	var err error
-	if d.Fields, err = decodeFields(fields); err != nil {
-		return store.DeadLetter{}, err
-	}
-	return d, nil
-}
-
-// encodeFields stores the stream entry's fields as a JSON object.
-func encodeFields(f map[string]string) (string, error) {
-	if len(f) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(f)
-	return string(b), err
-}
-
-// decodeFields reads them back; no fields come back as nil.
-func decodeFields(s string) (map[string]string, error) {
-	var f map[string]string
-	if err := json.Unmarshal([]byte(s), &f); err != nil {
-		return nil, fmt.Errorf("stored fields: %w", err)
-	}
-	if len(f) == 0 {
-		return nil, nil
-	}
-	return f, nil
+	return sqlstore.ScanDeadLetter(row, pgTimes)
 }
 
 // RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
@@ -62,7 +24,7 @@ func decodeFields(s string) (map[string]string, error) {
 // sets the state back to DeadFailed, with nothing left to apply (a new row is
 // applied by the column's default). A claim already voided is left as it is.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
-	fields, err := encodeFields(d.Fields)
+	fields, err := sqlstore.EncodeFields(d.Fields)
 	if err != nil {
 		return fmt.Errorf("postgres: record dead letter %s: %w", d.ClaimID, err)
 	}
@@ -109,9 +71,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 // this one has just moved waits for it, re-reads the row and, its state no
 // longer being failed, skips it; so a claim is moved once in total.
 func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
-	if to != store.DeadReplayed && to != store.DeadVoided {
-		return nil, fmt.Errorf("postgres: transition dead letters: target state must be %q or %q, got %q",
-			store.DeadReplayed, store.DeadVoided, to)
+	if err := sqlstore.CheckTransitionTarget(to); err != nil {
+		return nil, fmt.Errorf("postgres: transition dead letters: %w", err)
 	}
 	if claimIDs != nil && len(claimIDs) == 0 {
 		return nil, nil
@@ -133,7 +94,7 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
-	slices.SortFunc(out, func(a, b store.DeadLetter) int { return strings.Compare(a.ClaimID, b.ClaimID) })
+	sqlstore.SortByClaimID(out)
 	return out, nil
 }
 

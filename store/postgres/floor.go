@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // MaxRanks returns, for each promotion, the highest rank held by an issued
@@ -25,17 +26,7 @@ func (s *Store) MaxRanks(ctx context.Context, promotionIDs []string) (map[string
 		return nil, wrapErr("max ranks", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			id  string
-			max int64
-		)
-		if err := rows.Scan(&id, &max); err != nil {
-			return nil, wrapErr("max ranks", err)
-		}
-		out[id] = max
-	}
-	if err := rows.Err(); err != nil {
+	if err := sqlstore.CollectMaxRanks(rows, out); err != nil {
 		return nil, wrapErr("max ranks", err)
 	}
 	return out, nil
@@ -64,32 +55,10 @@ func (s *Store) ClaimsByRank(ctx context.Context, promotionID string, afterRank 
 		return nil, wrapErr("claims by rank", err)
 	}
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.KnownClaim, error) {
-		var (
-			c      store.KnownClaim
-			slot   int32
-			fields string
-		)
-		if err := row.Scan(&c.ClaimID, &c.Rank, &c.UserID, &slot, &c.State, &c.At, &fields); err != nil {
-			return c, err
-		}
-		c.Slot = int(slot)
-		c.At = c.At.UTC()
-		var err error
-		c.Fields, err = decodeFields(fields)
-		return c, err
+		return sqlstore.ScanKnownClaim(row, pgTimes)
 	})
 	if err != nil {
 		return nil, wrapErr("claims by rank", err)
 	}
-	// Two dead letters can never share a rank (the claim id is made from
-	// it), but keep one per rank whatever the data says, so paging on the
-	// last rank never skips or repeats one.
-	out := all[:0]
-	for _, c := range all {
-		if n := len(out); n > 0 && out[n-1].Rank == c.Rank {
-			continue
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return sqlstore.OnePerRank(all), nil
 }

@@ -12,23 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // maxAttempts bounds how often IssueBatch reruns its insert after the
 // database aborted it to break a deadlock.
 const maxAttempts = 5
-
-// issueKey is what makes two issues "the same claim": a redelivery carries
-// the same claim id, promotion, user, rank and slot.
-type issueKey struct {
-	claimID, promotionID, userID string
-	rank                         int64
-	slot                         int
-}
-
-func keyOf(is store.Issue) issueKey {
-	return issueKey{is.ClaimID, is.PromotionID, is.UserID, is.Rank, is.Slot}
-}
 
 // insertIssued is the multi-row insert. The rows travel as seven arrays, so
 // the statement has seven parameters whatever the batch size (no chunking
@@ -84,7 +73,7 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		ranks[j], slots[j], accepted[j] = is.Rank, int32(is.Slot), pgTime(is.AcceptedAt)
 	}
 
-	var written []issueKey
+	var written []sqlstore.IssueKey
 	for attempt := 1; ; attempt++ {
 		rows, err := s.pool.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)
 		if err == nil {
@@ -99,35 +88,19 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		return nil, err
 	}
 
-	out := make([]store.Outcome, len(issues))
-	// pending maps each distinct content to the indexes carrying it, in
-	// insertion order: when a batch holds the same claim twice, the first is
-	// the one inserted and the second is a duplicate of it.
-	pending := make(map[issueKey][]int, len(issues))
-	for _, i := range order {
-		k := keyOf(issues[i])
-		pending[k] = append(pending[k], i)
-	}
+	outcomes := sqlstore.NewOutcomes(issues)
 	for _, k := range written {
-		idx := pending[k]
-		if len(idx) == 0 {
-			return nil, fmt.Errorf("insert returned claim %s that was not in the batch", k.claimID)
+		if err := outcomes.Inserted(k); err != nil {
+			return nil, err
 		}
-		out[idx[0]] = store.Inserted
-		pending[k] = idx[1:]
 	}
 
 	// Every issue not inserted hit a unique key. It is a duplicate only if
 	// the row stored under its claim id has the same content. This is a new
 	// statement, so it sees the rows that concurrent batches committed.
-	var rest []string
-	for i, o := range out {
-		if o == 0 {
-			rest = append(rest, issues[i].ClaimID)
-		}
-	}
+	rest := outcomes.Rest()
 	if len(rest) == 0 {
-		return out, nil
+		return outcomes.Settle(nil), nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot
 		FROM issued WHERE claim_id = ANY($1)`, rest)
@@ -138,31 +111,15 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 	if err != nil {
 		return nil, err
 	}
-	stored := make(map[string]issueKey, len(storedRows))
+	stored := make(map[string]sqlstore.IssueKey, len(storedRows))
 	for _, k := range storedRows {
-		stored[k.claimID] = k
+		stored[k.ClaimID] = k
 	}
-	for i, o := range out {
-		if o != 0 {
-			continue
-		}
-		if k, ok := stored[issues[i].ClaimID]; ok && k == keyOf(issues[i]) {
-			out[i] = store.Duplicate
-		} else {
-			out[i] = store.Conflict
-		}
-	}
-	return out, nil
+	return outcomes.Settle(stored), nil
 }
 
-func scanKey(row pgx.CollectableRow) (issueKey, error) {
-	var (
-		k    issueKey
-		slot int32
-	)
-	err := row.Scan(&k.claimID, &k.promotionID, &k.userID, &k.rank, &slot)
-	k.slot = int(slot)
-	return k, err
+func scanKey(row pgx.CollectableRow) (sqlstore.IssueKey, error) {
+	return sqlstore.ScanIssueKey(row)
 }
 
 // retryable reports a deadlock or serialization failure: the statement was
@@ -180,14 +137,7 @@ func (s *Store) ListIssued(ctx context.Context, promotionID, userID string) ([]s
 		return nil, wrapErr("list issued", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Issued, error) {
-		var (
-			is   store.Issued
-			slot int32
-		)
-		err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &slot, &is.AcceptedAt, &is.IssuedAt)
-		is.Slot = int(slot)
-		is.AcceptedAt, is.IssuedAt = is.AcceptedAt.UTC(), is.IssuedAt.UTC()
-		return is, err
+		return sqlstore.ScanIssued(row, pgTimes)
 	})
 	if err != nil {
 		return nil, wrapErr("list issued", err)

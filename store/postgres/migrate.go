@@ -4,50 +4,14 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
-
-// migration is one numbered schema change, from migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, path := range names {
-		base := strings.TrimSuffix(strings.TrimPrefix(path, "migrations/"), ".sql")
-		num, name, ok := strings.Cut(base, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_name.sql", path)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", path, err)
-		}
-		body, err := migrationFS.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
 
 // migrationLock is the advisory lock key that serialises Migrate across
 // processes ("dibs" in ASCII).
@@ -60,7 +24,7 @@ const migrationLock = 0x64696273
 // every version recorded and apply nothing. PostgreSQL DDL is
 // transactional, so a failed migration leaves no trace.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := sqlstore.Migrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
@@ -87,21 +51,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 		for _, v := range versions {
 			applied[int(v)] = true
 		}
-		for _, m := range ms {
-			if applied[m.version] {
-				continue
-			}
+		return sqlstore.ApplyPending(ms, applied, func(m sqlstore.Migration) error {
 			// No arguments: pgx sends it with the simple protocol, which
 			// allows a file of several statements.
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`,
-				m.version, m.name); err != nil {
-				return fmt.Errorf("migration %04d_%s: record: %w", m.version, m.name, err)
-			}
-		}
-		return nil
+			_, err := tx.Exec(ctx, m.SQL)
+			return err
+		}, func(m sqlstore.Migration) error {
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`,
+				m.Version, m.Name)
+			return err
+		})
 	})
 	return wrapErr("migrate", err)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // Defaults for [Config].
@@ -196,6 +197,15 @@ func utc(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// pgTimes is how the shared row mapping sends and reads times: timestamptz
+// as time.Time, nullable ones as *time.Time, read back in UTC.
+var pgTimes = sqlstore.Times[time.Time, *time.Time]{
+	Encode:     pgTime,
+	EncodeNull: pgNullTime,
+	Decode:     func(t time.Time) (time.Time, error) { return t.UTC(), nil },
+	DecodeNull: func(t *time.Time) (time.Time, error) { return utc(t), nil },
 }
 
 func init() {

@@ -9,33 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
-// promotionCols is the column list every promotion query selects, in the
-// order scanPromotion reads.
-const promotionCols = `id, name, mode, kind, stock, per_user_limit, value,
-	starts_at, ends_at, closed_at, created_at,
-	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
-	drained`
-
 func scanPromotion(row pgx.Row) (store.Promotion, error) {
-	var (
-		p                     store.Promotion
-		starts, ends, created time.Time
-		closed                *time.Time
-		perLimit              int32
-		wrAdmit, wrTTL        int32
-	)
-	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &perLimit, &p.Value,
-		&starts, &ends, &closed, &created,
-		&p.WaitingRoom.Enabled, &wrAdmit, &wrTTL, &p.Drained); err != nil {
-		return store.Promotion{}, err
-	}
-	p.PerUserLimit = int(perLimit)
-	p.WaitingRoom.AdmitPerSecond = int(wrAdmit)
-	p.WaitingRoom.EntryTTLSeconds = int(wrTTL)
-	p.StartsAt, p.EndsAt, p.ClosedAt, p.CreatedAt = starts.UTC(), ends.UTC(), utc(closed), created.UTC()
-	return p, nil
+	return sqlstore.ScanPromotion(row, pgTimes)
 }
 
 func (s *Store) queryPromotions(ctx context.Context, query string, args ...any) ([]store.Promotion, error) {
@@ -51,13 +29,10 @@ func (s *Store) queryPromotions(ctx context.Context, query string, args ...any) 
 // CreatePromotion inserts p; ErrAlreadyExists if the id is taken. A zero
 // CreatedAt is set to the database's now().
 func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO promotions (`+promotionCols+`)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO promotions (`+sqlstore.PromotionCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, now()), $12, $13, $14, $15)
 		ON CONFLICT (id) DO NOTHING`,
-		p.ID, p.Name, p.Mode, p.Kind, p.Stock, p.PerUserLimit, p.Value,
-		pgTime(p.StartsAt), pgTime(p.EndsAt), pgNullTime(p.ClosedAt), pgNullTime(p.CreatedAt),
-		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
-		p.Drained)
+		sqlstore.PromotionArgs(p, pgTimes)...)
 	if err != nil {
 		return wrapErr("create promotion "+p.ID, err)
 	}
@@ -69,7 +44,7 @@ func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
 
 // GetPromotion returns the promotion or ErrNotFound.
 func (s *Store) GetPromotion(ctx context.Context, id string) (store.Promotion, error) {
-	p, err := scanPromotion(s.pool.QueryRow(ctx, `SELECT `+promotionCols+` FROM promotions WHERE id = $1`, id))
+	p, err := scanPromotion(s.pool.QueryRow(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("postgres: get promotion %s: %w", id, store.ErrNotFound)
 	}
@@ -86,7 +61,7 @@ func (s *Store) ListPromotions(ctx context.Context, after string, limit int) ([]
 		return nil, nil
 	}
 	ps, err := s.queryPromotions(ctx,
-		`SELECT `+promotionCols+` FROM promotions WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+		`SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, wrapErr("list promotions", err)
 	}
@@ -95,7 +70,7 @@ func (s *Store) ListPromotions(ctx context.Context, after string, limit int) ([]
 
 // ListUndrained returns every promotion whose Drained flag is false, ordered by id.
 func (s *Store) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
-	ps, err := s.queryPromotions(ctx, `SELECT `+promotionCols+` FROM promotions WHERE NOT drained ORDER BY id`)
+	ps, err := s.queryPromotions(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE NOT drained ORDER BY id`)
 	if err != nil {
 		return nil, wrapErr("list undrained promotions", err)
 	}
@@ -106,7 +81,7 @@ func (s *Store) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
 // ErrNotFound if absent. Closing twice keeps the first time.
 func (s *Store) ClosePromotion(ctx context.Context, id string, at time.Time) (store.Promotion, error) {
 	p, err := scanPromotion(s.pool.QueryRow(ctx,
-		`UPDATE promotions SET closed_at = COALESCE(closed_at, $2) WHERE id = $1 RETURNING `+promotionCols,
+		`UPDATE promotions SET closed_at = COALESCE(closed_at, $2) WHERE id = $1 RETURNING `+sqlstore.PromotionCols,
 		id, pgTime(at)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("postgres: close promotion %s: %w", id, store.ErrNotFound)

@@ -5,53 +5,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 const deadLetterCols = `claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields`
 
-func scanDeadLetter(row scanner) (store.DeadLetter, error) {
-	var (
-		d          store.DeadLetter
-		at, fields string
-	)
-	if err := row.Scan(&d.ClaimID, &d.PromotionID, &d.UserID, &d.Rank, &d.Slot,
-		&d.Reason, &d.Deliveries, &d.State, &at, &fields); err != nil {
-		return store.DeadLetter{}, err
-	}
-	var err error
-	if d.At, err = parseTime(at); err != nil {
-		return store.DeadLetter{}, err
-	}
-	if d.Fields, err = decodeFields(fields); err != nil {
-		return store.DeadLetter{}, err
-	}
-	return d, nil
-}
-
-// encodeFields stores the stream entry's fields as a JSON object.
-func encodeFields(f map[string]string) (string, error) {
-	if len(f) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(f)
-	return string(b), err
-}
-
-// decodeFields reads them back; no fields come back as nil.
-func decodeFields(s string) (map[string]string, error) {
-	var f map[string]string
-	if err := json.Unmarshal([]byte(s), &f); err != nil {
-		return nil, fmt.Errorf("stored fields: %w", err)
-	}
-	if len(f) == 0 {
-		return nil, nil
-	}
-	return f, nil
+func scanDeadLetter(row sqlstore.Scanner) (store.DeadLetter, error) {
+	return sqlstore.ScanDeadLetter(row, liteTimes)
 }
 
 // RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the
@@ -59,7 +22,7 @@ func decodeFields(s string) (map[string]string, error) {
 // sets the state back to DeadFailed, with nothing left to apply (a new row is
 // applied by the column's default). A claim already voided is left as it is.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
-	fields, err := encodeFields(d.Fields)
+	fields, err := sqlstore.EncodeFields(d.Fields)
 	if err != nil {
 		return fmt.Errorf("sqlite: record dead letter %s: %w", d.ClaimID, err)
 	}
@@ -105,9 +68,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 // concurrent calls (and IssueBatch) and the state = 'failed' condition skips
 // claims already moved, so a claim is moved once in total.
 func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
-	if to != store.DeadReplayed && to != store.DeadVoided {
-		return nil, fmt.Errorf("sqlite: transition dead letters: target state must be %q or %q, got %q",
-			store.DeadReplayed, store.DeadVoided, to)
+	if err := sqlstore.CheckTransitionTarget(to); err != nil {
+		return nil, fmt.Errorf("sqlite: transition dead letters: %w", err)
 	}
 	if claimIDs != nil && len(claimIDs) == 0 {
 		return nil, nil
@@ -137,7 +99,7 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
-	sortDeadLetters(out)
+	sqlstore.SortByClaimID(out)
 	return out, nil
 }
 
@@ -180,20 +142,5 @@ func (s *Store) ListUnappliedDeadLetters(ctx context.Context, movedBefore time.T
 // collectDeadLetters scans every row and closes rows.
 func collectDeadLetters(rows *sql.Rows) ([]store.DeadLetter, error) {
 	defer rows.Close()
-	var out []store.DeadLetter
-	for rows.Next() {
-		d, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func sortDeadLetters(ds []store.DeadLetter) {
-	slices.SortFunc(ds, func(a, b store.DeadLetter) int { return strings.Compare(a.ClaimID, b.ClaimID) })
+	return sqlstore.Collect(rows, scanDeadLetter)
 }

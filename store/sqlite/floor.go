@@ -2,11 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // MaxRanks returns, for each promotion, the highest rank held by an issued
@@ -30,17 +30,7 @@ func (s *Store) MaxRanks(ctx context.Context, promotionIDs []string) (map[string
 		return nil, wrapErr("max ranks", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			id  string
-			max int64
-		)
-		if err := rows.Scan(&id, &max); err != nil {
-			return nil, wrapErr("max ranks", err)
-		}
-		out[id] = max
-	}
-	if err := rows.Err(); err != nil {
+	if err := sqlstore.CollectMaxRanks(rows, out); err != nil {
 		return nil, wrapErr("max ranks", err)
 	}
 	return out, nil
@@ -71,40 +61,11 @@ func (s *Store) ClaimsByRank(ctx context.Context, promotionID string, afterRank 
 		return nil, wrapErr("claims by rank", err)
 	}
 	defer rows.Close()
-	var out []store.KnownClaim
-	for rows.Next() {
-		c, err := scanKnown(rows)
-		if err != nil {
-			return nil, wrapErr("claims by rank", err)
-		}
-		// Two dead letters can never share a rank (the claim id is made from
-		// it), but keep one per rank whatever the data says, so paging on
-		// the last rank never skips or repeats one.
-		if n := len(out); n > 0 && out[n-1].Rank == c.Rank {
-			continue
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	all, err := sqlstore.Collect(rows, func(row sqlstore.Scanner) (store.KnownClaim, error) {
+		return sqlstore.ScanKnownClaim(row, liteTimes)
+	})
+	if err != nil {
 		return nil, wrapErr("claims by rank", err)
 	}
-	return out, nil
-}
-
-func scanKnown(rows *sql.Rows) (store.KnownClaim, error) {
-	var (
-		c          store.KnownClaim
-		at, fields string
-	)
-	if err := rows.Scan(&c.ClaimID, &c.Rank, &c.UserID, &c.Slot, &c.State, &at, &fields); err != nil {
-		return c, err
-	}
-	var err error
-	if c.At, err = parseTime(at); err != nil {
-		return c, err
-	}
-	if c.Fields, err = decodeFields(fields); err != nil {
-		return c, err
-	}
-	return c, nil
+	return sqlstore.OnePerRank(all), nil
 }

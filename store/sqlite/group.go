@@ -19,13 +19,13 @@ var ErrClosed = errors.New("sqlite: store closed")
 var testHookIssue func(issues []store.Issue) error
 
 // issueCall runs one call's inserts inside tx.
-func issueCall(ctx context.Context, tx *sql.Tx, issues []store.Issue, now time.Time) ([]store.Outcome, error) {
+func (s *Store) issueCall(ctx context.Context, tx *sql.Tx, issues []store.Issue, now time.Time) ([]store.Outcome, error) {
 	if testHookIssue != nil {
 		if err := testHookIssue(issues); err != nil {
 			return nil, err
 		}
 	}
-	return issueTx(ctx, tx, issues, now)
+	return issueTx(ctx, tx, s.inserts, issues, now)
 }
 
 // issueReq is one IssueBatch call waiting for the group writer.
@@ -105,6 +105,9 @@ func (s *Store) groupLoop() {
 // runGroup runs first and the calls queued behind it in one transaction.
 func (s *Store) runGroup(first *issueReq) {
 	ctx := s.loopCtx
+	// Once every transaction of the group is over, and the callers have
+	// their answers, prepare the inserts the group had to run unprepared.
+	defer s.inserts.prepareMissed(ctx)
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		first.done <- issueRes{err: err}
@@ -133,7 +136,7 @@ collect:
 			results[i].err = err // its caller has gone; write nothing for it
 			continue
 		}
-		out, err := issueCall(ctx, tx, r.issues, now)
+		out, err := s.issueCall(ctx, tx, r.issues, now)
 		if err != nil {
 			failed = err
 			break
@@ -165,7 +168,7 @@ collect:
 		var out []store.Outcome
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			out, err = issueCall(ctx, tx, r.issues, time.Now())
+			out, err = s.issueCall(ctx, tx, r.issues, time.Now())
 			return err
 		})
 		s.groups.Add(1)

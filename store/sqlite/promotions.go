@@ -8,49 +8,11 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
-// promotionCols is the column list every promotion query selects, in the
-// order scanPromotion reads.
-const promotionCols = `id, name, mode, kind, stock, per_user_limit, value,
-	starts_at, ends_at, closed_at, created_at,
-	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
-	drained`
-
-type scanner interface {
-	Scan(dest ...any) error
-}
-
-func scanPromotion(row scanner) (store.Promotion, error) {
-	var (
-		p                        store.Promotion
-		starts, ends, created    string
-		closed                   sql.NullString
-		wrEnabled, drained       bool
-		wrAdmit, wrTTL, perLimit int
-	)
-	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &perLimit, &p.Value,
-		&starts, &ends, &closed, &created,
-		&wrEnabled, &wrAdmit, &wrTTL, &drained); err != nil {
-		return store.Promotion{}, err
-	}
-	var err error
-	if p.StartsAt, err = parseTime(starts); err != nil {
-		return store.Promotion{}, err
-	}
-	if p.EndsAt, err = parseTime(ends); err != nil {
-		return store.Promotion{}, err
-	}
-	if p.ClosedAt, err = parseNullTime(closed); err != nil {
-		return store.Promotion{}, err
-	}
-	if p.CreatedAt, err = parseTime(created); err != nil {
-		return store.Promotion{}, err
-	}
-	p.PerUserLimit = perLimit
-	p.WaitingRoom = store.WaitingRoom{Enabled: wrEnabled, AdmitPerSecond: wrAdmit, EntryTTLSeconds: wrTTL}
-	p.Drained = drained
-	return p, nil
+func scanPromotion(row sqlstore.Scanner) (store.Promotion, error) {
+	return sqlstore.ScanPromotion(row, liteTimes)
 }
 
 func queryPromotions(ctx context.Context, db *sql.DB, query string, args ...any) ([]store.Promotion, error) {
@@ -59,31 +21,19 @@ func queryPromotions(ctx context.Context, db *sql.DB, query string, args ...any)
 		return nil, err
 	}
 	defer rows.Close()
-	var ps []store.Promotion
-	for rows.Next() {
-		p, err := scanPromotion(rows)
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, p)
-	}
-	return ps, rows.Err()
+	return sqlstore.Collect(rows, scanPromotion)
 }
 
 // CreatePromotion inserts p; ErrAlreadyExists if the id is taken. A zero
 // CreatedAt is set to now.
 func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
-	created := p.CreatedAt
-	if created.IsZero() {
-		created = time.Now()
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = time.Now()
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO promotions (`+promotionCols+`)
+	res, err := s.w.ExecContext(ctx, `INSERT INTO promotions (`+sqlstore.PromotionCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
-		p.ID, p.Name, p.Mode, p.Kind, p.Stock, p.PerUserLimit, p.Value,
-		fmtTime(p.StartsAt), fmtTime(p.EndsAt), fmtNullTime(p.ClosedAt), fmtTime(created),
-		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
-		p.Drained)
+		sqlstore.PromotionArgs(p, liteTimes)...)
 	if err != nil {
 		return wrapErr("create promotion "+p.ID, err)
 	}
@@ -100,7 +50,7 @@ func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
 // GetPromotion returns the promotion or ErrNotFound.
 func (s *Store) GetPromotion(ctx context.Context, id string) (store.Promotion, error) {
 	p, err := scanPromotion(s.r.QueryRowContext(ctx,
-		`SELECT `+promotionCols+` FROM promotions WHERE id = ?`, id))
+		`SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("sqlite: get promotion %s: %w", id, store.ErrNotFound)
 	}
@@ -117,7 +67,7 @@ func (s *Store) ListPromotions(ctx context.Context, after string, limit int) ([]
 		return nil, nil
 	}
 	ps, err := queryPromotions(ctx, s.r,
-		`SELECT `+promotionCols+` FROM promotions WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+		`SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, wrapErr("list promotions", err)
 	}
@@ -127,7 +77,7 @@ func (s *Store) ListPromotions(ctx context.Context, after string, limit int) ([]
 // ListUndrained returns every promotion whose Drained flag is false, ordered by id.
 func (s *Store) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
 	ps, err := queryPromotions(ctx, s.r,
-		`SELECT `+promotionCols+` FROM promotions WHERE drained = 0 ORDER BY id`)
+		`SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE drained = 0 ORDER BY id`)
 	if err != nil {
 		return nil, wrapErr("list undrained promotions", err)
 	}
@@ -138,7 +88,7 @@ func (s *Store) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
 // ErrNotFound if absent. Closing twice keeps the first time.
 func (s *Store) ClosePromotion(ctx context.Context, id string, at time.Time) (store.Promotion, error) {
 	p, err := scanPromotion(s.w.QueryRowContext(ctx,
-		`UPDATE promotions SET closed_at = COALESCE(closed_at, ?) WHERE id = ? RETURNING `+promotionCols,
+		`UPDATE promotions SET closed_at = COALESCE(closed_at, ?) WHERE id = ? RETURNING `+sqlstore.PromotionCols,
 		fmtTime(at), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("sqlite: close promotion %s: %w", id, store.ErrNotFound)

@@ -16,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
 // Defaults for [Config].
@@ -177,6 +178,7 @@ type Store struct {
 	// loop goroutine, started by New and stopped by Close, runs them.
 	reqs           chan *issueReq
 	maxGroupIssues int
+	inserts        *insertStmts    // the loop's prepared inserts; closed by Close
 	loopCtx        context.Context // cancelled by Close: aborts a running group
 	stopLoop       context.CancelFunc
 	loopDone       chan struct{}
@@ -236,6 +238,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		r:              r,
 		reqs:           make(chan *issueReq, cfg.GroupQueue),
 		maxGroupIssues: cfg.MaxGroupIssues,
+		inserts:        newInsertStmts(w),
 		loopDone:       make(chan struct{}),
 	}
 	s.loopCtx, s.stopLoop = context.WithCancel(context.Background())
@@ -257,7 +260,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopLoop()
 		<-s.loopDone
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.inserts.close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -336,6 +339,15 @@ func parseNullTime(s sql.NullString) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return parseTime(s.String)
+}
+
+// liteTimes is how the shared row mapping sends and reads times: fixed-width
+// text, nullable ones as sql.NullString.
+var liteTimes = sqlstore.Times[string, sql.NullString]{
+	Encode:     fmtTime,
+	EncodeNull: fmtNullTime,
+	Decode:     parseTime,
+	DecodeNull: parseNullTime,
 }
 
 func init() {

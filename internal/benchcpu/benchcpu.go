@@ -1,0 +1,95 @@
+package benchcpu
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// minSelf is the least process CPU worth reporting: /proc counts in 10 ms
+// ticks, so below 200 ms the figure would be off by more than 5 %.
+const minSelf = 200 * time.Millisecond
+
+// Meter is a reading taken when a benchmark's timed part starts; Report
+// turns the difference to a second reading into per-claim metrics.
+type Meter struct {
+	redis rueidis.Client // nil: Redis's CPU is not read
+	start sample
+}
+
+// sample is the CPU time used so far by this process and by Redis. A zero
+// field means it could not be read.
+type sample struct{ self, redis time.Duration }
+
+// Start takes the first reading. redis is the client whose server's CPU is
+// counted; pass nil to leave Redis out (a Cluster, or no Redis at all).
+func Start(redis rueidis.Client) Meter {
+	return Meter{redis: redis, start: read(redis)}
+}
+
+// Report adds the CPU used since Start per claim as the metrics
+// cpu-µs/claim (this process) and redis-µs/claim. Nothing is reported for
+// zero claims.
+func (m Meter) Report(b *testing.B, claims int64) {
+	if claims == 0 {
+		return
+	}
+	now := read(m.redis)
+	if m.start.self > 0 && now.self-m.start.self >= minSelf {
+		b.ReportMetric(float64((now.self-m.start.self).Microseconds())/float64(claims), "cpu-µs/claim")
+	}
+	if m.start.redis > 0 {
+		b.ReportMetric(float64((now.redis-m.start.redis).Microseconds())/float64(claims), "redis-µs/claim")
+	}
+}
+
+func read(redis rueidis.Client) sample {
+	var s sample
+	if raw, err := os.ReadFile("/proc/self/stat"); err == nil {
+		s.self = parseStat(raw)
+	}
+	if redis != nil {
+		info, err := redis.Do(context.Background(), redis.B().Info().Section("cpu").Build()).ToString()
+		if err == nil {
+			s.redis = parseInfoCPU(info)
+		}
+	}
+	return s
+}
+
+// parseStat returns the user plus system time of a /proc/PID/stat line:
+// fields 14 and 15, counted after the parenthesised command name (which may
+// hold spaces), in USER_HZ ticks of 10 ms on Linux. Zero if absent.
+func parseStat(raw []byte) time.Duration {
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) <= 12 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
+// parseInfoCPU returns used_cpu_sys plus used_cpu_user from the reply of
+// INFO cpu (seconds, as decimals).
+func parseInfoCPU(info string) time.Duration {
+	var d time.Duration
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			sec, _ := strconv.ParseFloat(v, 64)
+			d += time.Duration(sec * float64(time.Second))
+		}
+	}
+	return d
+}

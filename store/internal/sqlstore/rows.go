@@ -1,0 +1,160 @@
+package sqlstore
+
+import (
+	"time"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// Scanner is one result row: *sql.Row, *sql.Rows, pgx.Row and
+// pgx.CollectableRow all are.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result set being walked: *sql.Rows and pgx.Rows both are.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+}
+
+// Times is how a backend stores times. T is the type a NOT NULL time column
+// is sent and scanned as, N the type of a nullable one.
+type Times[T, N any] struct {
+	// Encode turns a time into the value sent for a NOT NULL column.
+	Encode func(time.Time) T
+	// EncodeNull sends the zero time as NULL.
+	EncodeNull func(time.Time) N
+	// Decode reads a NOT NULL column back, in UTC.
+	Decode func(T) (time.Time, error)
+	// DecodeNull reads NULL back as the zero time.
+	DecodeNull func(N) (time.Time, error)
+}
+
+// PromotionCols is the column list every promotion query selects and
+// CreatePromotion inserts, in the order [ScanPromotion] reads and
+// [PromotionArgs] writes.
+const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
+	starts_at, ends_at, closed_at, created_at,
+	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
+	drained`
+
+// PromotionArgs returns p's values in [PromotionCols] order. A zero
+// CreatedAt goes out as NULL: the backend fills it in.
+func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
+	return []any{
+		p.ID, p.Name, p.Mode, p.Kind, p.Stock, p.PerUserLimit, p.Value,
+		tc.Encode(p.StartsAt), tc.Encode(p.EndsAt), tc.EncodeNull(p.ClosedAt), tc.EncodeNull(p.CreatedAt),
+		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
+		p.Drained,
+	}
+}
+
+// ScanPromotion reads a row of [PromotionCols].
+func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, error) {
+	var (
+		p                     store.Promotion
+		starts, ends, created T
+		closed                N
+	)
+	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &p.PerUserLimit, &p.Value,
+		&starts, &ends, &closed, &created,
+		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
+		&p.Drained); err != nil {
+		return store.Promotion{}, err
+	}
+	var err error
+	if p.StartsAt, err = tc.Decode(starts); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.EndsAt, err = tc.Decode(ends); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.ClosedAt, err = tc.DecodeNull(closed); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.CreatedAt, err = tc.Decode(created); err != nil {
+		return store.Promotion{}, err
+	}
+	return p, nil
+}
+
+// ScanDeadLetter reads a row of claim_id, promotion_id, user_id, rank, slot,
+// reason, deliveries, state, at and fields, the fields as JSON text.
+func ScanDeadLetter[T, N any](row Scanner, tc Times[T, N]) (store.DeadLetter, error) {
+	var (
+		d      store.DeadLetter
+		at     T
+		fields string
+	)
+	if err := row.Scan(&d.ClaimID, &d.PromotionID, &d.UserID, &d.Rank, &d.Slot,
+		&d.Reason, &d.Deliveries, &d.State, &at, &fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	var err error
+	if d.At, err = tc.Decode(at); err != nil {
+		return store.DeadLetter{}, err
+	}
+	if d.Fields, err = DecodeFields(fields); err != nil {
+		return store.DeadLetter{}, err
+	}
+	return d, nil
+}
+
+// ScanKnownClaim reads a row of claim_id, rank, user_id, slot, state, at and
+// fields, the fields as JSON text.
+func ScanKnownClaim[T, N any](row Scanner, tc Times[T, N]) (store.KnownClaim, error) {
+	var (
+		c      store.KnownClaim
+		at     T
+		fields string
+	)
+	if err := row.Scan(&c.ClaimID, &c.Rank, &c.UserID, &c.Slot, &c.State, &at, &fields); err != nil {
+		return store.KnownClaim{}, err
+	}
+	var err error
+	if c.At, err = tc.Decode(at); err != nil {
+		return store.KnownClaim{}, err
+	}
+	if c.Fields, err = DecodeFields(fields); err != nil {
+		return store.KnownClaim{}, err
+	}
+	return c, nil
+}
+
+// ScanIssued reads a row of claim_id, promotion_id, user_id, rank, slot,
+// accepted_at and issued_at.
+func ScanIssued[T, N any](row Scanner, tc Times[T, N]) (store.Issued, error) {
+	var (
+		is               store.Issued
+		accepted, issued T
+	)
+	if err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &is.Slot, &accepted, &issued); err != nil {
+		return store.Issued{}, err
+	}
+	var err error
+	if is.AcceptedAt, err = tc.Decode(accepted); err != nil {
+		return store.Issued{}, err
+	}
+	if is.IssuedAt, err = tc.Decode(issued); err != nil {
+		return store.Issued{}, err
+	}
+	return is, nil
+}
+
+// Collect scans every row with scan. It does not close rows.
+func Collect[R any](rows Rows, scan func(Scanner) (R, error)) ([]R, error) {
+	var out []R
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,334 @@
+package sqlstore
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dibsio/dibs/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestFields(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		fields map[string]string
+		stored string
+	}{
+		{name: "nil", fields: nil, stored: "{}"},
+		{name: "empty", fields: map[string]string{}, stored: "{}"},
+		{name: "some", fields: map[string]string{"user": "u1", "rank": "7"}, stored: `{"rank":"7","user":"u1"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := EncodeFields(tt.fields)
+			if err != nil || s != tt.stored {
+				t.Fatalf("EncodeFields = %q, %v; want %q", s, err, tt.stored)
+			}
+			back, err := DecodeFields(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tt.fields) == 0 {
+				if back != nil {
+					t.Fatalf("DecodeFields(%q) = %v, want nil", s, back)
+				}
+				return
+			}
+			if !maps.Equal(back, tt.fields) {
+				t.Fatalf("DecodeFields(%q) = %v, want %v", s, back, tt.fields)
+			}
+		})
+	}
+	if _, err := DecodeFields("not json"); err == nil {
+		t.Fatal("DecodeFields of bad JSON: no error")
+	}
+}
+
+func TestCheckTransitionTarget(t *testing.T) {
+	t.Parallel()
+	for state, ok := range map[string]bool{
+		store.DeadReplayed: true, store.DeadVoided: true, store.DeadFailed: false, "": false,
+	} {
+		if err := CheckTransitionTarget(state); (err == nil) != ok {
+			t.Errorf("CheckTransitionTarget(%q) = %v, want ok %t", state, err, ok)
+		}
+	}
+}
+
+func TestSortByClaimID(t *testing.T) {
+	t.Parallel()
+	ds := []store.DeadLetter{{ClaimID: "p#3"}, {ClaimID: "p#1"}, {ClaimID: "p#2"}}
+	SortByClaimID(ds)
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.ClaimID)
+	}
+	if want := []string{"p#1", "p#2", "p#3"}; !slices.Equal(got, want) {
+		t.Fatalf("sorted %v, want %v", got, want)
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	t.Parallel()
+	t.Run("ordered by version", func(t *testing.T) {
+		t.Parallel()
+		ms, err := Migrations(fstest.MapFS{
+			"migrations/0010_later.sql":      {Data: []byte("later")},
+			"migrations/0002_second_one.sql": {Data: []byte("second")},
+			"migrations/0001_init.sql":       {Data: []byte("init")},
+			"migrations/README.md":           {Data: []byte("not a migration")},
+			"elsewhere/0003_not_counted.sql": {Data: []byte("no")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Migration{
+			{Version: 1, Name: "init", SQL: "init"},
+			{Version: 2, Name: "second_one", SQL: "second"},
+			{Version: 10, Name: "later", SQL: "later"},
+		}
+		if !slices.Equal(ms, want) {
+			t.Fatalf("Migrations = %+v, want %+v", ms, want)
+		}
+		if s := ms[1].String(); s != "0002_second_one" {
+			t.Fatalf("String = %q, want 0002_second_one", s)
+		}
+	})
+	for name, file := range map[string]string{
+		"no underscore": "migrations/0001.sql",
+		"not a version": "migrations/first_init.sql",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if ms, err := Migrations(fstest.MapFS{file: {Data: []byte("x")}}); err == nil {
+				t.Fatalf("Migrations = %+v, want an error", ms)
+			}
+		})
+	}
+}
+
+func TestApplyPending(t *testing.T) {
+	t.Parallel()
+	ms := []Migration{{Version: 1, Name: "a"}, {Version: 2, Name: "b"}, {Version: 3, Name: "c"}}
+	var ran, recorded []int
+	exec := func(m Migration) error { ran = append(ran, m.Version); return nil }
+	record := func(m Migration) error { recorded = append(recorded, m.Version); return nil }
+	if err := ApplyPending(ms, map[int]bool{2: true}, exec, record); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ran, []int{1, 3}) || !slices.Equal(recorded, []int{1, 3}) {
+		t.Fatalf("ran %v, recorded %v; want [1 3] for both", ran, recorded)
+	}
+
+	boom := errors.New("boom")
+	fail := func(Migration) error { return boom }
+	err := ApplyPending(ms, nil, fail, record)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "migration 0001_a:") {
+		t.Fatalf("failed exec: %v, want boom naming 0001_a", err)
+	}
+	err = ApplyPending(ms, nil, exec, fail)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "migration 0001_a: record:") {
+		t.Fatalf("failed record: %v, want boom naming 0001_a and record", err)
+	}
+}
+
+func issue(rank int64, user string, slot int) store.Issue {
+	return store.Issue{ClaimID: fmt.Sprintf("p#%d", rank), PromotionID: "p", UserID: user, Rank: rank, Slot: slot}
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	a, b, c := issue(1, "a", 1), issue(2, "b", 1), issue(3, "c", 1)
+	otherC := c
+	otherC.UserID = "someone else"
+	tests := []struct {
+		name     string
+		issues   []store.Issue
+		inserted []store.Issue          // rows the insert returned
+		stored   map[string]store.Issue // rows found under the rest's claim ids
+		wantRest []string
+		want     []store.Outcome
+	}{
+		{
+			name:     "all inserted",
+			issues:   []store.Issue{a, b},
+			inserted: []store.Issue{b, a},
+			want:     []store.Outcome{store.Inserted, store.Inserted},
+		},
+		{
+			name:     "same claim twice in the batch",
+			issues:   []store.Issue{a, b, a},
+			inserted: []store.Issue{a, b},
+			stored:   map[string]store.Issue{a.ClaimID: a},
+			wantRest: []string{a.ClaimID},
+			want:     []store.Outcome{store.Inserted, store.Inserted, store.Duplicate},
+		},
+		{
+			name:     "redelivered and conflicting",
+			issues:   []store.Issue{a, b, c},
+			inserted: []store.Issue{b},
+			stored:   map[string]store.Issue{a.ClaimID: a, c.ClaimID: otherC},
+			wantRest: []string{a.ClaimID, c.ClaimID},
+			want:     []store.Outcome{store.Duplicate, store.Inserted, store.Conflict},
+		},
+		{
+			name:     "held by another claim id",
+			issues:   []store.Issue{c},
+			wantRest: []string{c.ClaimID},
+			want:     []store.Outcome{store.Conflict},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := NewOutcomes(tt.issues)
+			for _, is := range tt.inserted {
+				if err := o.Inserted(KeyOf(is)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rest := o.Rest(); !slices.Equal(rest, tt.wantRest) {
+				t.Fatalf("Rest = %v, want %v", rest, tt.wantRest)
+			}
+			stored := make(map[string]IssueKey)
+			for id, is := range tt.stored {
+				stored[id] = KeyOf(is)
+			}
+			if got := o.Settle(stored); !slices.Equal(got, tt.want) {
+				t.Fatalf("Settle = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	t.Run("row not in the batch", func(t *testing.T) {
+		t.Parallel()
+		o := NewOutcomes([]store.Issue{a})
+		if err := o.Inserted(KeyOf(b)); err == nil {
+			t.Fatal("Inserted of a claim not in the batch: no error")
+		}
+		if err := o.Inserted(KeyOf(a)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Inserted(KeyOf(a)); err == nil {
+			t.Fatal("Inserted twice for a claim the batch holds once: no error")
+		}
+	})
+}
+
+func TestOnePerRank(t *testing.T) {
+	t.Parallel()
+	claims := []store.KnownClaim{
+		{ClaimID: "1", Rank: 1}, {ClaimID: "2a", Rank: 2}, {ClaimID: "2b", Rank: 2}, {ClaimID: "3", Rank: 3},
+	}
+	var got []string
+	for _, c := range OnePerRank(claims) {
+		got = append(got, c.ClaimID)
+	}
+	if want := []string{"1", "2a", "3"}; !slices.Equal(got, want) {
+		t.Fatalf("OnePerRank = %v, want %v", got, want)
+	}
+	if got := OnePerRank(nil); len(got) != 0 {
+		t.Fatalf("OnePerRank(nil) = %v, want none", got)
+	}
+}
+
+// row is one result row held in memory, scanned the way database/sql
+// assigns plain values.
+type row []any
+
+func (r row) Scan(dest ...any) error {
+	if len(dest) != len(r) {
+		return errors.New("column count mismatch")
+	}
+	for i, v := range r {
+		switch d := dest[i].(type) {
+		case *string:
+			*d = v.(string)
+		case *int64:
+			*d = v.(int64)
+		case *int:
+			*d = v.(int)
+		case *bool:
+			*d = v.(bool)
+		case **string:
+			*d = v.(*string)
+		default:
+			return errors.New("unexpected destination type")
+		}
+	}
+	return nil
+}
+
+// textTimes stores times as RFC 3339 text, nullable ones as *string.
+var textTimes = Times[string, *string]{
+	Encode: func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	EncodeNull: func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format(time.RFC3339Nano)
+		return &s
+	},
+	Decode: func(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) },
+	DecodeNull: func(s *string) (time.Time, error) {
+		if s == nil {
+			return time.Time{}, nil
+		}
+		return time.Parse(time.RFC3339Nano, *s)
+	},
+}
+
+// TestPromotionRoundTrip writes a promotion's values and reads them back
+// as a row: PromotionArgs and ScanPromotion must agree on the columns.
+func TestPromotionRoundTrip(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	for _, closed := range []time.Time{{}, start.Add(time.Hour)} {
+		p := store.Promotion{
+			ID: "p1", Name: "Promotion", Mode: store.ModeGrant, Kind: store.KindVoucher,
+			Stock: 100, PerUserLimit: 2, Value: 5000,
+			StartsAt: start, EndsAt: start.Add(24 * time.Hour), ClosedAt: closed, CreatedAt: start.Add(-time.Hour),
+			WaitingRoom: store.WaitingRoom{Enabled: true, AdmitPerSecond: 50, EntryTTLSeconds: 60},
+			Drained:     true,
+		}
+		args := PromotionArgs(p, textTimes)
+		if n := strings.Count(PromotionCols, ",") + 1; len(args) != n {
+			t.Fatalf("PromotionArgs gives %d values for %d columns", len(args), n)
+		}
+		// created_at goes out nullable (a zero one is the database's to
+		// fill in) and comes back NOT NULL.
+		args[10] = *args[10].(*string)
+		got, err := ScanPromotion(row(args), textTimes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != p {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, p)
+		}
+	}
+}
+
+func TestScanDecodeError(t *testing.T) {
+	t.Parallel()
+	bad := row{"c", int64(1), "u", 1, store.DeadFailed, "not a time", "{}"}
+	if _, err := ScanKnownClaim(bad, textTimes); err == nil {
+		t.Fatal("ScanKnownClaim of a bad time: no error")
+	}
+	good := row{"c", int64(1), "u", 1, store.DeadFailed, "2026-11-21T00:00:00Z", `{"k":"v"}`}
+	c, err := ScanKnownClaim(good, textTimes)
+	if err != nil || c.Fields["k"] != "v" || c.At.IsZero() {
+		t.Fatalf("ScanKnownClaim = %+v, %v", c, err)
+	}
+}
