@@ -108,6 +108,7 @@ type Rebuild struct {
 	token   string
 	lease   time.Duration
 	created bool
+	done    int64 // restore chunks applied; the meta hash's rebuild_done must agree
 }
 
 // Pause opens the promotion (creating its meta hash paused if absent, see
@@ -218,8 +219,8 @@ func (r *Rebuild) Restore(ctx context.Context, claims []Known) (RestoreStats, er
 	lease := strconv.FormatInt(r.lease.Milliseconds(), 10)
 	for start := 0; start < len(claims); start += RestoreChunk {
 		chunk := claims[start:min(start+RestoreChunk, len(claims))]
-		args := make([]string, 0, 2+6*len(chunk))
-		args = append(args, r.token, lease)
+		args := make([]string, 0, 3+6*len(chunk))
+		args = append(args, r.token, lease, strconv.FormatInt(r.done, 10))
 		for _, c := range chunk {
 			code, err := restoreCode(c)
 			if err != nil {
@@ -236,6 +237,7 @@ func (r *Rebuild) Restore(ctx context.Context, claims []Known) (RestoreStats, er
 		if err != nil {
 			return total, fmt.Errorf("restore %s: %w", r.id, err)
 		}
+		r.done++
 		total.Add(RestoreStats{Users: st[0], Statuses: st[1], Voided: st[2], Requeued: st[3]})
 	}
 	return total, nil
@@ -268,7 +270,7 @@ func restoreCode(c Known) (string, error) {
 func (r *Rebuild) Resume(ctx context.Context, seqFloor int64) (int64, error) {
 	k := r.g.Keys(r.id)
 	vals, err := resumeScript.Exec(ctx, r.g.client, []string{k.Meta(), k.Seq()},
-		[]string{r.token, strconv.FormatInt(seqFloor, 10)}).ToArray()
+		[]string{r.token, strconv.FormatInt(seqFloor, 10), strconv.FormatInt(r.done, 10)}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("resume %s: %w", r.id, err)
 	}
@@ -335,27 +337,32 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', KEYS[1], 'rebuild', 'rebuild_until')
 if h[1] and h[1] ~= ARGV[1] and tonumber(h[2] or '0') > now then return 'busy' end
-redis.call('HSET', KEYS[1], 'paused', 1, 'rebuild', ARGV[1], 'rebuild_until', now + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'paused', 1, 'rebuild', ARGV[1], 'rebuild_until', now + tonumber(ARGV[2]),
+  'rebuild_done', 0)
 return 'ok'
 `)
 
 // restoreScript merges database claims into a paused promotion.
 //
 // KEYS: meta, users, status, byuser, stream.
-// ARGV: token, hold in ms, then per claim six values: rank, user, slot,
-// code (i:<ms> issued, f failed, v voided, p to enqueue again), claim id, at.
+// ARGV: token, hold in ms, chunks applied so far, then per claim six values:
+// rank, user, slot, code (i:<ms> issued, f failed, v voided, p to enqueue
+// again), claim id, at.
 //
 // Returns {"ok", users raised, statuses written, voided, requeued}, or
-// {"superseded"} if the token no longer holds the promotion, or
+// {"superseded"} if the token no longer holds the promotion or the meta
+// hash's count of applied chunks disagrees (Redis lost writes since the
+// pause: chunks already merged may be gone, so the rebuild must start over), or
 // {"not_found"} if the meta hash is gone. Nothing is ever lowered: see
 // Rebuild.Restore.
 var restoreScript = rueidis.NewLuaScript(`
-local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock')
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done')
 if not h[2] then return {'not_found'} end
-if h[1] ~= ARGV[1] then return {'superseded'} end
+if h[1] ~= ARGV[1] or tonumber(h[3] or '-1') ~= tonumber(ARGV[3]) then return {'superseded'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'rebuild_until', now + tonumber(ARGV[2]))
+redis.call('HINCRBY', KEYS[1], 'rebuild_done', 1)
 local function add_rank(list, rank)
   if not list then return rank end
   local rs = {}
@@ -368,7 +375,7 @@ local function add_rank(list, rank)
   return table.concat(rs, ',')
 end
 local users, statuses, voided, requeued = 0, 0, 0, 0
-for i = 3, #ARGV, 6 do
+for i = 4, #ARGV, 6 do
   local rank, user, slot, code = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
   if held < slot then
@@ -411,20 +418,20 @@ return {'ok', users, statuses, voided, requeued}
 // resumeScript ends a rebuild: raises the rank counter to the floor and
 // unpauses the promotion.
 //
-// KEYS: meta, seq. ARGV: token, seq floor.
+// KEYS: meta, seq. ARGV: token, seq floor, chunks applied (see restoreScript).
 //
 // Returns {"ok", seq}, {"superseded"} or {"not_found"} (see restoreScript).
 var resumeScript = rueidis.NewLuaScript(`
-local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock')
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done')
 if not h[2] then return {'not_found'} end
-if h[1] ~= ARGV[1] then return {'superseded'} end
+if h[1] ~= ARGV[1] or tonumber(h[3] or '-1') ~= tonumber(ARGV[3]) then return {'superseded'} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 local floor = tonumber(ARGV[2])
 if seq < floor then
   redis.call('SET', KEYS[2], ARGV[2])
   seq = floor
 end
-redis.call('HDEL', KEYS[1], 'paused', 'rebuild', 'rebuild_until')
+redis.call('HDEL', KEYS[1], 'paused', 'rebuild', 'rebuild_until', 'rebuild_done')
 return {'ok', seq}
 `)
 

@@ -374,3 +374,39 @@ func TestRebuildHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRestoreNoticesLostChunks: if Redis loses writes again after the pause
+// (back to a point before chunks it had merged), the next Restore and the
+// Resume find the count of applied chunks off and answer ErrSuperseded, so
+// the rebuild starts over instead of resuming on half-merged state.
+func TestRestoreNoticesLostChunks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, redistest.Topologies(t)[0])
+	ctx := context.Background()
+	p := promo("relapse", 100, 1)
+	r, err := f.gate.Pause(ctx, p, "test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []claim.Known{{Rank: 1, UserID: "u1", Slot: 1, Status: claim.StatusIssued, IssuedAt: time.Now()}}
+	if _, err := r.Restore(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// Redis goes back to just after the pause: the merged chunk is gone.
+	k := f.gate.Keys("relapse")
+	for _, cmd := range [][]string{{"HDEL", k.Users(), "u1"}, {"HDEL", k.ByUser(), "u1"}, {"HDEL", k.Status(), "1"}, {"HSET", k.Meta(), "rebuild_done", "0"}} {
+		if err := f.client.Do(ctx, f.client.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := []claim.Known{{Rank: 2, UserID: "u2", Slot: 1, Status: claim.StatusIssued, IssuedAt: time.Now()}}
+	if _, err := r.Restore(ctx, second); !errors.Is(err, claim.ErrSuperseded) {
+		t.Fatalf("restore after a loss: %v, want ErrSuperseded", err)
+	}
+	if _, err := r.Resume(ctx, 2); !errors.Is(err, claim.ErrSuperseded) {
+		t.Fatalf("resume after a loss: %v, want ErrSuperseded", err)
+	}
+	if _, err := f.gate.Claim(ctx, "relapse", "u1", ""); !errors.Is(err, claim.ErrRebuilding) {
+		t.Fatalf("claim while the rebuild must start over: %v, want ErrRebuilding", err)
+	}
+}

@@ -162,7 +162,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 		done = append(done, d.ClaimID)
 	}
 	if len(done) > 0 {
-		if merr := m.st.MarkDeadLettersApplied(ctx, done); merr != nil {
+		if merr := m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
 		m.kick(ctx, id)
@@ -202,7 +202,7 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 	if _, err := m.gate.Void(ctx, id, ranks...); err != nil {
 		return fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
 	}
-	return m.st.MarkDeadLettersApplied(ctx, ids)
+	return m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }
 
 // sweep applies the Redis step of dead-letter transitions that were decided

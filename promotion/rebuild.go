@@ -287,12 +287,12 @@ func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string,
 	rep.Created = rep.Created || r.Created()
 	if err := m.restoreAll(ctx, p, r, &rep); err != nil {
 		rep.Err = err
-		if !errors.Is(err, claim.ErrSuperseded) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			if rerr := r.Release(rctx); rerr != nil {
-				rep.Err = errors.Join(err, rerr)
-			}
+		// Give the hold up so the next re-check starts over at once; a hold
+		// another rebuild took is not ours, and Release leaves it alone.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if rerr := r.Release(rctx); rerr != nil {
+			rep.Err = errors.Join(err, rerr)
 		}
 		return rep
 	}

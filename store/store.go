@@ -87,7 +87,8 @@ const (
 	// already issued: a redelivery. Nothing was written; treat it as done.
 	Duplicate
 	// Conflict means a different claim already holds the rank or the
-	// user's slot. Nothing was written; this is a permanent failure.
+	// user's slot, or the claim was voided by an admin (its unit went back
+	// to stock). Nothing was written; this is a permanent failure.
 	Conflict
 )
 
@@ -235,8 +236,10 @@ type Store interface {
 	// stops in between, ListUnappliedDeadLetters finds them.
 	TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]DeadLetter, error)
 	// MarkDeadLettersApplied records that the Redis side effect of the named
-	// claims' last transition was done. Unknown claims are ignored.
-	MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error
+	// claims' transition to state was done. Unknown claims, and claims whose
+	// state is now another (a late mark of an earlier transition), are
+	// ignored.
+	MarkDeadLettersApplied(ctx context.Context, state string, claimIDs []string) error
 	// ListUnappliedDeadLetters returns up to limit dead letters, of any
 	// promotion, in state DeadReplayed or DeadVoided whose side effect is not
 	// recorded as done and that moved before movedBefore, oldest move first

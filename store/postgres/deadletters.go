@@ -100,12 +100,12 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 
 // MarkDeadLettersApplied records that the Redis side effect of the named
 // claims' last transition was done. Unknown claims are ignored.
-func (s *Store) MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error {
+func (s *Store) MarkDeadLettersApplied(ctx context.Context, state string, claimIDs []string) error {
 	if len(claimIDs) == 0 {
 		return nil
 	}
 	_, err := s.pool.Exec(ctx, `UPDATE dead_letters SET applied = true
-		WHERE NOT applied AND claim_id = ANY($1::text[])`, claimIDs)
+		WHERE NOT applied AND state = $1 AND claim_id = ANY($2::text[])`, state, claimIDs)
 	return wrapErr("mark dead letters applied", err)
 }
 

@@ -23,9 +23,12 @@ const maxAttempts = 5
 // the statement has seven parameters whatever the batch size (no chunking
 // under the 65535-parameter limit, one prepared statement for every size).
 // ON CONFLICT DO NOTHING without a target covers the primary key and both
-// unique keys; RETURNING names the rows actually written.
+// unique keys; a claim an admin voided is never written (a Conflict);
+// RETURNING names the rows actually written.
 const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[], $6::timestamptz[])
+		AS u(claim_id, promotion_id, user_id, rank, slot, accepted_at)
+	WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.claim_id = u.claim_id AND d.state = 'voided')
 	ON CONFLICT DO NOTHING
 	RETURNING claim_id, promotion_id, user_id, rank, slot`
 

@@ -105,7 +105,7 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 
 // MarkDeadLettersApplied records that the Redis side effect of the named
 // claims' last transition was done. Unknown claims are ignored.
-func (s *Store) MarkDeadLettersApplied(ctx context.Context, claimIDs []string) error {
+func (s *Store) MarkDeadLettersApplied(ctx context.Context, state string, claimIDs []string) error {
 	if len(claimIDs) == 0 {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (s *Store) MarkDeadLettersApplied(ctx context.Context, claimIDs []string) e
 		return fmt.Errorf("sqlite: mark dead letters applied: %w", err)
 	}
 	_, err = s.w.ExecContext(ctx, `UPDATE dead_letters SET applied = 1
-		WHERE applied = 0 AND claim_id IN (SELECT value FROM json_each(?))`, string(b))
+		WHERE applied = 0 AND state = ? AND claim_id IN (SELECT value FROM json_each(?))`, state, string(b))
 	return wrapErr("mark dead letters applied", err)
 }
 

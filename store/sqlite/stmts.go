@@ -40,14 +40,17 @@ func insertRows(n int) int {
 // insertSQL is the insert of n rows.
 func insertSQL(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at) VALUES `)
+	// A claim an admin voided is never issued: its unit went back to stock.
+	b.WriteString(`INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at)
+		SELECT column1, column2, column3, column4, column5, column6, column7 FROM (VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(`(?,?,?,?,?,?,?)`)
 	}
-	b.WriteString(` ON CONFLICT DO NOTHING RETURNING claim_id, promotion_id, user_id, rank, slot`)
+	b.WriteString(`) WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.claim_id = column1 AND d.state = 'voided')
+		ON CONFLICT DO NOTHING RETURNING claim_id, promotion_id, user_id, rank, slot`)
 	return b.String()
 }
 

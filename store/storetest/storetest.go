@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionConcurrent", testTransitionConcurrent},
 		{"UnappliedDeadLetters", testUnappliedDeadLetters},
 		{"VoidSkipsIssued", testVoidSkipsIssued},
+		{"IssueSkipsVoided", testIssueSkipsVoided},
 		{"Counts", testCounts},
 		{"MaxRanks", testMaxRanks},
 		{"ClaimsByRank", testClaimsByRank},
@@ -951,11 +952,17 @@ func testUnappliedDeadLetters(t *testing.T, s store.Store) {
 	equalDeadLetters(t, "moved before the first move", list(start, 100), nil)
 	equalDeadLetters(t, "limit 0", list(later(), 0), nil)
 
-	// Applied ones leave the list; unknown claims and an empty list are ignored.
-	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#1", "ua#3", "ua#missing"}); err != nil {
+	// Applied ones leave the list; unknown claims and an empty list are
+	// ignored, and so is a claim named with another state than its own (a
+	// late mark of an earlier transition).
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#1", "ua#3", "ua#missing"}); err != nil {
 		t.Fatalf("MarkDeadLettersApplied: %v", err)
 	}
-	if err := s.MarkDeadLettersApplied(ctx, nil); err != nil {
+	equalDeadLetters(t, "after applying replays ua#1 and ua#3", list(later(), 100), []store.DeadLetter{d3, d2, other})
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, []string{"ua#3"}); err != nil {
+		t.Fatalf("MarkDeadLettersApplied: %v", err)
+	}
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, nil); err != nil {
 		t.Fatalf("MarkDeadLettersApplied(nil): %v", err)
 	}
 	equalDeadLetters(t, "after applying ua#1 and ua#3", list(later(), 100), []store.DeadLetter{d2, other})
@@ -980,16 +987,43 @@ func testUnappliedDeadLetters(t *testing.T, s store.Store) {
 	}
 	equalDeadLetters(t, "after recording a voided claim", list(later(), 100), []store.DeadLetter{other, d2})
 
-	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#2", "ua-other#1"}); err != nil {
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#2"}); err != nil {
+		t.Fatalf("MarkDeadLettersApplied: %v", err)
+	}
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, []string{"ua-other#1"}); err != nil {
 		t.Fatalf("MarkDeadLettersApplied: %v", err)
 	}
 	equalDeadLetters(t, "all applied", list(later(), 100), nil)
 	// Applying twice is harmless.
-	if err := s.MarkDeadLettersApplied(ctx, []string{"ua#2"}); err != nil {
+	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#2"}); err != nil {
 		t.Fatalf("MarkDeadLettersApplied again: %v", err)
 	}
 	if failed, err := s.ListDeadLetters(ctx, "ua", "", 10); err != nil || !slices.Equal(claimIDs(failed), []string{"ua#4"}) {
 		t.Fatalf("failed dead letters = %v, %v; want [ua#4]", claimIDs(failed), err)
+	}
+}
+
+// testIssueSkipsVoided: a claim an admin voided (its unit went back to
+// stock) is never issued afterwards, even by a stray redelivery: it is a
+// Conflict, and the other claims of the batch are issued as usual.
+func testIssueSkipsVoided(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, promo("iv"))
+	at := now()
+	d := deadLetter("iv", "iv#1", 1, at)
+	d.UserID = "a"
+	if err := s.RecordDeadLetter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TransitionDeadLetters(ctx, "iv", []string{"iv#1"}, store.DeadVoided); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := s.IssueBatch(ctx, []store.Issue{issue("iv", 1, "a", 1, at), issue("iv", 2, "b", 1, at)})
+	if err != nil || !slices.Equal(outs, []store.Outcome{store.Conflict, store.Inserted}) {
+		t.Fatalf("IssueBatch = %v, %v; want [conflict inserted]", outs, err)
+	}
+	if c, err := s.Counts(ctx, "iv"); err != nil || c != (store.Counts{Issued: 1, Voided: 1}) {
+		t.Fatalf("Counts = %+v, %v; want 1 issued, 1 voided", c, err)
 	}
 }
 
