@@ -155,26 +155,38 @@ func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
 // Claim admits one claim of userID in promotion id (see claim.Gate.Claim)
 // and makes sure the promotion's confirmation pool runs.
 func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (claim.Result, error) {
-	res, err := m.gate.Claim(ctx, id, userID, idemKey)
-	if errors.Is(err, claim.ErrNotFound) {
-		// Redis does not know it: unknown promotion, or Redis lost it.
-		p, lerr := m.load(ctx, id)
-		if lerr != nil {
-			return res, lerr
-		}
-		if err := m.open(ctx, p); err != nil {
-			return res, err
-		}
+	var res claim.Result
+	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.gate.Claim(ctx, id, userID, idemKey)
-	}
-	if errors.Is(err, claim.ErrWrongMode) {
-		return res, ErrWrongMode
-	}
+		return err
+	})
 	if err != nil {
 		return res, err
 	}
 	m.kick(ctx, id)
 	return res, nil
+}
+
+// onGate runs a gate call for promotion id. If Redis does not know the
+// promotion — an unknown id, or Redis lost it — the database decides: an
+// unknown promotion is ErrNotFound, a known one is opened (paused for a
+// rebuild if the database holds claims of it) and the call runs once more.
+func (m *Manager) onGate(ctx context.Context, id string, call func() error) error {
+	err := call()
+	if errors.Is(err, claim.ErrNotFound) {
+		p, lerr := m.load(ctx, id)
+		if lerr != nil {
+			return lerr
+		}
+		if err := m.open(ctx, p); err != nil {
+			return err
+		}
+		err = call()
+	}
+	if errors.Is(err, claim.ErrWrongMode) {
+		return ErrWrongMode
+	}
+	return err
 }
 
 // kick makes sure the pool of promotion id runs on this instance.
@@ -197,20 +209,11 @@ func (m *Manager) kick(ctx context.Context, id string) {
 
 // Grant enqueues grants for users in a grant promotion.
 func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (claim.GrantResult, error) {
-	res, err := m.gate.Grant(ctx, id, userIDs)
-	if errors.Is(err, claim.ErrNotFound) {
-		p, lerr := m.load(ctx, id)
-		if lerr != nil {
-			return res, lerr
-		}
-		if err := m.open(ctx, p); err != nil {
-			return res, err
-		}
+	var res claim.GrantResult
+	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.gate.Grant(ctx, id, userIDs)
-	}
-	if errors.Is(err, claim.ErrWrongMode) {
-		return res, ErrWrongMode
-	}
+		return err
+	})
 	if err != nil {
 		return res, err
 	}
