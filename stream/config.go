@@ -142,7 +142,10 @@ type Config struct {
 	MaxBlockingConns int `yaml:"max_blocking_conns"`
 	// LeaseTTL is how long a consumer-name lease lives without a heartbeat; a
 	// crashed process's names become free after it. Heartbeats run every
-	// LeaseTTL/3. Defaults to 15s.
+	// LeaseTTL/3; after a renewal a consumer relies on its lease for four
+	// fifths of LeaseTTL, counted from when the renewal was sent, and past
+	// that neither reads nor acknowledges until the next renewal. Defaults
+	// to 15s.
 	LeaseTTL time.Duration `yaml:"-"`
 	// Clock tells the time. Defaults to the wall clock.
 	Clock Clock `yaml:"-"`

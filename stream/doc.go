@@ -7,12 +7,18 @@
 //   - creates its group idempotently and runs consumers named
 //     instance-consumer-i, each leased by this process (SET NX PX plus a
 //     heartbeat) so two live processes never share a pending-entries list;
+//     a consumer whose lease may have run out (renewals failing, or the
+//     process froze) reads and acknowledges nothing until the heartbeat
+//     renews it, and stops if another process took the name meanwhile;
 //   - reads in one of two modes: [ReadBlock] (XREADGROUP BLOCK) or [ReadPoll]
 //     (non-blocking reads with a sleep that starts short and grows to the poll
 //     interval). It never busy-waits: when the stream is empty one consumer
 //     reads and the others park until a read finds work, so an empty
 //     pool reads at most once per interval whatever its consumer count, and
-//     blocking reads are capped across all pools of a registry;
+//     blocking reads are capped across all pools of a registry. A read that
+//     finds a full batch wakes every parked consumer (a backlog wants them
+//     all); a partial one wakes a single consumer to take over reading, so a
+//     trickle costs a few reads per entry, not one per consumer;
 //   - acknowledges an entry only after its handler succeeded; on start each
 //     consumer first handles its own pending entries (id 0), then new ones;
 //   - reclaims entries left idle by dead consumers (XAUTOCLAIM), counts
@@ -34,4 +40,8 @@
 // Handlers get every entry of one read ([Handler]) and return one result per
 // entry, so a database writer can insert a batch in one statement; or use
 // [PerMessage]. Handlers must be idempotent: delivery is at least once.
+//
+// A [Registry] never runs two pools of one key at once: a pool started while
+// an earlier one of the same key is still stopping (its Stop timed out with a
+// handler still running) waits until every earlier one is done.
 package stream

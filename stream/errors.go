@@ -94,6 +94,10 @@ const (
 	FailureAck        = "ack"         // acknowledging handled entries failed
 	FailureDeadLetter = "dead_letter" // writing a dead letter failed
 	FailureLease      = "lease"       // a consumer lost its lease
+	// FailureLeaseExpired: a consumer's lease was not renewed in time (Redis
+	// unreachable, or the process froze); it waits for a renewal before it
+	// reads or acknowledges again.
+	FailureLeaseExpired = "lease_expired"
 )
 
 // failureKind names the kind of a handler error for hooks and logs.

@@ -96,6 +96,11 @@ type Pool struct {
 	gate      func(p *Pool, seq uint64) bool // commits an idle stop; nil: the pool decides alone
 	onStopped func(p *Pool)
 
+	// prev is the pool of the same key that was stopping when this one was
+	// made; this pool starts, and is done, only after it. Written by
+	// startAfter, cleared once prev is done; read by Stop.
+	prev atomic.Pointer[Pool]
+
 	readCtx    context.Context // cancelled by Stop: interrupts reads
 	readCancel context.CancelFunc
 	hardCtx    context.Context // cancelled when Stop's deadline passes: handlers and acks
@@ -115,9 +120,12 @@ type Pool struct {
 	pausedUntil atomic.Int64  // unix ns until which no consumer reads (transient failures)
 	poller      atomic.Int32  // index+1 of the consumer that polls an empty stream
 
+	baton chan struct{} // size 1: wakes one parked consumer to take over polling
+
 	mu            sync.Mutex // guards the fields below
 	consumers     map[int]*consumer
-	parkCh        chan struct{} // closed and replaced to wake parked consumers
+	parkCh        chan struct{} // closed and replaced to wake every parked consumer
+	renewed       chan struct{} // closed and replaced after each heartbeat pass
 	scale         ScaleState
 	lastIdleCheck time.Time
 
@@ -137,9 +145,32 @@ type consumer struct {
 	leaseKey string
 	quit     chan struct{} // closed to stop this consumer alone
 	quitOnce sync.Once
+	lost     chan struct{} // closed when another process holds the lease
+	lostOnce sync.Once
+
+	// validUntil is the Clock time (unix ns) until which the lease is surely
+	// held: written by leaseNext and the heartbeat, read by the consumer
+	// before each command it sends under its name.
+	validUntil atomic.Int64
 }
 
 func (c *consumer) stop() { c.quitOnce.Do(func() { close(c.quit) }) }
+
+// loseLease records that another process holds c's name, and stops c.
+func (c *consumer) loseLease() {
+	c.lostOnce.Do(func() { close(c.lost) })
+	c.stop()
+}
+
+// hasLost reports whether c lost its lease.
+func (c *consumer) hasLost() bool {
+	select {
+	case <-c.lost:
+		return true
+	default:
+		return false
+	}
+}
 
 // NewPool returns a pool for spec; instance names this process (consumer
 // names are instance-consumer-i). The pool does nothing until Start.
@@ -173,8 +204,10 @@ func newPool(client rueidis.Client, instance string, spec Spec, cfg Config, toke
 		stopCh:    make(chan struct{}),
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
+		baton:     make(chan struct{}, 1),
 		consumers: make(map[int]*consumer),
 		parkCh:    make(chan struct{}),
+		renewed:   make(chan struct{}),
 	}
 	p.readCtx, p.readCancel = context.WithCancel(context.Background())
 	p.hardCtx, p.hardCancel = context.WithCancel(context.Background())
@@ -204,18 +237,26 @@ func (p *Pool) Start(ctx context.Context) error {
 
 // startAfter starts the pool in the background once prev (a pool of the same
 // key that is still stopping) is done, so two pools of one process never use
-// the same consumer names at once. Setup errors are logged; the pool then
-// stops and reports through onStopped.
+// the same consumer names at once. A pool stopped before it began is still
+// done only after prev: its Done then stands for every earlier pool of the
+// key, which is what lets the registry remember only the newest one. Setup
+// errors are logged; the pool then stops and reports through onStopped.
 func (p *Pool) startAfter(prev *Pool) {
 	p.state.Store(poolRunning)
+	p.prev.Store(prev)
 	go func() {
 		if prev != nil {
 			select {
 			case <-prev.Done():
 			case <-p.stopCh:
+				// prev was told to stop before this pool was made, so
+				// it ends once its handlers return.
+				<-prev.Done()
+				p.prev.Store(nil)
 				p.finish()
 				return
 			}
+			p.prev.Store(nil)
 		}
 		if err := p.setup(p.readCtx); err != nil {
 			if !p.closing.Load() {
@@ -269,13 +310,16 @@ func (p *Pool) leaseNext(ctx context.Context) (*consumer, error) {
 		}
 		name := ConsumerName(p.instance, i)
 		key := LeaseKey(p.spec.Stream, name)
+		start := p.cfg.Clock.Now()
 		ok, err := leaseScript.Exec(ctx, p.client, []string{key},
 			[]string{p.token, strconv.FormatInt(p.cfg.LeaseTTL.Milliseconds(), 10)}).AsInt64()
 		if err != nil {
 			return nil, fmt.Errorf("stream: lease %s: %w", key, err)
 		}
 		if ok == 1 {
-			return &consumer{idx: i, name: name, leaseKey: key, quit: make(chan struct{})}, nil
+			c := &consumer{idx: i, name: name, leaseKey: key, quit: make(chan struct{}), lost: make(chan struct{})}
+			c.validUntil.Store(p.leaseValidUntil(start))
+			return c, nil
 		}
 	}
 	return nil, nil
@@ -299,30 +343,35 @@ func (p *Pool) launch() {
 	for _, c := range cs {
 		go p.runConsumer(c)
 	}
+	// The heartbeat outlives the stop signal: consumers finishing their
+	// handlers still need a live lease to acknowledge.
 	var hb sync.WaitGroup
+	hbStop := make(chan struct{})
 	hb.Add(1)
 	go func() {
 		defer hb.Done()
-		p.heartbeat()
+		p.heartbeat(hbStop)
 	}()
 	go func() {
 		<-p.stopCh
 		p.wg.Wait()
+		close(hbStop)
 		hb.Wait()
 		p.finish()
 	}()
 }
 
-// finish marks the pool stopped and tells the registry.
+// finish marks the pool stopped and tells the registry, before Done: once
+// Done is closed the registry no longer lists the pool.
 func (p *Pool) finish() {
 	p.state.Store(poolStopped)
 	p.beginStop()
 	p.readCancel()
 	p.hardCancel()
-	close(p.done)
 	if p.onStopped != nil {
 		p.onStopped(p)
 	}
+	close(p.done)
 }
 
 // beginStop tells every consumer to stop reading.
@@ -352,7 +401,11 @@ func (p *Pool) Stop(ctx context.Context) error {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
-		p.hardCancel()
+		// This pool waits for the earlier pools of its key: their handlers
+		// are cancelled too.
+		for q := p; q != nil; q = q.prev.Load() {
+			q.hardCancel()
+		}
 		return ctx.Err()
 	}
 }
@@ -429,6 +482,16 @@ func (p *Pool) wakeParked() {
 	p.mu.Unlock()
 }
 
+// passBaton wakes one parked consumer, which reads at once and then takes
+// over polling. If none is parked the token waits for the next consumer to
+// park; such a stale token costs one extra read, never a missed one.
+func (p *Pool) passBaton() {
+	select {
+	case p.baton <- struct{}{}:
+	default:
+	}
+}
+
 // takePoller makes c the one consumer that keeps reading an empty stream;
 // false if another consumer already is.
 func (p *Pool) takePoller(c *consumer) bool {
@@ -468,6 +531,9 @@ func (p *Pool) runConsumer(c *consumer) {
 				case <-park:
 					empty = 0
 					continue
+				case <-p.baton:
+					empty = 0
+					continue
 				case <-p.stopCh:
 					return
 				case <-c.quit:
@@ -483,6 +549,16 @@ func (p *Pool) runConsumer(c *consumer) {
 				return
 			}
 		}
+		left, ok := p.holdLease(c, false)
+		if !ok {
+			if block > 0 {
+				<-p.blocking
+			}
+			return
+		}
+		// A blocking read must not deliver entries after the lease may have
+		// run out.
+		block = min(block, left.Truncate(time.Millisecond))
 		entries, err := p.readNew(c, block)
 		if block > 0 {
 			<-p.blocking
@@ -516,9 +592,16 @@ func (p *Pool) runConsumer(c *consumer) {
 		}
 		empty = 0
 		// Work was found: hand the poller role on, so a parked consumer
-		// keeps reading while this one handles the batch.
-		if p.releasePoller(c) || full {
+		// keeps reading while this one handles the batch. A full batch
+		// means a backlog, which wants every consumer; a partial one only
+		// needs a single successor, and waking all of them would cost one
+		// read per consumer for every entry of a trickle.
+		released := p.releasePoller(c)
+		switch {
+		case full:
 			p.wakeParked()
+		case released:
+			p.passBaton()
 		}
 		p.lastMsg.Store(p.cfg.Clock.Now().UnixNano())
 		p.handle(c, toMessages(entries, 1))
@@ -567,6 +650,9 @@ func (p *Pool) read(c *consumer, id string, block time.Duration) ([]rueidis.XRan
 func (p *Pool) drainOwn(c *consumer) bool {
 	cursor := "0"
 	for !p.stopping(c) {
+		if _, ok := p.holdLease(c, false); !ok {
+			return false
+		}
 		entries, err := p.read(c, cursor, 0)
 		if err != nil {
 			if p.stopping(c) {
@@ -679,6 +765,13 @@ func (p *Pool) consumerExit(c *consumer) {
 	n := len(p.consumers)
 	p.mu.Unlock()
 	p.hookConsumers(n)
+	if c.hasLost() {
+		// The name is another process's now, and so are its entries.
+		if n == 0 {
+			p.beginStop()
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := delConsumerScript.Exec(ctx, p.client, []string{p.spec.Stream},
@@ -700,42 +793,124 @@ func (p *Pool) releaseLease(c *consumer) {
 	}
 }
 
-// heartbeat renews the leases of all consumers every LeaseTTL/3 and stops a
-// consumer whose name another process took over.
-func (p *Pool) heartbeat() {
+// leaseSafety is the part of LeaseTTL a consumer does not count on: it
+// covers the time between checking the lease and a command reaching Redis,
+// and clock drift between this process and Redis.
+func leaseSafety(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// leaseValidUntil is when a lease taken or renewed by a call sent at start
+// stops being safe to rely on (unix ns). Counting from the call's start, not
+// its reply, errs on the safe side: Redis set the expiry later than that.
+func (p *Pool) leaseValidUntil(start time.Time) int64 {
+	return start.Add(p.cfg.LeaseTTL - leaseSafety(p.cfg.LeaseTTL)).UnixNano()
+}
+
+// heartbeat renews the leases of all consumers every LeaseTTL/3, extends
+// their validity, and stops a consumer whose name another process took
+// over. It runs until stop is closed, after the last consumer returned.
+func (p *Pool) heartbeat(stop <-chan struct{}) {
 	ttl := strconv.FormatInt(p.cfg.LeaseTTL.Milliseconds(), 10)
 	for {
 		select {
-		case <-p.stopCh:
+		case <-stop:
 			return
 		case <-p.cfg.Clock.After(p.cfg.LeaseTTL / 3):
 		}
+		p.renewLeases(ttl)
+		// Wake consumers waiting for a renewal, whatever its outcome: each
+		// checks its own lease again.
 		p.mu.Lock()
-		cs := make([]*consumer, 0, len(p.consumers))
-		for _, c := range p.consumers {
-			cs = append(cs, c)
-		}
+		close(p.renewed)
+		p.renewed = make(chan struct{})
 		p.mu.Unlock()
-		if len(cs) == 0 {
+	}
+}
+
+// renewLeases is one heartbeat pass.
+func (p *Pool) renewLeases(ttl string) {
+	p.mu.Lock()
+	cs := make([]*consumer, 0, len(p.consumers))
+	for _, c := range p.consumers {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	if len(cs) == 0 {
+		return
+	}
+	execs := make([]rueidis.LuaExec, len(cs))
+	for i, c := range cs {
+		execs[i] = rueidis.LuaExec{Keys: []string{c.leaseKey}, Args: []string{p.token, ttl}}
+	}
+	start := p.cfg.Clock.Now()
+	// hardCtx, not readCtx: renewals go on while handlers finish after Stop.
+	for i, r := range leaseScript.ExecMulti(p.hardCtx, p.client, execs...) {
+		held, err := r.AsInt64()
+		if err != nil {
+			if p.hardCtx.Err() == nil {
+				p.hookFailure(FailureRedis)
+				p.log.Warn("stream lease renewal failed", "consumer", cs[i].name, "err", err)
+			}
 			continue
 		}
-		execs := make([]rueidis.LuaExec, len(cs))
-		for i, c := range cs {
-			execs[i] = rueidis.LuaExec{Keys: []string{c.leaseKey}, Args: []string{p.token, ttl}}
+		if held == 0 {
+			p.hookFailure(FailureLease)
+			p.log.Error("stream consumer lost its lease to another process; stopping it", "consumer", cs[i].name)
+			cs[i].loseLease()
+			continue
 		}
-		for i, r := range leaseScript.ExecMulti(p.readCtx, p.client, execs...) {
-			held, err := r.AsInt64()
-			if err != nil {
-				if !p.closing.Load() {
-					p.log.Warn("stream lease renewal failed", "consumer", cs[i].name, "err", err)
-				}
-				continue
-			}
-			if held == 0 {
-				p.hookFailure(FailureLease)
-				p.log.Error("stream consumer lost its lease to another process; stopping it", "consumer", cs[i].name)
-				cs[i].stop()
-			}
+		cs[i].validUntil.Store(p.leaseValidUntil(start))
+	}
+}
+
+// renewedChan returns the channel closed after the next heartbeat pass.
+func (p *Pool) renewedChan() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.renewed
+}
+
+// holdLease waits until c may send a command under its name: its lease is
+// known to be held for at least another millisecond. It returns how long the
+// lease stays valid, so a blocking read can end before it. When the validity
+// ran out (renewals failing, or the process froze longer than the lease),
+// the consumer sends nothing until a heartbeat renews the lease: another
+// process may own the name by now. It reports false if the lease was lost,
+// the pool's hard stop came, or (for reads, ack false) c must stop reading.
+// A stopping pool waits for one heartbeat pass at most, so a Stop without a
+// deadline does not hang on an unreachable Redis; the entries stay pending.
+func (p *Pool) holdLease(c *consumer, ack bool) (time.Duration, bool) {
+	var stop, quit <-chan struct{}
+	if !ack {
+		stop, quit = p.stopCh, c.quit
+	}
+	waited, passed := false, false
+	for {
+		if c.hasLost() {
+			return 0, false
+		}
+		renewed := p.renewedChan() // before the check, so no renewal is missed
+		if left := time.Duration(c.validUntil.Load() - p.cfg.Clock.Now().UnixNano()); left >= time.Millisecond {
+			return left, true
+		}
+		if passed && p.closing.Load() {
+			return 0, false
+		}
+		if !waited {
+			waited = true
+			p.hookFailure(FailureLeaseExpired)
+			p.log.Warn("stream consumer lease not renewed in time; waiting for a renewal", "consumer", c.name)
+		}
+		select {
+		case <-renewed:
+			passed = true
+		case <-c.lost:
+			return 0, false
+		case <-p.hardCtx.Done():
+			return 0, false
+		case <-stop:
+			return 0, false
+		case <-quit:
+			return 0, false
 		}
 	}
 }
@@ -810,6 +985,9 @@ func (p *Pool) reclaim(c *consumer) {
 	ctx := p.hardCtx
 	cursor := "0-0"
 	for range 16 {
+		if _, ok := p.holdLease(c, false); !ok {
+			return
+		}
 		msgs, deleted, next, err := p.xautoclaim(ctx, c.name, cursor)
 		if err != nil {
 			if !p.closing.Load() {
@@ -851,14 +1029,26 @@ func (p *Pool) reclaim(c *consumer) {
 
 // handle runs the handler on msgs and settles every entry: acknowledge,
 // dead-letter, leave pending, or (transient) pause the pool and retry.
+// Nothing is settled without a valid lease: if it was lost meanwhile, the
+// entries stay pending for the process that holds the name now.
 func (p *Pool) handle(c *consumer, msgs []Message) {
 	ctx := context.WithValue(p.hardCtx, consumerKey{}, c.name)
+	mayAck := func() bool {
+		_, ok := p.holdLease(c, true)
+		return ok
+	}
 	run := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
 		switch {
 		case m.Fields == nil:
+			if !mayAck() {
+				return
+			}
 			p.deadLetter(ctx, m, "entry deleted from the stream while pending", true)
 		case m.Deliveries > p.cfg.MaxDeliveries:
+			if !mayAck() {
+				return
+			}
 			p.deadLetter(ctx, m, fmt.Sprintf("max deliveries (%d) exceeded: delivered %d times", p.cfg.MaxDeliveries, m.Deliveries), true)
 		default:
 			run = append(run, m)
@@ -866,6 +1056,9 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 	}
 	for round := 1; len(run) > 0; round++ {
 		errs := callHandler(ctx, p.spec.Handler, p.cfg.HandlerTimeout, run)
+		if !mayAck() {
+			return
+		}
 		var acks, retry []Message
 		for i, m := range run {
 			var err error
@@ -902,7 +1095,7 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 		d := backoff(round, 100*time.Millisecond, max(p.cfg.ReclaimMinIdle/4, time.Millisecond))
 		p.log.Warn("stream handler reported a transient failure; pausing", "entries", len(retry), "pause", d)
 		p.pause(d)
-		if !p.sleep(c, d, false) {
+		if !p.sleep(c, d, false) || !mayAck() {
 			return // stopping: the entries stay pending
 		}
 		if err := p.touch(ctx, c.name, retry); err != nil {

@@ -19,11 +19,14 @@ type Registry struct {
 	token    string        // lease value shared by this registry's pools
 	blocking chan struct{} // XREADGROUP BLOCK slots across all pools
 
-	mu       sync.Mutex
-	gen      uint64
-	closed   bool
-	pools    map[string]*Pool // running pools
-	stopping map[string]*Pool // pools that are stopping, until they are done
+	mu     sync.Mutex
+	gen    uint64
+	closed bool
+	pools  map[string]*Pool // running pools
+	// stopping holds the newest stopping pool of each key, until it is done.
+	// A pool is done only after every earlier pool of its key (see
+	// startAfter), so waiting for this one waits for all of them.
+	stopping map[string]*Pool
 }
 
 // NewRegistry returns a registry whose pools use client and cfg; instance
@@ -49,7 +52,8 @@ func NewRegistry(client rueidis.Client, instance string, cfg Config) (*Registry,
 // Ensure starts the pool for key if it is not running and returns true if it
 // started one. When the pool runs it is woken instead (see Wake), which also
 // calls off an idle stop being decided at that moment; a pool that already
-// stopped itself is started again, after the old one is done. Starting is
+// stopped itself is started again, after every earlier pool of key is done
+// (one whose Stop timed out may still be finishing a handler). Starting is
 // asynchronous: group creation and leases happen in the background, and a
 // failure there is logged and leaves the key free for the next Ensure.
 func (r *Registry) Ensure(ctx context.Context, key string, spec Spec) (bool, error) {
@@ -139,8 +143,10 @@ func (r *Registry) Pool(key string) *Pool {
 	return r.pools[key]
 }
 
-// Stop stops key's pool (see Pool.Stop) and waits for it until ctx is done.
-// Idempotent; safe concurrently with the pool's own idle stop.
+// Stop stops key's pool (see Pool.Stop) and waits until ctx is done for it
+// and for any earlier pool of key still stopping (whose handlers are
+// cancelled too at ctx's deadline). Idempotent; safe concurrently with the
+// pool's own idle stop.
 func (r *Registry) Stop(ctx context.Context, key string) error {
 	r.mu.Lock()
 	p := r.pools[key]
