@@ -212,10 +212,13 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		if _, known := prev[p.ID]; first || !known {
 			if err := m.open(ctx, p); err != nil {
 				errs = append(errs, err)
-				continue
 			}
 		}
-		work, err := m.groupWork(ctx, p.ID)
+	}
+	// One pipelined round trip reads every promotion's backlog.
+	works, werrs := m.groupWorks(ctx, list)
+	for i, p := range list {
+		work, err := works[i], werrs[i]
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -246,10 +249,28 @@ type groupState struct {
 
 func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
 
-// groupWork reads the issuers group's pending count and lag.
-func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) {
-	k := m.gate.Keys(id)
-	groups, err := m.client.Do(ctx, m.client.B().XinfoGroups().Key(k.Stream()).Build()).ToArray()
+// groupWorks reads the issuers group's pending count and lag of every
+// promotion in list, in one pipelined round trip (rueidis sends each command
+// to its promotion's Cluster node).
+func (m *Manager) groupWorks(ctx context.Context, list []store.Promotion) ([]groupState, []error) {
+	works := make([]groupState, len(list))
+	errs := make([]error, len(list))
+	if len(list) == 0 {
+		return works, errs
+	}
+	cmds := make(rueidis.Commands, len(list))
+	for i, p := range list {
+		cmds[i] = m.client.B().XinfoGroups().Key(m.gate.Keys(p.ID).Stream()).Build()
+	}
+	for i, res := range m.client.DoMulti(ctx, cmds...) {
+		works[i], errs[i] = parseGroupWork(list[i].ID, res)
+	}
+	return works, errs
+}
+
+// parseGroupWork reads the issuers group out of an XINFO GROUPS reply.
+func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
+	groups, err := res.ToArray()
 	if err != nil {
 		return groupState{}, fmt.Errorf("group state of %s: %w", id, err)
 	}
