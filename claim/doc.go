@@ -9,7 +9,7 @@
 //
 // A [Gate] is safe for concurrent use. Outcomes other than acceptance are the
 // sentinel errors [ErrSoldOut], [ErrAlreadyClaimed], [ErrNotStarted],
-// [ErrEnded], [ErrNotFound] and [ErrRebuilding].
+// [ErrEnded], [ErrNotFound], [ErrWrongMode] and [ErrRebuilding].
 //
 // When Redis loses writes, a promotion's counters are rebuilt from the
 // database (see [Gate.Pause]): the promotion is paused — every claim answers

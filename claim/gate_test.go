@@ -223,7 +223,7 @@ func TestIdempotencyKey(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				again, err := f.gate.Claim(ctx, "idem", "alice", "key-1")
-				if err != nil || !again.Replayed || again.Rank != first.Rank || again.ClaimID != first.ClaimID {
+				if err != nil || !again.Replayed || again.Rank != first.Rank || again.ClaimID != first.ClaimID || again.Slot != first.Slot {
 					t.Errorf("retry: %+v %v", again, err)
 				}
 			}()
@@ -434,4 +434,24 @@ func TestAckBatchKeepsVoided(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestIdempotentRetryKeepsItsSlot: a retry answers with the original
+// claim's slot, not the user's latest one.
+func TestIdempotentRetryKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	f := setup(t, redistest.Topologies(t)[0])
+	ctx := context.Background()
+	f.open(t, claim.Promotion{ID: "slots", Stock: 10, PerUserLimit: 3})
+	first, err := f.gate.Claim(ctx, "slots", "u1", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.gate.Claim(ctx, "slots", "u1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.gate.Claim(ctx, "slots", "u1", "k1")
+	if err != nil || !again.Replayed || again.Slot != first.Slot || again.Rank != first.Rank {
+		t.Fatalf("retry %+v %v, first answer %+v", again, err, first)
+	}
 }

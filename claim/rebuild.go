@@ -157,6 +157,11 @@ func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.
 	switch out {
 	case "ok":
 		return r, nil
+	case "ok_lost":
+		// Found paused by OpenPaused and never held: Redis had lost the
+		// promotion, whoever re-created it.
+		r.created = true
+		return r, nil
 	case "busy":
 		return nil, ErrRebuildBusy
 	case "not_found":
@@ -326,7 +331,9 @@ func (r *Rebuild) outcome(vals []rueidis.RedisMessage, want int) ([]int64, error
 // KEYS: meta. ARGV: token, hold in ms, "1" to act only on a promotion that
 // is paused already (a take-over).
 //
-// Returns "ok", "busy" if another token holds an unexpired hold,
+// Returns "ok" ("ok_lost" if the promotion was paused by OpenPaused and
+// never held: re-created after a loss), "busy" if another token holds an
+// unexpired hold,
 // "not_paused" for a take-over of a promotion no longer paused, or
 // "not_found" if the meta hash is gone. The hold's expiry is read against
 // Redis TIME, so the processes' clocks do not matter.
@@ -335,10 +342,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
 if ARGV[3] == '1' and redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 'not_paused' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[1], 'rebuild', 'rebuild_until')
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'rebuild_until', 'paused')
 if h[1] and h[1] ~= ARGV[1] and tonumber(h[2] or '0') > now then return 'busy' end
 redis.call('HSET', KEYS[1], 'paused', 1, 'rebuild', ARGV[1], 'rebuild_until', now + tonumber(ARGV[2]),
   'rebuild_done', 0)
+if h[3] == '1' and not h[1] then return 'ok_lost' end
 return 'ok'
 `)
 

@@ -14,8 +14,8 @@ local idem = ARGV[2]
 if idem ~= '' then
   local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
   if r then
-    local slot = redis.call('HGET', KEYS[3], user) or '0'
-    return {'ok', tonumber(r), 1, tonumber(slot), -1}
+    local rank, slot = string.match(r, '^(%d+):(%d+)$')
+    return {'ok', tonumber(rank), 1, tonumber(slot), -1}
   end
 end
 if m[5] == '1' then return {'ended'} end
@@ -35,7 +35,7 @@ redis.call('HSET', KEYS[4], rank, 'p')
 local list = redis.call('HGET', KEYS[5], user)
 if list then list = list .. ',' .. rank else list = tostring(rank) end
 redis.call('HSET', KEYS[5], user, list)
-if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank) end
+if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':' .. slot) end
 redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
   'rank', rank, 'slot', slot, 'at', now)
 return {'ok', rank, 0, slot, stock - (rank - voided)}

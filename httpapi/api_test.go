@@ -416,6 +416,10 @@ func TestBadInput(t *testing.T) {
 			{"bad list limit", "GET", "/v1/promotions?limit=0", ``, nil, 400, "invalid_request"},
 			{"bad cursor", "GET", "/v1/promotions?cursor=!!", ``, nil, 400, "invalid_request"},
 			{"grant on first_come", "POST", "/v1/promotions/target/grants", `{"user_ids":["a"]}`, auth, 400, "invalid_request"},
+			{"join a queue that does not exist", "POST", "/v1/promotions/target/queue", `{"user_id":"u9"}`, nil, 404, "not_found"},
+			{"queue place of a user", "GET", "/v1/promotions/target/queue/u9", ``, nil, 404, "not_found"},
+			{"queue of an unknown promotion", "GET", "/v1/promotions/nope/queue/u9", ``, nil, 404, "not_found"},
+			{"queue with a bad user id", "GET", "/v1/promotions/target/queue/-u", ``, nil, 400, "invalid_request"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -553,6 +557,23 @@ func TestBearerScheme(t *testing.T) {
 		r := e.do(t, "POST", "/v1/promotions", `{"stock":1}`, "Authorization", c.header)
 		if r.status != c.status {
 			t.Errorf("%q: %d %s", c.header, r.status, r.raw)
+		}
+	}
+}
+
+// TestContentTypeIsNotRequired: a JSON body is accepted whatever its
+// Content-Type says (curl -d labels it as a form).
+func TestContentTypeIsNotRequired(t *testing.T) {
+	t.Parallel()
+	e := setup(t, backends[0])
+	for _, ct := range []string{"application/x-www-form-urlencoded", "text/plain", ""} {
+		id := fmt.Sprintf("ct%d", len(ct))
+		r := e.do(t, "POST", "/v1/promotions", `{"id":"`+id+`","stock":1}`, "Authorization", "Bearer "+token, "Content-Type", ct)
+		if r.status != 201 {
+			t.Fatalf("create with Content-Type %q: %d %s", ct, r.status, r.raw)
+		}
+		if r := e.claim(t, id, "u1", "Content-Type", ct); r.status != 202 {
+			t.Fatalf("claim with Content-Type %q: %d %s", ct, r.status, r.raw)
 		}
 	}
 }

@@ -46,8 +46,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Metrics receives the API's metrics. Defaults to a new registry.
 	Metrics *Metrics
-	// Gatherer serves /metrics. Defaults to prometheus.DefaultGatherer
-	// when Metrics is nil, else Metrics' registry.
+	// Gatherer serves /metrics. Defaults to the registry New creates for
+	// the metrics when Metrics is nil, else to prometheus.DefaultGatherer:
+	// pass the registry Metrics was made with.
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -131,9 +132,11 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.closePromotion))})
-	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim)})
+	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim, true)})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getClaims)})
-	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.postGrants))})
+	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.postGrants, false))})
+	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.bounded(s.queue)})
+	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.queue)})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.replayDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.voidDeadLetters))})
@@ -200,13 +203,17 @@ func (s *Server) bounded(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // limited sheds load: beyond MaxInFlight concurrent requests it answers 503
-// overloaded at once instead of queueing.
-func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
+// overloaded at once instead of queueing. claims says whether a shed request
+// counts in dibs_claims_total.
+func (s *Server) limited(h http.HandlerFunc, claims bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case s.inflight <- struct{}{}:
 		default:
 			s.m.Shed.Inc()
+			if claims {
+				s.m.Claims.WithLabelValues(CodeOverloaded).Inc()
+			}
 			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
 			return
 		}
@@ -256,9 +263,33 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1).write(w, r)
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		detail := "Redis or the database did not answer; retry with the same Idempotency-Key"
+		detail := "Redis or the database did not answer; retry shortly"
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/claims") {
+			detail = "Redis did not answer; the claim may or may not have been taken: retry with the same Idempotency-Key"
+		}
 		problem(CodeUnavailable, detail).retry(1).write(w, r)
 	}
+}
+
+// queue answers the waiting-room endpoints. No promotion can enable the
+// waiting room in this version (creating one with it enabled is refused), so
+// after the usual checks every user is "not found" in a queue that does not
+// exist, which is what API.md answers for a user who never joined.
+func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	if r.PathValue("user_id") != "" {
+		if _, ok := pathID(w, r, "user_id"); !ok {
+			return
+		}
+	}
+	if _, err := s.cfg.Manager.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
 }
 
 // pathID reads and validates a path identifier.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // command is one subcommand: it parses its own flags from args.
@@ -49,7 +50,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage):
 			return 2
 		default:
-			fmt.Fprintf(stderr, "dibs %s: %v\n", c.name, err)
+			msg := err.Error()
+			if c.name == "serve" || c.name == "migrate" {
+				// A one-line reason, whatever the error text holds
+				// (drivers like to add a line per address they tried).
+				msg = strings.Join(strings.Fields(msg), " ")
+			}
+			fmt.Fprintf(stderr, "dibs %s: %s\n", c.name, msg)
 			return 1
 		}
 	}

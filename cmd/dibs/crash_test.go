@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -424,4 +425,75 @@ func TestRedisKilledUnderAOFAlways(t *testing.T) {
 	}
 	p.kill()
 	checkRows(t, dbPath, "aof", n)
+}
+
+// TestEmbeddedRedisDeathStopsServe: without its private redis-server dibs
+// cannot work, so when it dies dibs exits non-zero for a supervisor to
+// restart it, rather than answering 503 forever.
+func TestEmbeddedRedisDeathStopsServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(dibsBinary(t), "serve", "--addr", "127.0.0.1:0", "--db", "sqlite://"+filepath.Join(dir, "dibs.db"),
+		"--admin-token", crashToken, "--data-dir", filepath.Join(dir, "data"))
+	cmd.Env = localServerEnv(os.Environ(), filepath.Join(dir, "data"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	redisAddr := make(chan string, 1)
+	var logMu sync.Mutex
+	var log strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		var seen string // the private redis-server's address
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			logMu.Lock()
+			log.WriteString(line + "\n")
+			logMu.Unlock()
+			if strings.Contains(line, "started private redis-server") {
+				for _, f := range strings.Fields(line) {
+					if a, ok := strings.CutPrefix(f, "addr="); ok {
+						seen = a
+					}
+				}
+			}
+			if _, ok := listeningAddr(line); ok {
+				redisAddr <- seen // it serves: now take its Redis away
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	var addr string
+	select {
+	case addr = <-redisAddr:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no private redis-server started")
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Do(context.Background(), c.B().Shutdown().Nosave().Build()).Error() // the connection drops
+	c.Close()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Fatalf("dibs exited with %v, want a non-zero exit", err)
+		}
+		logMu.Lock()
+		defer logMu.Unlock()
+		if !strings.Contains(log.String(), "embedded redis-server exited") {
+			t.Fatalf("no reason in the log:\n%s", log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dibs kept running without its redis-server")
+	}
 }

@@ -130,7 +130,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // serve runs the service until ctx is done, then drains gracefully.
 func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (err error) {
-	var cleanups []func()
+	var (
+		cleanups    []func()
+		redisExited <-chan struct{} // closed if the embedded redis-server dies; nil otherwise
+	)
 	defer func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
@@ -153,6 +156,7 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 				log.Warn("stopping redis-server", "err", err)
 			}
 		})
+		redisExited = srv.Exited()
 		redisAddrs = []string{srv.Addr()}
 		redisOpt.InitAddress = redisAddrs
 	}
@@ -242,10 +246,16 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
 
+	var failure error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
+	case <-redisExited:
+		// Nothing can work without it; exit so a supervisor restarts dibs,
+		// which restarts redis-server on the same AOF.
+		failure = errors.New("the embedded redis-server exited unexpectedly; restart dibs")
+		log.Error("embedded redis-server exited; shutting down")
 	}
 	log.Info("shutting down: draining requests and consumers")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -254,7 +264,7 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 		log.Warn("http drain", "err", err)
 	}
 	<-errc
-	return nil
+	return failure
 }
 
 // redisOptions parses --redis: a redis:// or rediss:// URL, or a comma list
