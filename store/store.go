@@ -138,7 +138,9 @@ type DeadLetter struct {
 	Fields map[string]string
 }
 
-// Counts are a promotion's database-side counts.
+// Counts are a promotion's database-side counts. Dead letters of entries
+// that were no claim at all (undecodable, recorded with rank 0) are not
+// counted: they hold no unit.
 type Counts struct {
 	Issued int64 // issued rows
 	Failed int64 // dead letters in state DeadFailed

@@ -154,8 +154,8 @@ func (s *Store) Counts(ctx context.Context, promotionID string) (store.Counts, e
 	var c store.Counts
 	err := s.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM issued WHERE promotion_id = $1),
-		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'failed'),
-		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'voided')`,
+		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'failed' AND rank > 0),
+		(SELECT count(*) FROM dead_letters WHERE promotion_id = $1 AND state = 'voided' AND rank > 0)`,
 		promotionID).Scan(&c.Issued, &c.Failed, &c.Voided)
 	if err != nil {
 		return store.Counts{}, wrapErr("counts "+promotionID, err)

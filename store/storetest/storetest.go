@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UnappliedDeadLetters", testUnappliedDeadLetters},
 		{"VoidSkipsIssued", testVoidSkipsIssued},
 		{"IssueSkipsVoided", testIssueSkipsVoided},
+		{"CountsSkipNonClaims", testCountsSkipNonClaims},
 		{"Counts", testCounts},
 		{"MaxRanks", testMaxRanks},
 		{"ClaimsByRank", testClaimsByRank},
@@ -840,7 +841,7 @@ func testTransitionConcurrent(t *testing.T, s store.Store) {
 	at := now()
 	var all []string
 	for i := range n {
-		d := deadLetter("race", fmt.Sprintf("race#%03d", i), int64(i), at)
+		d := deadLetter("race", fmt.Sprintf("race#%03d", i), int64(i+1), at)
 		all = append(all, d.ClaimID)
 		if err := s.RecordDeadLetter(ctx, d); err != nil {
 			t.Fatal(err)
@@ -1280,5 +1281,25 @@ func testClaimsByRankPaging(t *testing.T, s store.Store) {
 	}
 	if after != n || pages != (n+299)/300 {
 		t.Fatalf("walked to rank %d in %d pages, want %d in %d", after, pages, n, (n+299)/300)
+	}
+}
+
+// testCountsSkipNonClaims: a dead letter of an entry that was no claim
+// (undecodable, rank 0) is listed but not counted: it holds no unit.
+func testCountsSkipNonClaims(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	at := now()
+	garbage := deadLetter("nc", "nc!1-0", 0, at)
+	claimed := deadLetter("nc", "nc#1", 1, at)
+	for _, d := range []store.DeadLetter{garbage, claimed} {
+		if err := s.RecordDeadLetter(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.Counts(ctx, "nc"); err != nil || c != (store.Counts{Failed: 1}) {
+		t.Fatalf("Counts = %+v, %v; want 1 failed", c, err)
+	}
+	if ds, err := s.ListDeadLetters(ctx, "nc", "", 10); err != nil || len(ds) != 2 {
+		t.Fatalf("ListDeadLetters = %v, %v; want both listed", claimIDs(ds), err)
 	}
 }
