@@ -1,4 +1,4 @@
-// Package httpapi serves the dibs HTTP API described in API.md: promotions,
+// Package httpapi serves the dibs HTTP API described in docs/contract.md: promotions,
 // claims, grants, dead letters and the operational endpoints. Every error is
 // an RFC 9457 problem (application/problem+json) with a stable code member;
 // clients switch on the code. Client mistakes are 4xx and change nothing;

@@ -274,7 +274,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // queue answers the waiting-room endpoints. No promotion can enable the
 // waiting room in this version (creating one with it enabled is refused), so
 // after the usual checks every user is "not found" in a queue that does not
-// exist, which is what API.md answers for a user who never joined.
+// exist, which is what the contract answers for a user who never joined.
 func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
