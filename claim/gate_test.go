@@ -54,7 +54,7 @@ func eachTopology(t *testing.T, fn func(t *testing.T, tp redistest.Topology)) {
 	}
 }
 
-// TestSeedScenario is seed 001's test: 1,000 stock, 2,000 users in 10 waves
+// TestSeedScenario is the seed scenario: 1,000 stock, 2,000 users in 10 waves
 // of 200 concurrent claims: exactly 1,000 accepted with ranks 1..1,000 in
 // arrival order and 1,000 sold out, and 1,000 entries in the work stream.
 func TestSeedScenario(t *testing.T) {

@@ -209,7 +209,7 @@ func (e *env) waitIssued(t *testing.T, promo string, want float64) map[string]an
 	}
 }
 
-// TestSeedScenario is seed 001 end to end through the HTTP API: 1,000
+// TestSeedScenario is the seed scenario end to end through the HTTP API: 1,000
 // stock, 2,000 users in 10 waves of 200 concurrent claims.
 func TestSeedScenario(t *testing.T) {
 	t.Parallel()

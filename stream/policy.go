@@ -3,8 +3,8 @@ package stream
 import "time"
 
 // The decisions of a pool, kept apart from its I/O so they can be tested
-// exhaustively: scaling (seed 002), the initial consumer count (seed 000),
-// the idle timer and the backoffs.
+// exhaustively: scaling (Spring AMQP SimpleMessageListenerContainer style),
+// the initial consumer count, the idle timer and the backoffs.
 
 // ScaleAction is what a [ScalePolicy] decides after one read.
 type ScaleAction int

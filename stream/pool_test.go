@@ -12,7 +12,7 @@ import (
 	"github.com/dibsio/dibs/internal/redistest"
 )
 
-// Seed 003 §6.1: 100 entries over 4 consumers — every consumer gets some, no
+// Distribution: 100 entries over 4 consumers — every consumer gets some, no
 // entry twice, all acknowledged.
 func TestDistribution(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
@@ -60,7 +60,7 @@ func TestDistribution(t *testing.T) {
 	})
 }
 
-// Seed 003 §6.2: entries are pending while the handler runs and
+// Manual acknowledgement: entries are pending while the handler runs and
 // acknowledged only after it succeeded.
 func TestManualAck(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
@@ -84,7 +84,7 @@ func TestManualAck(t *testing.T) {
 	})
 }
 
-// Seed 003 §6.3.1: a failing handler leaves its entry pending.
+// Failure: a failing handler leaves its entry pending.
 func TestFailingHandlerKeepsPending(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
 		e := setup(t, tp)
@@ -120,7 +120,7 @@ func requireMessage(rec *recorder) Handler {
 	})
 }
 
-// Seed 003 §6.3.2, improved: a malformed entry is dead-lettered at once with
+// A malformed entry: a malformed entry is dead-lettered at once with
 // its reason (not silently acknowledged); the good ones are handled.
 func TestMalformedDeadLettered(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
