@@ -89,6 +89,7 @@ type Pool struct {
 	log      *slog.Logger
 	policy   ScalePolicy
 	token    string        // lease value: identifies this process
+	leaseMu  sync.Mutex    // serialises lease renewal passes with lease releases
 	blocking chan struct{} // slots for XREADGROUP BLOCK, shared by a registry's pools
 
 	// Set by the registry before start; read-only afterwards.
@@ -786,6 +787,8 @@ func (p *Pool) consumerExit(c *consumer) {
 }
 
 func (p *Pool) releaseLease(c *consumer) {
+	p.leaseMu.Lock()
+	defer p.leaseMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := releaseScript.Exec(ctx, p.client, []string{c.leaseKey}, []string{p.token}).Error(); err != nil {
@@ -828,6 +831,10 @@ func (p *Pool) heartbeat(stop <-chan struct{}) {
 
 // renewLeases is one heartbeat pass.
 func (p *Pool) renewLeases(ttl string) {
+	// A release must not land between this pass's listing of the consumers
+	// and its SET: the script would lease the freed name again.
+	p.leaseMu.Lock()
+	defer p.leaseMu.Unlock()
 	p.mu.Lock()
 	cs := make([]*consumer, 0, len(p.consumers))
 	for _, c := range p.consumers {
@@ -843,7 +850,12 @@ func (p *Pool) renewLeases(ttl string) {
 	}
 	start := p.cfg.Clock.Now()
 	// hardCtx, not readCtx: renewals go on while handlers finish after Stop.
-	for i, r := range leaseScript.ExecMulti(p.hardCtx, p.client, execs...) {
+	// Each pass is bounded: with Redis down, rueidis would retry the call
+	// for as long as the context lives, and a renewal that lands later than
+	// this is worth nothing anyway (validity counts from start).
+	ctx, cancel := context.WithTimeout(p.hardCtx, p.cfg.LeaseTTL/3)
+	defer cancel()
+	for i, r := range leaseScript.ExecMulti(ctx, p.client, execs...) {
 		held, err := r.AsInt64()
 		if err != nil {
 			if p.hardCtx.Err() == nil {
