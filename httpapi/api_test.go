@@ -209,6 +209,26 @@ func (e *env) waitIssued(t *testing.T, promo string, want float64) map[string]an
 	}
 }
 
+// waitUserStatus waits until the user's claim status reads want. The
+// database count of issued rows can run a moment ahead of the status in
+// Redis: the row commits before its acknowledgement marks the claim issued.
+func (e *env) waitUserStatus(t *testing.T, promo, user, want string) response {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r := e.do(t, "GET", "/v1/promotions/"+promo+"/claims/"+user, "")
+		if r.status == 200 && r.body["status"] == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's status in %s never became %s: %s", user, promo, want, r.raw)
+		}
+		<-tick.C
+	}
+}
+
 // TestSeedScenario is the seed scenario end to end through the HTTP API: 1,000
 // stock, 2,000 users in 10 waves of 200 concurrent claims.
 func TestSeedScenario(t *testing.T) {
@@ -299,7 +319,7 @@ func TestOneUserManyClaims(t *testing.T) {
 				t.Fatalf("limit %d: %v", limit, codes)
 			}
 			e.waitIssued(t, id, float64(limit))
-			u := e.do(t, "GET", "/v1/promotions/"+id+"/claims/greedy", "")
+			u := e.waitUserStatus(t, id, "greedy", "issued")
 			claims := u.body["claims"].([]any)
 			if u.body["status"] != "issued" || len(claims) != limit {
 				t.Fatalf("user status %s", u.raw)
@@ -510,7 +530,7 @@ func TestGrants(t *testing.T) {
 		if c["remaining"] != nil || c["accepted"].(float64) != 5 {
 			t.Fatalf("grant counts %v", c)
 		}
-		u := e.do(t, "GET", "/v1/promotions/gift/claims/d", "")
+		u := e.waitUserStatus(t, "gift", "d", "issued")
 		if u.body["status"] != "issued" {
 			t.Fatalf("grant status %s", u.raw)
 		}

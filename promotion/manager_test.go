@@ -430,3 +430,31 @@ func TestDrainedAfterEnd(t *testing.T) {
 		t.Fatalf("undrained %+v %v", list, err)
 	}
 }
+
+// TestUserClaimsFollowTheDatabase: a claim whose row is committed reads
+// issued even before its acknowledgement reaches Redis.
+func TestUserClaimsFollowTheDatabase(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	ctx := context.Background()
+	m, err := promotion.New(w.client, w.st, promotion.Config{Prefix: w.prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, m, store.Promotion{ID: "truth", Stock: 5})
+	res, err := claim.New(w.client, claim.Config{Prefix: w.prefix}).Claim(ctx, "truth", "u1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := m.UserClaims(ctx, "truth", "u1"); err != nil || len(cs) != 1 || cs[0].Status != claim.StatusPending {
+		t.Fatalf("before the commit: %+v %v", cs, err)
+	}
+	if _, err := w.st.IssueBatch(ctx, []store.Issue{{ClaimID: res.ClaimID, PromotionID: "truth", UserID: "u1",
+		Rank: res.Rank, Slot: res.Slot, AcceptedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := m.UserClaims(ctx, "truth", "u1")
+	if err != nil || len(cs) != 1 || cs[0].Status != claim.StatusIssued || cs[0].IssuedAt.IsZero() {
+		t.Fatalf("after the commit, before the ack: %+v %v", cs, err)
+	}
+}

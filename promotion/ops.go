@@ -242,12 +242,30 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 		return nil, err
 	}
 	out := make([]UserClaim, len(cs))
+	pending := false
 	for i, c := range cs {
 		cid := claim.ClaimID(id, c.Rank)
 		if p.Mode == store.ModeGrant {
 			cid = claim.GrantID(id, userID)
 		}
 		out[i] = UserClaim{ClaimID: cid, Rank: c.Rank, Status: c.Status, IssuedAt: c.IssuedAt}
+		pending = pending || c.Status == claim.StatusPending
+	}
+	if pending {
+		// The database is the truth: a row commits a moment before its
+		// acknowledgement marks the claim issued in Redis, and the promotion's
+		// counts already show it issued. Answer the same.
+		issued, err := m.st.ListIssued(ctx, id, userID)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			for _, is := range issued {
+				if out[i].Status == claim.StatusPending && is.ClaimID == out[i].ClaimID {
+					out[i].Status, out[i].IssuedAt = claim.StatusIssued, is.IssuedAt
+				}
+			}
+		}
 	}
 	return out, nil
 }
