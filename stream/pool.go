@@ -280,6 +280,18 @@ func (p *Pool) setup(ctx context.Context) error {
 	for range want {
 		c, err := p.leaseNext(ctx)
 		if err != nil {
+			// Give back the names taken so far: no consumer will run under
+			// them, and a restart should find them free at once.
+			p.mu.Lock()
+			taken := make([]*consumer, 0, len(p.consumers))
+			for idx, c := range p.consumers {
+				taken = append(taken, c)
+				delete(p.consumers, idx)
+			}
+			p.mu.Unlock()
+			for _, c := range taken {
+				p.releaseLease(c)
+			}
 			return err
 		}
 		if c == nil {
