@@ -148,6 +148,17 @@ func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int
 
 // applyReplays re-enqueues replayed claims and records that it did.
 func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.DeadLetter) error {
+	if len(moved) == 0 {
+		return nil
+	}
+	// A replay brings work back to a promotion that may have been drained:
+	// watch it again, or nothing would confirm the replayed claims after a
+	// restart. This comes after the claims moved to replayed in the
+	// database, so a drain deciding at the same moment either sees them
+	// short (and undoes itself) or is undone here.
+	if err := m.st.SetDrained(ctx, id, false); err != nil {
+		return err
+	}
 	done := make([]string, 0, len(moved))
 	var err error
 	for _, d := range moved {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
@@ -134,4 +135,42 @@ func TestReplayAllVisitsEachOnce(t *testing.T) {
 		t.Fatalf("replay all: %d %v, want 30", n, err)
 	}
 	waitCounts(t, m, "again", 0, 30)
+}
+
+// TestReplayIntoDrainedPromotion: a drained promotion (ended, every claim
+// issued or failed) that gets a replay is watched again, so its replayed
+// claims are confirmed even by an instance started later.
+func TestReplayIntoDrainedPromotion(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	drop := poison(t, w, "sqlite")
+	m := w.manager(t, "a", func(sc *stream.Config) {
+		sc.MaxDeliveries = 1
+		sc.IdleTimeout = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	create(t, m, store.Promotion{ID: "late", Stock: 3})
+	for _, u := range []string{"good", "poison1"} {
+		if _, err := m.Claim(ctx, "late", u, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCounts(t, m, "late", 1, 1)
+	if _, err := m.Close(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drain", func() bool {
+		p, err := w.st.GetPromotion(ctx, "late")
+		return err == nil && p.Drained
+	})
+	drop()
+	if n, err := m.Replay(ctx, "late", nil); err != nil || n != 1 {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	if p, err := w.st.GetPromotion(ctx, "late"); err != nil || p.Drained {
+		t.Fatalf("after a replay the promotion must be watched again: %+v %v", p.Drained, err)
+	}
+	// A second instance, started now, finds it and confirms the claim.
+	other := w.manager(t, "b", nil)
+	waitCounts(t, other, "late", 2, 0)
 }

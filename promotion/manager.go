@@ -314,6 +314,15 @@ func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
 	if err := m.st.SetDrained(ctx, p.ID, true); err != nil {
 		return err
 	}
+	// A replay may have moved claims back into the pipeline since the
+	// counts were read: read them again, and undo the drain if they fell
+	// short (a replay that moves its claims later undoes it itself).
+	if c, err = m.st.Counts(ctx, p.ID); err != nil || c.Issued+c.Failed+c.Voided < st.Seq {
+		if uerr := m.st.SetDrained(ctx, p.ID, false); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return err
+	}
 	m.mu.Lock()
 	delete(m.active, p.ID)
 	m.mu.Unlock()

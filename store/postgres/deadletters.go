@@ -82,15 +82,42 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 		// An issued claim already took its unit; voiding would return it.
 		skipIssued = `AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE dead_letters SET state = $3, applied = false, moved_at = $4
+	update := `UPDATE dead_letters SET state = $3, applied = false, moved_at = $4
 		WHERE promotion_id = $1 AND state = 'failed'
 		  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
-		  `+skipIssued+`
-		RETURNING `+deadLetterCols, promotionID, claimIDs, to, pgTime(time.Now()))
-	if err != nil {
-		return nil, wrapErr("transition dead letters", err)
+		  ` + skipIssued + `
+		RETURNING ` + deadLetterCols
+	args := []any{promotionID, claimIDs, to, pgTime(time.Now())}
+	var out []store.DeadLetter
+	var err error
+	if to != store.DeadVoided {
+		rows, qerr := s.pool.Query(ctx, update, args...)
+		if qerr == nil {
+			out, qerr = pgx.CollectRows(rows, scanDeadLetter)
+		}
+		err = qerr
+	} else {
+		// A void must not pass an issue of the same claim in flight: under
+		// READ COMMITTED each statement checks the other table for rows the
+		// other has not committed yet. Both lock the claim's dead-letter row
+		// first (the issue FOR SHARE, the void FOR UPDATE), and the void's
+		// UPDATE runs as a new statement after the lock, so it sees an issue
+		// that committed meanwhile.
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM dead_letters
+				WHERE promotion_id = $1 AND state = 'failed'
+				  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
+				ORDER BY claim_id FOR UPDATE`, promotionID, claimIDs); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, update, args...)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, scanDeadLetter)
+			return err
+		})
 	}
-	out, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}

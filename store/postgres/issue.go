@@ -33,7 +33,7 @@ const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank,
 	RETURNING claim_id, promotion_id, user_id, rank, slot`
 
 // IssueBatch writes the issues with one multi-row INSERT ... ON CONFLICT DO
-// NOTHING RETURNING (one statement, so one transaction) and reports an
+// NOTHING RETURNING, in one transaction, and reports an
 // Outcome per issue, in order: Inserted for the rows written, Duplicate when
 // the same claim is already stored with the same content, Conflict
 // otherwise. issued_at is the database's now().
@@ -78,10 +78,22 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 
 	var written []sqlstore.IssueKey
 	for attempt := 1; ; attempt++ {
-		rows, err := s.pool.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)
-		if err == nil {
+		// The claims' dead-letter rows, if any, are locked FOR SHARE first,
+		// and the insert runs as a new statement after it: a void of one of
+		// them either finished before (and the insert skips the claim) or
+		// waits for this transaction (and then skips the issued claim).
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM dead_letters WHERE claim_id = ANY($1)
+				ORDER BY claim_id FOR SHARE`, claimIDs); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)
+			if err != nil {
+				return err
+			}
 			written, err = pgx.CollectRows(rows, scanKey)
-		}
+			return err
+		})
 		if err == nil {
 			break
 		}
