@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -54,8 +53,7 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := s.cfg.Manager.Claim(ctx, id, in.UserID, key)
 	if err != nil {
-		outcome = outcomeOf(err)
-		s.fail(w, r, err)
+		reject(s.problemFor(r, err))
 		return
 	}
 	outcome = "accepted"
@@ -64,26 +62,6 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, http.StatusAccepted, claimOut{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
-}
-
-func outcomeOf(err error) string {
-	switch {
-	case errors.Is(err, claim.ErrSoldOut):
-		return CodeSoldOut
-	case errors.Is(err, claim.ErrAlreadyClaimed):
-		return CodeAlreadyClaimed
-	case errors.Is(err, claim.ErrNotStarted):
-		return CodeNotStarted
-	case errors.Is(err, claim.ErrEnded):
-		return CodeEnded
-	case errors.Is(err, claim.ErrNotFound), errors.Is(err, promotion.ErrNotFound):
-		return CodeNotFound
-	case errors.Is(err, promotion.ErrWrongMode):
-		return CodeInvalidRequest
-	case errors.Is(err, claim.ErrRebuilding):
-		return CodeUnavailable
-	}
-	return CodeUnavailable
 }
 
 type userClaimOut struct {

@@ -236,39 +236,44 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// fail writes the problem for err: sentinels map to their codes, anything
-// else means Redis or the database did not answer as expected.
+// fail writes the problem for err.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.problemFor(r, err).write(w, r)
+}
+
+// problemFor maps err to its problem: sentinels map to their codes,
+// anything else means Redis or the database did not answer as expected
+// (and is logged).
+func (s *Server) problemFor(r *http.Request, err error) *Problem {
 	var ve *promotion.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		problem(CodeInvalidRequest, ve.Error()).withField(ve.Field).write(w, r)
+		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
 	case errors.Is(err, promotion.ErrNotFound), errors.Is(err, claim.ErrNotFound):
-		problem(CodeNotFound, "no such promotion").write(w, r)
+		return problem(CodeNotFound, "no such promotion")
 	case errors.Is(err, promotion.ErrAlreadyExists):
-		problem(CodeAlreadyExists, "a promotion with this id exists").write(w, r)
+		return problem(CodeAlreadyExists, "a promotion with this id exists")
 	case errors.Is(err, promotion.ErrWrongMode):
-		problem(CodeInvalidRequest, "this promotion's mode does not allow this call").write(w, r)
+		return problem(CodeInvalidRequest, "this promotion's mode does not allow this call")
 	case errors.Is(err, claim.ErrAlreadyClaimed):
-		problem(CodeAlreadyClaimed, "the user reached the promotion's per-user limit").write(w, r)
+		return problem(CodeAlreadyClaimed, "the user reached the promotion's per-user limit")
 	case errors.Is(err, claim.ErrNotStarted):
-		problem(CodeNotStarted, "the promotion has not started").write(w, r)
+		return problem(CodeNotStarted, "the promotion has not started")
 	case errors.Is(err, claim.ErrEnded):
-		problem(CodeEnded, "the promotion has ended").write(w, r)
+		return problem(CodeEnded, "the promotion has ended")
 	case errors.Is(err, claim.ErrSoldOut):
-		problem(CodeSoldOut, "the stock is exhausted").write(w, r)
+		return problem(CodeSoldOut, "the stock is exhausted")
 	case errors.Is(err, claim.ErrRebuilding):
 		// Redis lost writes and the promotion's counters are being rebuilt
 		// from the database; nothing was taken, so a plain retry is safe.
-		problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1).write(w, r)
-	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		detail := "Redis or the database did not answer; retry shortly"
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/claims") {
-			detail = "Redis did not answer; the claim may or may not have been taken: retry with the same Idempotency-Key"
-		}
-		problem(CodeUnavailable, detail).retry(1).write(w, r)
+		return problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1)
 	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	detail := "Redis or the database did not answer; retry shortly"
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/claims") {
+		detail = "Redis did not answer; the claim may or may not have been taken: retry with the same Idempotency-Key"
+	}
+	return problem(CodeUnavailable, detail).retry(1)
 }
 
 // queue answers the waiting-room endpoints. No promotion can enable the
