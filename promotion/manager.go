@@ -205,15 +205,15 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 	var errs []error
 	// Redis is fast, the database is the truth: a promotion whose counters
 	// fell behind the database is paused and rebuilt before anything else.
-	if err := m.checkFloors(ctx, list); err != nil {
-		errs = append(errs, err)
-	}
+	// Promotions seen for the first time are opened on the way.
+	refresh := make(map[string]bool)
 	for _, p := range list {
 		if _, known := prev[p.ID]; first || !known {
-			if err := m.open(ctx, p); err != nil {
-				errs = append(errs, err)
-			}
+			refresh[p.ID] = true
 		}
+	}
+	if err := m.checkFloors(ctx, list, refresh); err != nil {
+		errs = append(errs, err)
 	}
 	// One pipelined round trip reads every promotion's backlog.
 	works, werrs := m.groupWorks(ctx, list)
@@ -334,13 +334,6 @@ func ended(p store.Promotion, now time.Time) bool {
 	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
 }
 
-// open makes the promotion's Redis state exist; a promotion Redis lost
-// while the database holds its claims is created paused and rebuilt from
-// the database (see openChecked).
-func (m *Manager) open(ctx context.Context, p store.Promotion) error {
-	return m.openChecked(ctx, p)
-}
-
 func gatePromotion(p store.Promotion) claim.Promotion {
 	return claim.Promotion{
 		ID:           p.ID,
@@ -357,24 +350,24 @@ func gatePromotion(p store.Promotion) claim.Promotion {
 // and wakes it.
 func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
 	m.mu.Lock()
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
+	if m.stopped {
+		m.mu.Unlock()
 		return nil
 	}
+	spec := m.specLocked(p)
+	m.mu.Unlock()
 	// Ensure wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	if _, err := m.reg.Ensure(ctx, p.ID, m.spec(p)); err != nil {
+	if _, err := m.reg.Ensure(ctx, p.ID, spec); err != nil {
 		return fmt.Errorf("start pool of %s: %w", p.ID, err)
 	}
 	return nil
 }
 
-// spec returns the pool spec of promotion p, made once per promotion.
-func (m *Manager) spec(p store.Promotion) stream.Spec {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// specLocked returns the pool spec of promotion p, made once per
+// promotion. The caller holds m.mu.
+func (m *Manager) specLocked(p store.Promotion) stream.Spec {
 	if s, ok := m.specs[p.ID]; ok {
 		return s
 	}

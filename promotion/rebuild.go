@@ -121,7 +121,7 @@ func (r *rebuilder) stop() {
 	r.wg.Wait()
 }
 
-// openChecked makes the promotion's Redis state exist. If the database
+// open makes the promotion's Redis state exist. If the database
 // holds claims of the promotion and Redis has no meta hash for it, Redis
 // lost it: the meta hash is created paused and a rebuild starts.
 //
@@ -129,12 +129,18 @@ func (r *rebuilder) stop() {
 // the database's floor, once the users are restored too. Raised here, it
 // would hide a loss from the re-check, which detects one by the counter
 // being behind the database.
-func (m *Manager) openChecked(ctx context.Context, p store.Promotion) error {
+func (m *Manager) open(ctx context.Context, p store.Promotion) error {
 	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
 	if err != nil {
 		return fmt.Errorf("open promotion %s: %w", p.ID, err)
 	}
-	floor := floors[p.ID]
+	return m.openAt(ctx, p, floors[p.ID])
+}
+
+// openAt is open with the database's highest rank of the promotion already
+// read. On a promotion Redis still holds it refreshes its end and closed
+// flag, nothing else.
+func (m *Manager) openAt(ctx context.Context, p store.Promotion, floor int64) error {
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
 		// from, and a new promotion must not start paused.
@@ -156,8 +162,9 @@ func (m *Manager) openChecked(ctx context.Context, p store.Promotion) error {
 // checkFloors compares, for every promotion in list, the database's highest
 // rank with Redis's rank counter, and starts a rebuild where Redis is
 // behind or a promotion is paused with no rebuild running here. Promotions
-// Redis lost entirely are opened (paused) and rebuilt.
-func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion) error {
+// Redis lost entirely are opened (paused) and rebuilt, and those in refresh
+// (seen for the first time) are opened, with the floors read here.
+func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refresh map[string]bool) error {
 	if len(list) == 0 {
 		return nil
 	}
@@ -166,22 +173,31 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion) error
 		ids[i] = p.ID
 	}
 	floors, err := m.st.MaxRanks(ctx, ids)
-	if err != nil {
-		return fmt.Errorf("check rank floors: %w", err)
+	var marks []claim.Mark
+	if err == nil {
+		marks, err = m.gate.Marks(ctx, ids)
 	}
-	marks, err := m.gate.Marks(ctx, ids)
 	if err != nil {
-		return fmt.Errorf("check rank floors: %w", err)
+		// Still open the new ones, one by one.
+		errs := []error{fmt.Errorf("check rank floors: %w", err)}
+		for _, p := range list {
+			if refresh[p.ID] {
+				errs = append(errs, m.open(ctx, p))
+			}
+		}
+		return errors.Join(errs...)
 	}
 	var errs []error
 	for i, p := range list {
 		mk, floor := marks[i], floors[p.ID]
-		switch {
-		case m.rb.busy(p.ID):
-		case !mk.Exists:
-			if err := m.openChecked(ctx, p); err != nil {
+		if refresh[p.ID] || !mk.Exists {
+			if err := m.openAt(ctx, p, floor); err != nil {
 				errs = append(errs, err)
+				continue
 			}
+		}
+		switch {
+		case m.rb.busy(p.ID), !mk.Exists:
 		case mk.Paused:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
