@@ -103,27 +103,11 @@ func (e *rbEnv) report(t *testing.T) promotion.RebuildReport {
 	}
 }
 
-// rbWait polls cond on a ticker until it holds or the deadline passes.
-func rbWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // waitSettled waits until the database holds issued rows and failed dead
 // letters as given and nothing is pending.
 func (e *rbEnv) waitSettled(t *testing.T, id string, issued, failed int64) {
 	t.Helper()
-	rbWait(t, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
+	waitFor(t, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
 		v, err := e.m.Get(context.Background(), id)
 		return err == nil && v.Counts.Issued == issued && v.Counts.Failed == failed && v.Counts.Pending == 0
 	})
@@ -138,7 +122,7 @@ func (e *rbEnv) waitAcked(t *testing.T, id string, n int) {
 		fields[i] = fmt.Sprint(i + 1)
 	}
 	k := claim.KeysFor(e.prefix, id)
-	rbWait(t, fmt.Sprintf("%s: ranks 1..%d acknowledged", id, n), func() bool {
+	waitFor(t, fmt.Sprintf("%s: ranks 1..%d acknowledged", id, n), func() bool {
 		vals, err := e.client.Do(context.Background(), e.client.B().Hmget().Key(k.Status()).Field(fields...).Build()).AsStrSlice()
 		if err != nil {
 			return false

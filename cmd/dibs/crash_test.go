@@ -196,14 +196,22 @@ func waitAllIssued(t *testing.T, p *serveProc, promo string) int64 {
 	}
 }
 
-// issuedRows counts the promotion's issued rows.
-func issuedRows(t *testing.T, dbPath, promo string) int64 {
+// openReadOnly opens the SQLite database of a dibs serve child, read-only,
+// closed at the end of the test.
+func openReadOnly(t *testing.T, dbPath string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// issuedRows counts the promotion's issued rows.
+func issuedRows(t *testing.T, dbPath, promo string) int64 {
+	t.Helper()
+	db := openReadOnly(t, dbPath)
 	var n int64
 	if err := db.QueryRow(`SELECT COUNT(*) FROM issued WHERE promotion_id = ?`, promo).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -215,13 +223,9 @@ func issuedRows(t *testing.T, dbPath, promo string) int64 {
 // promotion, ranks 1..want each once, one row per user.
 func checkRows(t *testing.T, dbPath, promo string, want int64) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openReadOnly(t, dbPath)
 	var n, distinctRanks, distinctUsers, maxRank int64
-	err = db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT rank), COUNT(DISTINCT user_id), COALESCE(MAX(rank),0) FROM issued WHERE promotion_id = ?`, promo).
+	err := db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT rank), COUNT(DISTINCT user_id), COALESCE(MAX(rank),0) FROM issued WHERE promotion_id = ?`, promo).
 		Scan(&n, &distinctRanks, &distinctUsers, &maxRank)
 	if err != nil {
 		t.Fatal(err)
@@ -322,6 +326,20 @@ func settle(t *testing.T, addr, promo string, before map[string]answer, unknown 
 	return accepted
 }
 
+// sellOutChecked ends a crash test: clients retry what they lost, the
+// promotion sells out exactly once, every accepted claim is issued, and the
+// database holds ranks 1..stock once each.
+func sellOutChecked(t *testing.T, p *serveProc, dbPath, promo string, before map[string]answer, unknown []string, stock int) {
+	t.Helper()
+	accepted := settle(t, p.addr, promo, before, unknown, stock)
+	n := waitAllIssued(t, p, promo)
+	if n != int64(len(accepted)) || n != int64(stock) {
+		t.Fatalf("server accepted %d, clients hold %d, stock %d", n, len(accepted), stock)
+	}
+	p.kill()
+	checkRows(t, dbPath, promo, n)
+}
+
 // TestCrashBetweenCommitAndAck kills dibs (SIGKILL, from inside, by a
 // failpoint) after claims were committed to the database but before they
 // were acknowledged in Redis. After a restart every accepted claim ends
@@ -353,13 +371,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	}
 
 	p2 := startServe(t, redis.Addr(), "sqlite://"+dbPath)
-	accepted := settle(t, p2.addr, "crash", before, unknown, 50)
-	n := waitAllIssued(t, p2, "crash")
-	if n != int64(len(accepted)) || n != 50 {
-		t.Fatalf("server accepted %d, clients hold %d, stock 50", n, len(accepted))
-	}
-	p2.kill()
-	checkRows(t, dbPath, "crash", n)
+	sellOutChecked(t, p2, dbPath, "crash", before, unknown, 50)
 }
 
 // TestKillDuringClaimBurst kills dibs with SIGKILL in the middle of a burst
@@ -383,13 +395,7 @@ func TestKillDuringClaimBurst(t *testing.T) {
 	}
 
 	p2 := startServe(t, redis.Addr(), "sqlite://"+dbPath)
-	accepted := settle(t, p2.addr, "burst", before, unknown, 300)
-	n := waitAllIssued(t, p2, "burst")
-	if n != int64(len(accepted)) || n != 300 {
-		t.Fatalf("server accepted %d, clients hold %d, stock 300", n, len(accepted))
-	}
-	p2.kill()
-	checkRows(t, dbPath, "burst", n)
+	sellOutChecked(t, p2, dbPath, "burst", before, unknown, 300)
 }
 
 // TestRedisKilledUnderAOFAlways kills redis-server with SIGKILL during a
@@ -418,13 +424,7 @@ func TestRedisKilledUnderAOFAlways(t *testing.T) {
 	if err := redis.Restart(ctx); err != nil {
 		t.Fatalf("restart redis: %v", err)
 	}
-	accepted := settle(t, p.addr, "aof", before, unknown, 300)
-	n := waitAllIssued(t, p, "aof")
-	if n != int64(len(accepted)) || n != 300 {
-		t.Fatalf("server accepted %d, clients hold %d, stock 300", n, len(accepted))
-	}
-	p.kill()
-	checkRows(t, dbPath, "aof", n)
+	sellOutChecked(t, p, dbPath, "aof", before, unknown, 300)
 }
 
 // TestEmbeddedRedisDeathStopsServe: without its private redis-server dibs
