@@ -55,6 +55,9 @@ type Config struct {
 	// promotion whose Redis state lost writes (see Manager.Rebuild), failed
 	// ones included: their report's Err is set.
 	OnRebuild func(RebuildReport)
+	// OnDrained, if set, is called once a promotion is marked drained: the
+	// Manager stops watching it, so per-promotion series can be dropped.
+	OnDrained func(promotionID string)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -325,7 +328,11 @@ func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
 	}
 	m.mu.Lock()
 	delete(m.active, p.ID)
+	delete(m.specs, p.ID)
 	m.mu.Unlock()
+	if m.cfg.OnDrained != nil {
+		m.cfg.OnDrained(p.ID)
+	}
 	m.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
 	return nil
 }
