@@ -26,6 +26,14 @@ var (
 	ErrAlreadyClaimed = errors.New("claim: already claimed")
 	// ErrSoldOut means the stock is exhausted.
 	ErrSoldOut = errors.New("claim: sold out")
+	// ErrVoided means an Idempotency-Key matched an accepted claim that an
+	// admin voided since: it holds no unit any more.
+	ErrVoided = errors.New("claim: claim voided")
+	// ErrLost means the promotion's rank counter in Redis is below a rank
+	// the caller knows to be taken: Redis lost writes. The script paused the
+	// promotion, nothing was taken, and it wraps ErrRebuilding, so callers
+	// answer it as they answer a rebuild (retry shortly).
+	ErrLost = fmt.Errorf("claim: Redis lost writes below a rank known to be taken: %w", ErrRebuilding)
 )
 
 var outcomes = map[string]error{
@@ -36,6 +44,8 @@ var outcomes = map[string]error{
 	"already_claimed": ErrAlreadyClaimed,
 	"sold_out":        ErrSoldOut,
 	"rebuilding":      ErrRebuilding,
+	"voided":          ErrVoided,
+	"lost":            ErrLost,
 }
 
 // Config configures a Gate.
@@ -145,7 +155,17 @@ type Result struct {
 // sentinel errors; any other error is Redis's (the outcome is then unknown if
 // it was a timeout: retry with the same idemKey).
 func (g *Gate) Claim(ctx context.Context, id, userID, idemKey string) (Result, error) {
-	vals, err := claimScript.Exec(ctx, g.client, g.Keys(id).all(), []string{userID, idemKey, id}).ToArray()
+	return g.ClaimFenced(ctx, id, userID, idemKey, 0)
+}
+
+// ClaimFenced is Claim with a fence: the highest rank the caller knows to be
+// taken in the promotion (see Fence). If Redis's rank counter is below it,
+// Redis lost writes: nothing is taken, the promotion is paused for a
+// rebuild and ErrLost is returned, so no rank the caller knows of is
+// handed out a second time.
+func (g *Gate) ClaimFenced(ctx context.Context, id, userID, idemKey string, fence int64) (Result, error) {
+	vals, err := claimScript.Exec(ctx, g.client, g.Keys(id).all(),
+		[]string{userID, idemKey, id, strconv.FormatInt(fence, 10)}).ToArray()
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
 	}
@@ -190,9 +210,14 @@ type GrantResult struct {
 // granted are counted as duplicates and get nothing new. The batch is applied
 // atomically.
 func (g *Gate) Grant(ctx context.Context, id string, userIDs []string) (GrantResult, error) {
+	return g.GrantFenced(ctx, id, userIDs, 0)
+}
+
+// GrantFenced is Grant with a fence, as ClaimFenced has.
+func (g *Gate) GrantFenced(ctx context.Context, id string, userIDs []string, fence int64) (GrantResult, error) {
 	k := g.Keys(id)
-	args := make([]string, 0, len(userIDs)+1)
-	args = append(args, id)
+	args := make([]string, 0, len(userIDs)+2)
+	args = append(args, id, strconv.FormatInt(fence, 10))
 	args = append(args, userIDs...)
 	vals, err := grantScript.Exec(ctx, g.client,
 		[]string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Stream()}, args).ToArray()
@@ -357,10 +382,16 @@ func (g *Gate) MarkFailed(ctx context.Context, id string, ranks ...int64) error 
 	return nil
 }
 
+// ErrUnknownRank means Redis holds no status for a claim's rank: it lost
+// the claim and no rebuild has restored it yet. Nothing was changed.
+var ErrUnknownRank = errors.New("claim: Redis holds no status for the rank")
+
 // Replay puts a dead-lettered claim back into the promotion's stream with
 // its original fields (so under its original claim id). Only a claim whose
 // status is failed is re-enqueued; it reports false for any other (already
-// replayed, issued or voided), so applying a replay twice is harmless.
+// replayed, issued or voided), so applying a replay twice is harmless. It
+// returns ErrUnknownRank, having done nothing, if Redis holds no status for
+// the rank.
 func (g *Gate) Replay(ctx context.Context, id string, rank int64, fields map[string]string) (bool, error) {
 	k := g.Keys(id)
 	args := make([]string, 0, 1+2*len(fields))
@@ -377,21 +408,62 @@ func (g *Gate) Replay(ctx context.Context, id string, rank int64, fields map[str
 	if err != nil {
 		return false, fmt.Errorf("replay %s rank %d: %w", id, rank, err)
 	}
+	if n < 0 {
+		return false, fmt.Errorf("replay %s rank %d: %w", id, rank, ErrUnknownRank)
+	}
 	return n == 1, nil
 }
 
 // Void gives up on dead-lettered claims and returns their units to stock.
-// It returns how many were voided.
-func (g *Gate) Void(ctx context.Context, id string, ranks ...int64) (int64, error) {
+// It returns how many were voided, and the ranks Redis holds no status for
+// (it lost those claims and no rebuild has restored them yet): nothing was
+// done for those, and the void must be applied again later.
+func (g *Gate) Void(ctx context.Context, id string, ranks ...int64) (voided int64, unknown []int64, err error) {
 	if len(ranks) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	k := g.Keys(id)
-	n, err := voidScript.Exec(ctx, g.client, []string{k.Meta(), k.Status()}, formatInts(ranks)).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("void in %s: %w", id, err)
+	vals, err := voidScript.Exec(ctx, g.client, []string{k.Meta(), k.Status()}, formatInts(ranks)).ToArray()
+	if err == nil && len(vals) == 0 {
+		err = errors.New("empty script reply")
 	}
-	return n, nil
+	if err != nil {
+		return 0, nil, fmt.Errorf("void in %s: %w", id, err)
+	}
+	voided, err = vals[0].AsInt64()
+	for _, v := range vals[1:] {
+		if err != nil {
+			break
+		}
+		var r int64
+		r, err = v.AsInt64()
+		unknown = append(unknown, r)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("void in %s: %w", id, err)
+	}
+	return voided, unknown, nil
+}
+
+// Ended decides, against Redis TIME, whether the promotion has ended
+// (closed, or past its end), and returns its rank counter read in the same
+// step. An ended promotion is marked closed in Redis, so no claim is
+// accepted after this answer: a promotion found ended with the database
+// accounting for every rank up to seq is drained for good. ErrNotFound if
+// Redis has no meta hash for it.
+func (g *Gate) Ended(ctx context.Context, id string) (ended bool, seq int64, err error) {
+	k := g.Keys(id)
+	vals, err := endScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq()}, nil).AsIntSlice()
+	if err != nil {
+		return false, 0, fmt.Errorf("end check of %s: %w", id, err)
+	}
+	if len(vals) == 0 || vals[0] < 0 {
+		return false, 0, ErrNotFound
+	}
+	if len(vals) < 2 {
+		return false, 0, fmt.Errorf("end check of %s: short reply", id)
+	}
+	return vals[0] == 1, vals[1], nil
 }
 
 func formatInts(v []int64) []string {
@@ -400,4 +472,75 @@ func formatInts(v []int64) []string {
 		out[i] = strconv.FormatInt(n, 10)
 	}
 	return out
+}
+
+// Rerank outcomes besides the sentinels.
+var (
+	// ErrNoStockToRerank means a claim whose rank was handed out twice
+	// cannot be given a new one: the stock is exhausted.
+	ErrNoStockToRerank = errors.New("claim: no stock left to re-rank a claim whose rank was handed out twice")
+)
+
+// Rerank gives the claim of userID (slot, accepted at acceptedAt) answered
+// with oldRank a new rank, because the database holds oldRank for another
+// user's claim: Redis lost writes and handed the rank out twice. fence is
+// the database's highest rank: if Redis's counter is below it the
+// promotion is paused and ErrLost returned, so the new rank is taken only
+// once the promotion is rebuilt (ErrRebuilding while it is paused). The new
+// rank gets a work-stream entry of its own; a second call for the same
+// claim returns the same rank with fresh false. ErrNoStockToRerank means
+// no unit is left for it.
+func (g *Gate) Rerank(ctx context.Context, id string, oldRank int64, userID string, slot int, acceptedAt time.Time, fence int64) (rank int64, fresh bool, err error) {
+	k := g.Keys(id)
+	vals, err := rerankScript.Exec(ctx, g.client,
+		[]string{k.Meta(), k.Seq(), k.Status(), k.ByUser(), k.Stream(), k.Reranks()},
+		[]string{strconv.FormatInt(oldRank, 10), userID, strconv.Itoa(slot),
+			strconv.FormatInt(acceptedAt.UnixMilli(), 10), id, strconv.FormatInt(fence, 10)}).ToArray()
+	if err != nil {
+		return 0, false, fmt.Errorf("re-rank %s rank %d: %w", id, oldRank, err)
+	}
+	status, err := vals[0].ToString()
+	if err != nil {
+		return 0, false, fmt.Errorf("re-rank %s rank %d: %w", id, oldRank, err)
+	}
+	switch status {
+	case "ok":
+	case "sold_out":
+		return 0, false, ErrNoStockToRerank
+	default:
+		if e, ok := outcomes[status]; ok {
+			return 0, false, e
+		}
+		return 0, false, fmt.Errorf("re-rank %s rank %d: unexpected outcome %q", id, oldRank, status)
+	}
+	if len(vals) < 3 {
+		return 0, false, fmt.Errorf("re-rank %s rank %d: short reply", id, oldRank)
+	}
+	rank, err = vals[1].AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("re-rank %s rank %d: %w", id, oldRank, err)
+	}
+	f, _ := vals[2].AsInt64()
+	return rank, f == 1, nil
+}
+
+// Collided is called when the database shows that a claim accepted at
+// acceptedAt was handed a rank or slot that another claim holds: Redis lost
+// writes. It returns nil if the promotion's counters were rebuilt after the
+// claim was accepted, so the collision may be settled on them; otherwise it
+// pauses the promotion (if no rebuild has already) and returns ErrLost or
+// ErrRebuilding: settle it once the rebuild is done.
+func (g *Gate) Collided(ctx context.Context, id string, acceptedAt time.Time) error {
+	out, err := collisionScript.Exec(ctx, g.client, []string{g.Keys(id).Meta()},
+		[]string{strconv.FormatInt(acceptedAt.UnixMilli(), 10)}).ToString()
+	if err != nil {
+		return fmt.Errorf("collision in %s: %w", id, err)
+	}
+	if out == "ok" {
+		return nil
+	}
+	if e, ok := outcomes[out]; ok {
+		return e
+	}
+	return fmt.Errorf("collision in %s: unexpected outcome %q", id, out)
 }

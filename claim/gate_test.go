@@ -353,11 +353,11 @@ func TestFailReplayVoid(t *testing.T) {
 		if ok, err := f.gate.Replay(ctx, "dl", 1, map[string]string{"claim_id": "dl#1", "user": "u1", "rank": "1", "slot": "1", "at": "1"}); err != nil || ok {
 			t.Fatalf("second replay %v %v", ok, err)
 		}
-		if n, err := f.gate.Void(ctx, "dl", 2); err != nil || n != 1 {
+		if n, _, err := f.gate.Void(ctx, "dl", 2); err != nil || n != 1 {
 			t.Fatalf("void %d %v", n, err)
 		}
 		// Voiding twice returns nothing more.
-		if n, _ := f.gate.Void(ctx, "dl", 2); n != 0 {
+		if n, _, _ := f.gate.Void(ctx, "dl", 2); n != 0 {
 			t.Fatalf("second void %d", n)
 		}
 		res, err := f.gate.Claim(ctx, "dl", "u3", "")
@@ -416,7 +416,7 @@ func TestAckBatchKeepsVoided(t *testing.T) {
 		if err != nil || len(read[k.Stream()]) != 3 {
 			t.Fatalf("read: %v %v", read, err)
 		}
-		if n, err := f.gate.Void(ctx, "batch", 2); err != nil || n != 1 {
+		if n, _, err := f.gate.Void(ctx, "batch", 2); err != nil || n != 1 {
 			t.Fatalf("void: %d %v", n, err)
 		}
 		var entries []claim.Entry

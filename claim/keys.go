@@ -41,6 +41,10 @@ func (k Keys) ByUser() string { return k.base + "byuser" }
 // Idem maps user + Idempotency-Key to the rank of the original answer.
 func (k Keys) Idem() string { return k.base + "idem" }
 
+// Reranks maps "<old rank>:<user>" to the new rank of a claim re-ranked
+// because Redis had handed its rank out twice (see Gate.Rerank).
+func (k Keys) Reranks() string { return k.base + "reranks" }
+
 // Stream is the promotion's work stream of accepted claims.
 func (k Keys) Stream() string { return k.base + "claims" }
 

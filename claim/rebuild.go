@@ -423,8 +423,9 @@ if voided > 0 then redis.call('HINCRBY', KEYS[1], 'voided', voided) end
 return {'ok', users, statuses, voided, requeued}
 `)
 
-// resumeScript ends a rebuild: raises the rank counter to the floor and
-// unpauses the promotion.
+// resumeScript ends a rebuild: raises the rank counter to the floor,
+// unpauses the promotion and records when (rebuilt_ms, Redis TIME; see
+// collisionScript).
 //
 // KEYS: meta, seq. ARGV: token, seq floor, chunks applied (see restoreScript).
 //
@@ -440,6 +441,8 @@ if seq < floor then
   seq = floor
 end
 redis.call('HDEL', KEYS[1], 'paused', 'rebuild', 'rebuild_until', 'rebuild_done')
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'rebuilt_ms', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 return {'ok', seq}
 `)
 

@@ -234,7 +234,7 @@ func TestRestoreNeverLowers(t *testing.T) {
 	if err := f.gate.MarkFailed(ctx, "n", 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.gate.Void(ctx, "n", 3); err != nil {
+	if _, _, err := f.gate.Void(ctx, "n", 3); err != nil {
 		t.Fatal(err)
 	}
 	k := f.gate.Keys("n")

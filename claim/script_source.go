@@ -9,12 +9,18 @@ local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms',
 if not m[1] then return {'not_found'} end
 if m[7] ~= 'first_come' then return {'wrong_mode'} end
 if m[8] == '1' then return {'rebuilding'} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq < tonumber(ARGV[4] or '0') then
+  redis.call('HSET', KEYS[1], 'paused', 1)
+  return {'lost', seq}
+end
 local user = ARGV[1]
 local idem = ARGV[2]
 if idem ~= '' then
   local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
   if r then
     local rank, slot = string.match(r, '^(%d+):(%d+)$')
+    if redis.call('HGET', KEYS[4], rank) == 'v' then return {'voided', tonumber(rank)} end
     return {'ok', tonumber(rank), 1, tonumber(slot), -1}
   end
 end
@@ -27,7 +33,6 @@ local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if held >= tonumber(m[2]) then return {'already_claimed'} end
 local stock = tonumber(m[1])
 local voided = tonumber(m[6] or '0')
-local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq - voided >= stock then return {'sold_out'} end
 local rank = redis.call('INCR', KEYS[2])
 local slot = redis.call('HINCRBY', KEYS[3], user, 1)
@@ -46,10 +51,12 @@ return {'ok', rank, 0, slot, stock - (rank - voided)}
 //
 // KEYS, in this order: the promotion's Meta, Seq, Users, Status, ByUser, Idem
 // and Stream keys (see Keys). ARGV: the user id, the Idempotency-Key ("" for
-// none) and the promotion id. The reply is {"ok", rank, replayed (0|1), slot,
-// remaining} for an accepted claim, or a one-element array naming the outcome:
-// not_found, wrong_mode, rebuilding, ended, not_started, already_claimed or
-// sold_out.
+// none), the promotion id and, optionally, the fence: the highest rank the
+// caller knows to be taken (0 or absent for none). The reply is {"ok", rank,
+// replayed (0|1), slot, remaining} for an accepted claim, {"lost", seq} when
+// the rank counter is below the fence (the script then pauses the
+// promotion), or a one-element array naming the outcome: not_found,
+// wrong_mode, rebuilding, ended, not_started, already_claimed or sold_out.
 //
 // It exists for benchmarks and diagnostics that drive Redis directly, for
 // example to measure how fast a Redis server can run the script at all.

@@ -5,7 +5,14 @@ import "github.com/redis/rueidis"
 // claimScript admits one first-come claim.
 //
 // KEYS: meta, seq, users, status, byuser, idem, stream.
-// ARGV: user id, Idempotency-Key ("" for none), promotion id.
+// ARGV: user id, Idempotency-Key ("" for none), promotion id, fence.
+//
+// The fence is the highest rank the calling instance knows to be taken (from
+// its own answers, its issuance and the database's highest rank). A rank
+// counter below it means Redis lost writes: the script pauses the promotion
+// (every instance then answers rebuilding until it is rebuilt) and returns
+// {"lost", seq} before anything else, so no rank the caller knows of is
+// handed out twice.
 //
 // Returns {"ok", rank, replayed(0|1), slot, remaining} on acceptance, or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended,
@@ -21,22 +28,28 @@ var claimScript = rueidis.NewLuaScript(claimScriptSource)
 // grantScript enqueues grants for a batch of users.
 //
 // KEYS: meta, seq, users, status, byuser, stream.
-// ARGV: promotion id, then the user ids.
+// ARGV: promotion id, fence (see claimScript), then the user ids.
 //
-// Returns {"ok", enqueued, duplicates} or {outcome} with outcome one of
-// not_found, wrong_mode, rebuilding, ended. A user already granted is a
-// duplicate; a paused promotion (see claimScript) enqueues nothing.
+// Returns {"ok", enqueued, duplicates}, {"lost", seq} (see claimScript) or
+// {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended. A
+// user already granted is a duplicate; a paused promotion (see claimScript)
+// enqueues nothing.
 var grantScript = rueidis.NewLuaScript(`
 local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode', 'paused')
 if not m[3] then return {'not_found'} end
 if m[3] ~= 'grant' then return {'wrong_mode'} end
 if m[4] == '1' then return {'rebuilding'} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq < tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'paused', 1)
+  return {'lost', seq}
+end
 if m[2] == '1' then return {'ended'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now >= tonumber(m[1]) then return {'ended'} end
 local enq, dup = 0, 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local user = ARGV[i]
   if redis.call('HSETNX', KEYS[3], user, 1) == 0 then
     dup = dup + 1
@@ -137,9 +150,13 @@ return #ARGV
 // replayScript puts a dead-lettered claim back into the pipeline under its
 // own claim id. KEYS: status, stream. ARGV: rank, then field/value pairs.
 // Only a failed claim is re-enqueued (and marked pending), so applying one
-// replay twice adds one entry, never two. Returns 1 if it enqueued.
+// replay twice adds one entry, never two. Returns 1 if it enqueued, 0 if the
+// claim had moved on already (pending again, issued or voided), and -1 if
+// Redis holds no status for the rank at all (it lost the claim, and a
+// rebuild has not restored it yet): then nothing happened.
 var replayScript = rueidis.NewLuaScript(`
 local s = redis.call('HGET', KEYS[1], ARGV[1])
+if not s then return -1 end
 if s ~= 'f' then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], 'p')
 local args = {'XADD', KEYS[2], '*'}
@@ -149,18 +166,42 @@ return 1
 `)
 
 // voidScript gives up on dead-lettered claims and returns their units to
-// stock. KEYS: meta, status. ARGV: ranks. Returns the number voided.
+// stock. KEYS: meta, status. ARGV: ranks. Returns {voided, ranks...}: the
+// number voided, then the ranks Redis holds no status for (it lost them,
+// and a rebuild has not restored them yet), for which nothing happened.
 var voidScript = rueidis.NewLuaScript(`
 local n = 0
+local unknown = {}
 for i = 1, #ARGV do
   local s = redis.call('HGET', KEYS[2], ARGV[i])
   if s == 'f' or s == 'p' then
     redis.call('HSET', KEYS[2], ARGV[i], 'v')
     n = n + 1
+  elseif not s then
+    unknown[#unknown + 1] = ARGV[i]
   end
 end
 if n > 0 then redis.call('HINCRBY', KEYS[1], 'voided', n) end
-return n
+return {n, unpack(unknown)}
+`)
+
+// endScript decides whether a promotion has ended, against Redis TIME, and
+// reads its rank counter in the same step. An ended promotion is marked
+// closed, so no claim is accepted after the answer whatever its end is
+// changed to.
+//
+// KEYS: meta, seq. Returns {ended (0|1), seq}, or {-1} if the meta hash is
+// missing.
+var endScript = rueidis.NewLuaScript(`
+local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed')
+if not m[1] then return {-1} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if m[2] == '1' then return {1, seq} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(m[1]) then return {0, seq} end
+redis.call('HSET', KEYS[1], 'closed', 1)
+return {1, seq}
 `)
 
 // userScript reads one user's claims. KEYS: byuser, status. ARGV: user id.
@@ -174,4 +215,71 @@ for rank in string.gmatch(list, '[^,]+') do
   out[#out + 1] = redis.call('HGET', KEYS[2], rank) or 'p'
 end
 return out
+`)
+
+// rerankScript gives a claim a new rank because the one it was answered
+// with is held in the database by another user's claim: Redis lost writes,
+// and the rank was handed out twice. The claim keeps its user and slot; its
+// rank in the user's list is replaced by the new one, and a new work-stream
+// entry carries it under the new rank's claim id. A re-rank is recorded, so
+// a redelivery of the old entry gets the same new rank, never a second one.
+//
+// KEYS: meta, seq, status, byuser, stream, reranks.
+// ARGV: old rank, user, slot, accepted at (ms), promotion id, fence (the
+// database's highest rank).
+//
+// Returns {"ok", rank, fresh (0|1)}, {"lost", seq} when the rank counter is
+// below the fence (the promotion is paused, as by claimScript),
+// {"rebuilding"} while it is paused, {"sold_out"} when no unit is left to
+// give it, or {"not_found"}.
+var rerankScript = rueidis.NewLuaScript(`
+local done = redis.call('HGET', KEYS[6], ARGV[1] .. ':' .. ARGV[2])
+if done then return {'ok', tonumber(done), 0} end
+local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'paused')
+if not m[1] then return {'not_found'} end
+if m[3] == '1' then return {'rebuilding'} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq < tonumber(ARGV[6]) then
+  redis.call('HSET', KEYS[1], 'paused', 1)
+  return {'lost', seq}
+end
+if seq - tonumber(m[2] or '0') >= tonumber(m[1]) then return {'sold_out'} end
+local rank = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[3], rank, 'p')
+local rs, replaced = {}, false
+local list = redis.call('HGET', KEYS[4], ARGV[2])
+if list then
+  for r in string.gmatch(list, '[^,]+') do
+    if r == ARGV[1] and not replaced then
+      rs[#rs + 1] = tostring(rank)
+      replaced = true
+    else
+      rs[#rs + 1] = r
+    end
+  end
+end
+if not replaced then rs[#rs + 1] = tostring(rank) end
+redis.call('HSET', KEYS[4], ARGV[2], table.concat(rs, ','))
+redis.call('HSET', KEYS[6], ARGV[1] .. ':' .. ARGV[2], rank)
+redis.call('XADD', KEYS[5], '*', 'claim_id', ARGV[5] .. '#' .. rank, 'user', ARGV[2],
+  'rank', rank, 'slot', ARGV[3], 'at', ARGV[4], 'rerank_of', ARGV[1])
+return {'ok', rank, 1}
+`)
+
+// collisionScript is run when the database shows that a claim's rank or
+// slot was handed out twice: proof that Redis lost writes. It makes sure the
+// promotion's counters were rebuilt after the claim was accepted before
+// anything is settled on them: if they were not (no rebuilt_ms later than
+// the claim's acceptance), it pauses the promotion.
+//
+// KEYS: meta. ARGV: the claim's acceptance time (ms, Redis TIME).
+// Returns "ok" (rebuilt since), "rebuilding" (paused now) or "lost" (it
+// paused the promotion), or "not_found".
+var collisionScript = rueidis.NewLuaScript(`
+local m = redis.call('HMGET', KEYS[1], 'stock', 'paused', 'rebuilt_ms')
+if not m[1] then return 'not_found' end
+if m[2] == '1' then return 'rebuilding' end
+if tonumber(m[3] or '0') > tonumber(ARGV[1]) then return 'ok' end
+redis.call('HSET', KEYS[1], 'paused', 1)
+return 'lost'
 `)

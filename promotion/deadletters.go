@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,7 +72,7 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 				return err
 			}
 		}
-		err := m.st.RecordDeadLetter(ctx, store.DeadLetter{
+		_, err := m.recordDeadLetter(ctx, store.DeadLetter{
 			ClaimID:     claimID,
 			PromotionID: id,
 			UserID:      d.Fields["user"],
@@ -92,6 +93,20 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 		m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
 		return nil
 	}
+}
+
+// recordDeadLetter records d and returns the claim id it is recorded
+// under. A claim whose id the database holds for a different claim — a rank
+// handed out twice after Redis lost writes — is recorded under an id of its
+// own, <claim id>~<user>, so it neither overwrites nor vanishes into the
+// stored one.
+func (m *Manager) recordDeadLetter(ctx context.Context, d store.DeadLetter) (string, error) {
+	err := m.st.RecordDeadLetter(ctx, d)
+	if errors.Is(err, store.ErrClaimMismatch) && d.UserID != "" {
+		d.ClaimID += "~" + d.UserID
+		err = m.st.RecordDeadLetter(ctx, d)
+	}
+	return d.ClaimID, err
 }
 
 // DeadLetters lists the promotion's failed claims.
@@ -166,7 +181,14 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 			done = append(done, d.ClaimID) // nothing to re-enqueue
 			continue
 		}
-		if _, err = m.gate.Replay(ctx, id, d.Rank, d.Fields); err != nil {
+		if _, err = m.gate.Replay(ctx, id, d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
+			// Redis lost the claim and a rebuild has not restored it yet:
+			// nothing happened, so it is not marked applied, and the sweep
+			// applies it once the rebuild has written its status.
+			err = nil
+			continue
+		}
+		if err != nil {
 			err = fmt.Errorf("replay %s: %w", d.ClaimID, err)
 			break
 		}
@@ -203,15 +225,24 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 		return nil
 	}
 	ranks := make([]int64, 0, len(moved))
-	ids := make([]string, len(moved))
-	for i, d := range moved {
-		ids[i] = d.ClaimID
+	for _, d := range moved {
 		if d.Rank > 0 {
 			ranks = append(ranks, d.Rank)
 		}
 	}
-	if _, err := m.gate.Void(ctx, id, ranks...); err != nil {
+	_, unknown, err := m.gate.Void(ctx, id, ranks...)
+	if err != nil {
 		return fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
+	}
+	// A rank Redis holds no status for was lost with a loss of Redis's
+	// history, and no rebuild has restored it yet: nothing happened to it,
+	// so it is not marked applied, and the sweep voids it once the rebuild
+	// has written its status.
+	ids := make([]string, 0, len(moved))
+	for _, d := range moved {
+		if !slices.Contains(unknown, d.Rank) {
+			ids = append(ids, d.ClaimID)
+		}
 	}
 	return m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -63,15 +65,130 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		switch o {
 		case store.Inserted:
 			inserted++
-		case store.Duplicate, 0: // 0: failed one by one, error already set
+			h.m.fences.raise(h.promotionID, issues[j].Rank)
+		case store.Duplicate:
+			h.m.fences.raise(h.promotionID, issues[j].Rank)
+		case 0: // failed one by one, error already set
 		default:
-			errs[at[j]] = stream.Permanent(fmt.Errorf("claim %s conflicts with an issued claim holding its rank or slot", issues[j].ClaimID))
+			errs[at[j]] = h.conflict(ctx, issues[j])
 		}
 	}
 	if inserted > 0 && h.m.cfg.OnIssued != nil {
 		h.m.cfg.OnIssued(h.promotionID, inserted)
 	}
 	return errs
+}
+
+// conflict settles a claim the database refused because another claim
+// holds its rank or its user's slot. Outside a loss of Redis's history that
+// is an entry no claim script wrote, or a claim an admin voided: a
+// permanent failure. After a loss it is a rank or a slot handed out twice,
+// and it is made harmless rather than dead-lettered:
+//
+//   - another user's claim holds the rank: the claim gets a new rank, once
+//     the promotion is rebuilt (a transient error until then), keeping its
+//     user and slot; with no stock left for it, it is dead-lettered with a
+//     reason that says what happened, for an admin to see;
+//   - the user already holds an issued claim in that slot (Redis forgot the
+//     user's count, and the user claimed again): the claim resolves to the
+//     issued one. Its unit goes back to stock, recorded as a voided dead
+//     letter that says why — unless its rank is another user's too, in
+//     which case it never held a unit of its own.
+//
+// A nil error means the entry is settled and may be acknowledged.
+func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
+	m, id := h.m, h.promotionID
+	issued, err := m.st.ListIssued(ctx, id, is.UserID)
+	if err != nil {
+		return storeErr(err)
+	}
+	held, err := m.st.ClaimsByRank(ctx, id, is.Rank-1, 1)
+	if err != nil {
+		return storeErr(err)
+	}
+	rankTaken := len(held) == 1 && held[0].Rank == is.Rank && held[0].UserID != is.UserID
+	slotTaken := slices.ContainsFunc(issued, func(x store.Issued) bool { return x.Slot == is.Slot && x.ClaimID != is.ClaimID })
+	if rankTaken || slotTaken {
+		// Proof that Redis lost writes: settle it only on counters rebuilt
+		// since the claim was accepted.
+		if err := m.gate.Collided(ctx, id, is.AcceptedAt); err != nil {
+			return h.waitForRebuild(is, err)
+		}
+	}
+	for _, x := range issued {
+		if x.Slot != is.Slot || x.ClaimID == is.ClaimID {
+			continue
+		}
+		if rankTaken {
+			m.log.Warn("claim settled: its user already holds an issued claim in its slot, and its rank is another user's; Redis lost writes",
+				"promotion", id, "claim_id", is.ClaimID, "user", is.UserID, "issued_claim_id", x.ClaimID)
+			return nil
+		}
+		return h.resolveToIssued(ctx, is, x)
+	}
+	if !rankTaken {
+		return stream.Permanent(fmt.Errorf("claim %s conflicts with an issued or voided claim holding its rank or slot", is.ClaimID))
+	}
+	floors, err := m.st.MaxRanks(ctx, []string{id})
+	if err != nil {
+		return storeErr(err)
+	}
+	fence := max(floors[id], m.fences.get(id))
+	rank, fresh, err := m.gate.Rerank(ctx, id, is.Rank, is.UserID, is.Slot, is.AcceptedAt, fence)
+	switch {
+	case errors.Is(err, claim.ErrRebuilding):
+		return h.waitForRebuild(is, err)
+	case errors.Is(err, claim.ErrNoStockToRerank):
+		return stream.Permanent(fmt.Errorf("claim %s: rank %d was handed out twice after Redis lost writes (the database holds it for another user), and no stock is left to give this claim a new rank", is.ClaimID, is.Rank))
+	case err != nil:
+		return err
+	}
+	if fresh {
+		m.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
+			"promotion", id, "user", is.UserID, "old_rank", is.Rank, "rank", rank)
+		m.kick(ctx, id)
+	}
+	return nil
+}
+
+// waitForRebuild asks for the rebuild a collision needs and keeps the
+// claim pending until it is done: a transient error, which never counts
+// towards the dead letters.
+func (h *issuer) waitForRebuild(is store.Issue, err error) error {
+	if errors.Is(err, claim.ErrRebuilding) {
+		h.m.onLost(h.promotionID)
+		return stream.Transient(fmt.Errorf("claim %s: rank %d or its slot was handed out twice; waiting for the promotion to be rebuilt: %w", is.ClaimID, is.Rank, err))
+	}
+	return err
+}
+
+// resolveToIssued settles a claim whose user already holds x, an issued
+// claim in the same slot: the user keeps x, and the claim's unit goes back
+// to stock through the dead-letter void, so the database records why.
+func (h *issuer) resolveToIssued(ctx context.Context, is store.Issue, x store.Issued) error {
+	m, id := h.m, h.promotionID
+	claimID, err := m.recordDeadLetter(ctx, store.DeadLetter{
+		ClaimID: is.ClaimID, PromotionID: id, UserID: is.UserID, Rank: is.Rank, Slot: is.Slot,
+		Reason: fmt.Sprintf("the user already holds issued claim %s in slot %d (Redis lost writes); this claim's unit went back to stock", x.ClaimID, x.Slot),
+		State:  store.DeadFailed, At: m.cfg.Now().UTC(),
+	})
+	if err != nil {
+		return storeErr(err)
+	}
+	if _, err := m.Void(ctx, id, []string{claimID}); err != nil {
+		return storeErr(err)
+	}
+	m.log.Warn("claim resolved to the user's issued claim: Redis lost writes and the user claimed again",
+		"promotion", id, "claim_id", is.ClaimID, "issued_claim_id", x.ClaimID)
+	return nil
+}
+
+// storeErr marks a database outage transient.
+func storeErr(err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return stream.Transient(err)
+	}
+	return err
 }
 
 // oneByOne issues each claim in its own transaction. It sets errs for the

@@ -79,6 +79,7 @@ type Manager struct {
 	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
 	wg      sync.WaitGroup
 	rb      rebuilder // background rebuilds after Redis lost writes (rebuild.go)
+	fences  fences    // highest ranks known to be taken (fence.go)
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -301,26 +302,37 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 }
 
 // maybeDrain marks an ended promotion drained when the database accounts
-// for every accepted claim.
+// for every accepted claim. Whether it ended is decided by Redis, against
+// Redis TIME — the clock the claim script's window uses — never by this
+// instance's clock: the same step closes it in Redis, so no claim is
+// accepted after it is found ended, and the rank counter it reads is final.
 func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
-	st, err := m.gate.State(ctx, p.ID)
-	if err != nil {
+	isEnded, seq, err := m.gate.Ended(ctx, p.ID)
+	if errors.Is(err, claim.ErrNotFound) {
+		return nil // the next re-check opens it again
+	}
+	if err != nil || !isEnded {
 		return err
 	}
 	c, err := m.st.Counts(ctx, p.ID)
 	if err != nil {
 		return err
 	}
-	if c.Issued+c.Failed+c.Voided < st.Seq {
+	if c.Issued+c.Failed+c.Voided < seq {
 		return nil
 	}
 	if err := m.st.SetDrained(ctx, p.ID, true); err != nil {
 		return err
 	}
-	// A replay may have moved claims back into the pipeline since the
-	// counts were read: read them again, and undo the drain if they fell
-	// short (a replay that moves its claims later undoes it itself).
-	if c, err = m.st.Counts(ctx, p.ID); err != nil || c.Issued+c.Failed+c.Voided < st.Seq {
+	// A replay may have moved claims back into the pipeline, and a re-rank
+	// may have taken a rank, since the counts were read: read both again,
+	// and undo the drain if the database falls short (a replay that moves
+	// its claims later undoes it itself).
+	_, seq2, err := m.gate.Ended(ctx, p.ID)
+	if err == nil {
+		c, err = m.st.Counts(ctx, p.ID)
+	}
+	if err != nil || seq2 != seq || c.Issued+c.Failed+c.Voided < seq2 {
 		if uerr := m.st.SetDrained(ctx, p.ID, false); uerr != nil {
 			return errors.Join(err, uerr)
 		}
@@ -330,6 +342,7 @@ func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
 	delete(m.active, p.ID)
 	delete(m.specs, p.ID)
 	m.mu.Unlock()
+	m.fences.forget(p.ID)
 	if m.cfg.OnDrained != nil {
 		m.cfg.OnDrained(p.ID)
 	}

@@ -150,8 +150,9 @@ func groupIdle(t *testing.T, w world, id string) bool {
 
 // TestRedeliveryIssuesNothingNew puts copies of already-issued claims back
 // into the stream: they are acknowledged as duplicates and issue nothing.
-// An entry that claims a taken rank for another user is a conflict and is
-// dead-lettered, never issued.
+// An entry that holds a taken rank for another user — what a Redis that
+// lost writes hands out — is neither issued under that rank nor dropped:
+// it is re-ranked, and issued once, under a rank of its own.
 func TestRedeliveryIssuesNothingNew(t *testing.T) {
 	t.Parallel()
 	for _, db := range []string{"sqlite", "postgres"} {
@@ -161,47 +162,48 @@ func TestRedeliveryIssuesNothingNew(t *testing.T) {
 			m := w.manager(t, "a", nil)
 			ctx := context.Background()
 			create(t, m, store.Promotion{ID: "redeliver", Stock: 5})
+			var copies []map[string]string
 			for i := 0; i < 3; i++ {
-				if _, err := m.Claim(ctx, "redeliver", fmt.Sprintf("u%d", i), ""); err != nil {
+				user := fmt.Sprintf("u%d", i)
+				res, err := m.Claim(ctx, "redeliver", user, "")
+				if err != nil {
 					t.Fatal(err)
 				}
+				copies = append(copies, map[string]string{"claim_id": res.ClaimID, "user": user,
+					"rank": fmt.Sprint(res.Rank), "slot": fmt.Sprint(res.Slot), "at": "1"})
 			}
 			waitCounts(t, m, "redeliver", 3, 0)
+			copies = append(copies, map[string]string{"claim_id": "redeliver#1", "user": "intruder",
+				"rank": "1", "slot": "1", "at": "1"})
 			k := claim.KeysFor(w.prefix, "redeliver")
-			entries, err := w.client.Do(ctx, w.client.B().Xrange().Key(k.Stream()).Start("-").End("+").Build()).AsXRange()
-			if err != nil || len(entries) != 3 {
-				t.Fatalf("stream: %v %v", entries, err)
-			}
-			for _, e := range entries {
+			for _, e := range copies {
 				args := w.client.B().Xadd().Key(k.Stream()).Id("*").FieldValue()
-				for f, v := range e.FieldValues {
+				for f, v := range e {
 					args = args.FieldValue(f, v)
 				}
 				if err := w.client.Do(ctx, args.Build()).Error(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			conflict := w.client.B().Xadd().Key(k.Stream()).Id("*").FieldValue().
-				FieldValue("claim_id", "redeliver#1").FieldValue("user", "intruder").
-				FieldValue("rank", "1").FieldValue("slot", "1").FieldValue("at", "1").Build()
-			if err := w.client.Do(ctx, conflict).Error(); err != nil {
-				t.Fatal(err)
-			}
 			m.Registry().Wake("redeliver")
 			waitFor(t, "the group to drain", func() bool { return groupIdle(t, w, "redeliver") })
-			c, err := w.st.Counts(ctx, "redeliver")
-			if err != nil || c.Issued != 3 || c.Failed != 1 {
-				t.Fatalf("counts after redelivery %+v %v", c, err)
-			}
-			dls, err := m.DeadLetters(ctx, "redeliver", "", 10)
-			if err != nil || len(dls) != 1 || dls[0].UserID != "intruder" {
-				t.Fatalf("dead letters %+v %v", dls, err)
-			}
+			waitCounts(t, m, "redeliver", 4, 0)
 			for i := 0; i < 3; i++ {
 				got, _ := w.st.ListIssued(ctx, "redeliver", fmt.Sprintf("u%d", i))
 				if len(got) != 1 {
 					t.Fatalf("u%d has %d rows", i, len(got))
 				}
+			}
+			got, err := w.st.ListIssued(ctx, "redeliver", "intruder")
+			if err != nil || len(got) != 1 || got[0].Rank != 4 || got[0].ClaimID != "redeliver#4" {
+				t.Fatalf("re-ranked intruder: %+v %v", got, err)
+			}
+			cs, err := m.UserClaims(ctx, "redeliver", "intruder")
+			if err != nil || len(cs) != 1 || cs[0].Rank != 4 {
+				t.Fatalf("intruder's claims: %+v %v", cs, err)
+			}
+			if dls, err := m.DeadLetters(ctx, "redeliver", "", 10); err != nil || len(dls) != 0 {
+				t.Fatalf("dead letters %+v %v", dls, err)
 			}
 		})
 	}

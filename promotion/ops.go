@@ -50,15 +50,48 @@ func (m *Manager) Create(ctx context.Context, p store.Promotion) (View, error) {
 		}
 		return View{}, err
 	}
-	// The database is the truth: if Redis is unreachable now, the re-check
-	// loop opens the promotion as soon as it answers.
-	if err := m.open(ctx, p); err != nil {
-		return View{}, err
-	}
 	m.mu.Lock()
 	m.active[p.ID] = p
 	m.mu.Unlock()
-	return m.view(ctx, p)
+	// The database is the truth, and it holds the promotion now: creation
+	// is done, whatever Redis answers. If Redis cannot open it now, the
+	// re-check loop does as soon as it answers, and until then claims get
+	// unavailable. Answering an error here would leave the caller to retry
+	// a creation that happened.
+	if err := m.open(ctx, p); err != nil {
+		m.log.Warn("promotion created; Redis will be prepared by the next re-check", "promotion", p.ID, "err", err)
+		return m.fresh(p), nil
+	}
+	v, err := m.view(ctx, p)
+	if err != nil {
+		return m.fresh(p), nil
+	}
+	return v, nil
+}
+
+// fresh is the view of a promotion just created: nothing accepted yet.
+func (m *Manager) fresh(p store.Promotion) View {
+	v := View{Promotion: p, State: m.stateAt(p, false, p.Stock)}
+	if p.Mode != store.ModeGrant {
+		r := p.Stock
+		v.Counts.Remaining = &r
+	}
+	return v
+}
+
+// stateAt is the state of p given whether Redis shows it closed and the
+// stock it shows remaining.
+func (m *Manager) stateAt(p store.Promotion, closed bool, remaining int64) string {
+	now := m.cfg.Now()
+	switch {
+	case ended(p, now) || closed:
+		return StateEnded
+	case now.Before(p.StartsAt):
+		return StateScheduled
+	case p.Mode != store.ModeGrant && remaining == 0:
+		return StateSoldOut
+	}
+	return StateOpen
 }
 
 // Get returns the promotion with its live counts.
@@ -87,21 +120,28 @@ func (m *Manager) List(ctx context.Context, after string, limit int) ([]View, er
 	return out, nil
 }
 
-// Close ends the promotion now: later claims get claim.ErrEnded.
+// Close ends the promotion now: later claims get claim.ErrEnded. Redis,
+// which decides every claim, is closed first; the database is marked after,
+// so a promotion the database shows closed never accepts another claim.
 func (m *Manager) Close(ctx context.Context, id string) (View, error) {
-	p, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return View{}, err
+	}
+	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+		closed := p
+		closed.ClosedAt = m.cfg.Now().UTC()
+		if err := m.open(ctx, closed); err != nil {
+			return View{}, err
+		}
+	} else if err != nil {
+		return View{}, err
+	}
+	p, err = m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return View{}, ErrNotFound
 		}
-		return View{}, err
-	}
-	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
-		err = m.open(ctx, p)
-		if err != nil {
-			return View{}, err
-		}
-	} else if err != nil {
 		return View{}, err
 	}
 	return m.view(ctx, p)
@@ -138,17 +178,7 @@ func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
 		r := st.Remaining()
 		v.Counts.Remaining = &r
 	}
-	now := m.cfg.Now()
-	switch {
-	case ended(p, now) || st.Closed:
-		v.State = StateEnded
-	case now.Before(p.StartsAt):
-		v.State = StateScheduled
-	case p.Mode != store.ModeGrant && st.Remaining() == 0:
-		v.State = StateSoldOut
-	default:
-		v.State = StateOpen
-	}
+	v.State = m.stateAt(p, st.Closed, st.Remaining())
 	return v, nil
 }
 
@@ -157,12 +187,13 @@ func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
 func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (claim.Result, error) {
 	var res claim.Result
 	err := m.onGate(ctx, id, func() (err error) {
-		res, err = m.gate.Claim(ctx, id, userID, idemKey)
+		res, err = m.gate.ClaimFenced(ctx, id, userID, idemKey, m.fences.get(id))
 		return err
 	})
 	if err != nil {
 		return res, err
 	}
+	m.fences.raise(id, res.Rank)
 	m.kick(ctx, id)
 	return res, nil
 }
@@ -185,6 +216,9 @@ func (m *Manager) onGate(ctx context.Context, id string, call func() error) erro
 	}
 	if errors.Is(err, claim.ErrWrongMode) {
 		return ErrWrongMode
+	}
+	if errors.Is(err, claim.ErrLost) {
+		m.onLost(id)
 	}
 	return err
 }
@@ -211,7 +245,7 @@ func (m *Manager) kick(ctx context.Context, id string) {
 func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (claim.GrantResult, error) {
 	var res claim.GrantResult
 	err := m.onGate(ctx, id, func() (err error) {
-		res, err = m.gate.Grant(ctx, id, userIDs)
+		res, err = m.gate.GrantFenced(ctx, id, userIDs, m.fences.get(id))
 		return err
 	})
 	if err != nil {

@@ -141,6 +141,7 @@ func (m *Manager) open(ctx context.Context, p store.Promotion) error {
 // read. On a promotion Redis still holds it refreshes its end and closed
 // flag, nothing else.
 func (m *Manager) openAt(ctx context.Context, p store.Promotion, floor int64) error {
+	floor = m.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
 		// from, and a new promotion must not start paused.
@@ -189,7 +190,7 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 	}
 	var errs []error
 	for i, p := range list {
-		mk, floor := marks[i], floors[p.ID]
+		mk, floor := marks[i], m.knownFloor(p, floors[p.ID])
 		if refresh[p.ID] || !mk.Exists {
 			if err := m.openAt(ctx, p, floor); err != nil {
 				errs = append(errs, err)
@@ -203,8 +204,8 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 			// resumes), or its owner died: take over once its hold expires.
 			m.startRebuild(p, reasonPaused, false)
 		case floor > mk.Seq:
-			m.log.Warn("Redis lost writes: its rank counter is behind the database; pausing claims to rebuild",
-				"promotion", p.ID, "redis_seq", mk.Seq, "database_max_rank", floor, "lost_ranks", floor-mk.Seq)
+			m.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
+				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
 			m.startRebuild(p, reasonBehind, false)
 		}
 	}
@@ -217,18 +218,43 @@ const (
 	reasonBehind    = "rank counter behind the database"
 	reasonPaused    = "paused with no rebuild running"
 	reasonRequested = "requested"
+	reasonFenced    = "rank counter below a rank known to be taken"
+	reasonCollision = "a rank was handed out twice"
 )
 
 // startRebuild rebuilds the promotion in the background unless a rebuild
 // of it runs in this process already; created tells that the caller had to
 // create its meta hash. Stop ends it.
 func (m *Manager) startRebuild(p store.Promotion, reason string, created bool) {
-	ctx, ok := m.rb.begin(p.ID)
+	m.startRebuildWith(p.ID, func(context.Context) (store.Promotion, error) { return p, nil }, reason, created)
+}
+
+// startRebuildOf is startRebuild for a promotion known by id only: its
+// definition is read in the rebuild's goroutine, never in the caller's.
+func (m *Manager) startRebuildOf(id, reason string) {
+	m.startRebuildWith(id, func(ctx context.Context) (store.Promotion, error) {
+		m.mu.Lock()
+		p, ok := m.active[id]
+		m.mu.Unlock()
+		if ok {
+			return p, nil
+		}
+		return m.load(ctx, id)
+	}, reason, false)
+}
+
+func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.Promotion, error), reason string, created bool) {
+	ctx, ok := m.rb.begin(id)
 	if !ok {
 		return
 	}
 	go func() {
-		defer m.rb.end(p.ID)
+		defer m.rb.end(id)
+		p, err := def(ctx)
+		if err != nil {
+			m.log.Warn("cannot rebuild promotion; the next re-check retries", "promotion", id, "err", err)
+			return
+		}
 		rep := m.rebuild(ctx, p, reason, created)
 		switch {
 		case rep.Err == nil:
@@ -292,7 +318,7 @@ func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string,
 	// raised before the rebuild is done, it would hide the loss from the
 	// next re-check if this rebuild failed in between.
 	pause := m.gate.Pause
-	if reason == reasonPaused {
+	if reason == reasonPaused || reason == reasonFenced {
 		pause = m.gate.TakeOver
 	}
 	r, err := pause(ctx, gatePromotion(p), m.cfg.Instance, DefaultRebuildHold)
@@ -349,7 +375,9 @@ func (m *Manager) restoreAll(ctx context.Context, p store.Promotion, r *claim.Re
 	if err != nil {
 		return err
 	}
-	rep.Floor = floors[p.ID]
+	// The fence covers ranks this instance answered or confirmed that the
+	// database may not show yet: Redis's counter must not fall below them.
+	rep.Floor = m.knownFloor(p, floors[p.ID])
 	seq, err := r.Resume(ctx, rep.Floor)
 	if err != nil {
 		return err

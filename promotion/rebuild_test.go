@@ -35,23 +35,53 @@ type rbEnv struct {
 // fresh database of kind db.
 func rbSetup(t *testing.T, db string, client rueidis.Client) *rbEnv {
 	t.Helper()
-	if client == nil {
-		client = redistest.Client(t)
+	return rbSetupWith(t, rbOpts{db: db, client: client})
+}
+
+// rbOpts shape an rbEnv: by default a fresh database of kind db, the shared
+// single node, instance "rb" and a re-check every 50 ms.
+type rbOpts struct {
+	db       string
+	client   rueidis.Client
+	st       store.Store // shared with another rbEnv if set (then prefix too)
+	prefix   string
+	instance string
+	recheck  time.Duration
+}
+
+func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
+	t.Helper()
+	if o.client == nil {
+		o.client = redistest.Client(t)
 	}
 	ctx := context.Background()
-	url := "sqlite://" + filepath.Join(t.TempDir(), "dibs.db")
-	if db == "postgres" {
-		url = pgtest.URL(t)
+	st := o.st
+	if st == nil {
+		url := "sqlite://" + filepath.Join(t.TempDir(), "dibs.db")
+		if o.db == "postgres" {
+			url = pgtest.URL(t)
+		}
+		var err error
+		if st, err = store.Open(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
+	if o.prefix == "" {
+		o.prefix = redistest.Prefix(t)
 	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
+	if o.instance == "" {
+		o.instance = "rb"
 	}
-	e := &rbEnv{client: client, st: st, prefix: redistest.Prefix(t), rebuilt: make(chan promotion.RebuildReport, 16)}
+	if o.recheck == 0 {
+		o.recheck = 50 * time.Millisecond
+	}
+	client := o.client
+	e := &rbEnv{client: client, st: st, prefix: o.prefix, rebuilt: make(chan promotion.RebuildReport, 16)}
+	var err error
 	sc := stream.DefaultConfig()
 	sc.Block = 100 * time.Millisecond
 	sc.PollInterval = 20 * time.Millisecond
@@ -61,8 +91,8 @@ func rbSetup(t *testing.T, db string, client rueidis.Client) *rbEnv {
 	sc.LeaseTTL = 2 * time.Second
 	sc.Logger = slog.New(slog.DiscardHandler)
 	e.m, err = promotion.New(client, st, promotion.Config{
-		Prefix: e.prefix, Instance: "rb", Stream: &sc,
-		RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Instance: o.instance, Stream: &sc,
+		RecheckInterval: o.recheck, Logger: slog.New(slog.DiscardHandler),
 		OnRebuild: func(r promotion.RebuildReport) {
 			if r.Err != nil && !errors.Is(r.Err, claim.ErrRebuildBusy) {
 				t.Logf("rebuild of %s failed: %v", r.PromotionID, r.Err)
