@@ -9,6 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
 )
 
 // loseLast makes Redis forget the last n of the ranks 1..total of promotion
@@ -157,6 +158,50 @@ func TestCollisionIsReranked(t *testing.T) {
 			if err != nil || v.Counts.Accepted != 11 || *v.Counts.Remaining != 9 {
 				t.Fatalf("counts %+v, %v; want 11 accepted, 9 remaining", v.Counts, err)
 			}
+		})
+	}
+}
+
+// TestReplayOfAClaimRedisForgot: a replay whose claim Redis holds no status
+// for (Redis lost it, and the rebuild that restores it has read its page
+// before the replay) does nothing in Redis and is not marked applied; once
+// the claim's status is back, the sweep applies the replay and the claim is
+// issued. Marked applied at once, it would stay replayed with no stream
+// entry: invisible, and never issued.
+func TestReplayOfAClaimRedisForgot(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			drop := poison(t, w, db)
+			m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
+			ctx := context.Background()
+			create(t, m, store.Promotion{ID: "forgot", Stock: 4})
+			res, err := m.Claim(ctx, "forgot", "poison1", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCounts(t, m, "forgot", 0, 1)
+			drop()
+			k := claim.KeysFor(w.prefix, "forgot")
+			rank := fmt.Sprint(res.Rank)
+			if err := w.client.Do(ctx, w.client.B().Hdel().Key(k.Status()).Field(rank).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := m.Replay(ctx, "forgot", []string{res.ClaimID}); err != nil || n != 1 {
+				t.Fatalf("replay: %d, %v", n, err)
+			}
+			un, err := w.st.ListUnappliedDeadLetters(ctx, time.Now().Add(time.Hour), 10)
+			if err != nil || len(un) != 1 || un[0].ClaimID != res.ClaimID {
+				t.Fatalf("unapplied after a replay Redis could not apply: %+v, %v; want the claim", un, err)
+			}
+			// The rebuild's page, read before the replay, writes the claim
+			// back as failed; the sweep then applies the replay.
+			if err := w.client.Do(ctx, w.client.B().Hset().Key(k.Status()).FieldValue().FieldValue(rank, "f").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			waitCounts(t, m, "forgot", 1, 0)
 		})
 	}
 }
