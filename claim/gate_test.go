@@ -239,6 +239,48 @@ func TestIdempotencyKey(t *testing.T) {
 		if st, _ := f.gate.State(ctx, "idem"); st.Accepted() != 1 {
 			t.Fatalf("accepted %d", st.Accepted())
 		}
+		// Once the claim is voided, a retry gets ErrVoided, not the 202
+		// of a claim that holds no unit any more.
+		if err := f.gate.MarkFailed(ctx, "idem", first.Rank); err != nil {
+			t.Fatal(err)
+		}
+		if n, _, err := f.gate.Void(ctx, "idem", first.Rank); err != nil || n != 1 {
+			t.Fatalf("void: %d %v", n, err)
+		}
+		if _, err := f.gate.Claim(ctx, "idem", "alice", "key-1"); !errors.Is(err, claim.ErrVoided) {
+			t.Fatalf("retry of a voided claim: %v, want ErrVoided", err)
+		}
+	})
+}
+
+// TestFence: a claim or grant whose fence is above the rank counter takes
+// nothing, pauses the promotion and answers ErrLost; at or below it, the
+// claim goes through.
+func TestFence(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp)
+		ctx := context.Background()
+		f.open(t, claim.Promotion{ID: "fence", Stock: 10})
+		f.open(t, claim.Promotion{ID: "gfence", Stock: 10, Grant: true})
+		if r, err := f.gate.ClaimFenced(ctx, "fence", "u1", "", 0); err != nil || r.Rank != 1 {
+			t.Fatalf("first claim: %+v %v", r, err)
+		}
+		if r, err := f.gate.ClaimFenced(ctx, "fence", "u2", "", 1); err != nil || r.Rank != 2 {
+			t.Fatalf("claim at the fence: %+v %v", r, err)
+		}
+		if _, err := f.gate.ClaimFenced(ctx, "fence", "u3", "", 5); !errors.Is(err, claim.ErrLost) {
+			t.Fatalf("claim below the fence: %v, want ErrLost", err)
+		}
+		if _, err := f.gate.Claim(ctx, "fence", "u3", ""); !errors.Is(err, claim.ErrRebuilding) {
+			t.Fatalf("claim after the fence paused it: %v, want ErrRebuilding", err)
+		}
+		if st, _ := f.gate.State(ctx, "fence"); st.Seq != 2 {
+			t.Fatalf("seq %d after a fenced claim, want 2", st.Seq)
+		}
+		if _, err := f.gate.GrantFenced(ctx, "gfence", []string{"a", "b"}, 3); !errors.Is(err, claim.ErrLost) {
+			t.Fatalf("grant below the fence: %v, want ErrLost", err)
+		}
 	})
 }
 
