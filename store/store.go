@@ -23,8 +23,11 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrAlreadyExists means a promotion with that id exists.
 	ErrAlreadyExists = errors.New("store: already exists")
-	// ErrUnavailable wraps errors that mean the database cannot be reached
-	// right now (connection refused or lost, timeouts): transient, retry later.
+	// ErrUnavailable wraps errors that mean the database cannot take the
+	// operation right now, whatever the data: connection refused or lost,
+	// timeouts, a read-only database after a failover, a full disk, a
+	// deadlock or serialization failure, a lock held elsewhere. Transient:
+	// retry later; never a reason to dead-letter a claim.
 	ErrUnavailable = errors.New("store: database unavailable")
 )
 

@@ -135,12 +135,12 @@ func wrapErr(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }
 
-// Unavailable reports whether err means the database cannot be reached
-// right now, so the operation may succeed later: a connection refused,
-// reset or lost, a timeout, an error pgx knows was raised before anything
-// was sent, or a server error of class 08 (connection exception), 57P01-03
-// (the server is shutting down or starting) or 53300 (too many connections).
-// A context cancelled by the caller is not an outage.
+// Unavailable reports whether err means the database cannot take the
+// operation right now, whatever its data, so it may succeed later: a
+// connection refused, reset or lost, a timeout, an error pgx knows was raised
+// before anything was sent, or a server error whose SQLSTATE
+// [TransientSQLState] reports. A context cancelled by the caller is not an
+// outage.
 func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
 		return err != nil
@@ -150,15 +150,7 @@ func Unavailable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch {
-		case strings.HasPrefix(pgErr.Code, "08"),
-			pgErr.Code == "57P01", // admin_shutdown
-			pgErr.Code == "57P02", // crash_shutdown
-			pgErr.Code == "57P03", // cannot_connect_now
-			pgErr.Code == "53300": // too_many_connections
-			return true
-		}
-		return false
+		return TransientSQLState(pgErr.Code)
 	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
@@ -175,6 +167,42 @@ func Unavailable(err error) bool {
 		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		strings.Contains(err.Error(), "conn closed")
+}
+
+// TransientSQLState reports whether a server error with this SQLSTATE is
+// about the database's state rather than the statement's data, so the same
+// statement may succeed later:
+//
+//   - class 08, connection exception;
+//   - class 28, invalid authorization (credentials rotated or pg_hba.conf
+//     being changed), and 3D000, the database does not exist (yet);
+//   - class 40, transaction rollback: serialization failure, deadlock;
+//   - class 53, insufficient resources: disk full, out of memory, too many
+//     connections;
+//   - class 57, operator intervention: query cancelled or statement timeout,
+//     shutdown, the server starting up;
+//   - class 58, system error: I/O errors;
+//   - 25006, a read-only transaction (a standby, or a database made read-only
+//     during a failover), 25P03 and 25P04, a session or transaction timed out;
+//   - 55P03, a lock not available (lock_timeout, NOWAIT), and 55006, an
+//     object in use;
+//   - 72000, snapshot too old.
+//
+// Everything else, unique and check violations (class 23) and data
+// exceptions (class 22) among it, is not transient.
+func TransientSQLState(code string) bool {
+	if len(code) != 5 {
+		return false
+	}
+	switch code[:2] {
+	case "08", "28", "40", "53", "57", "58":
+		return true
+	}
+	switch code {
+	case "3D000", "25006", "25P03", "25P04", "55P03", "55006", "72000":
+		return true
+	}
+	return false
 }
 
 // pgTime is how a time is sent: UTC at microsecond precision, truncated like

@@ -280,10 +280,8 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // wrapErr names the operation and marks errors that mean the database cannot
-// be used right now (locked by another process beyond the busy timeout, disk
-// I/O errors, a full disk, a file that cannot be opened) with
-// store.ErrUnavailable, so callers retry them later instead of treating them
-// as permanent.
+// be used right now (see transientCode) with store.ErrUnavailable, so callers
+// retry them later instead of treating them as permanent.
 func wrapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -297,14 +295,32 @@ func wrapErr(op string, err error) error {
 	return fmt.Errorf("sqlite: %s: %w", op, err)
 }
 
+// unavailable reports whether err is a SQLite error whose result code
+// transientCode reports. A context cancelled by the caller is not an outage.
 func unavailable(err error) bool {
 	var se *sqlite.Error
-	if !errors.As(err, &se) {
+	if errors.Is(err, context.Canceled) || !errors.As(err, &se) {
 		return false
 	}
-	switch se.Code() & 0xff { // the primary result code
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR,
-		sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
+	return transientCode(se.Code())
+}
+
+// transientCode reports whether a SQLite result code (extended or primary)
+// is about the database file's state rather than the statement's data, so
+// the same statement may succeed later: locked by another connection or
+// process beyond the busy timeout (BUSY, LOCKED), interrupted (INTERRUPT,
+// ABORT), out of memory (NOMEM), the file read-only, unopenable or not
+// permitted (READONLY, CANTOPEN, PERM), disk I/O errors and a full disk
+// (IOERR, FULL), a lock protocol failure (PROTOCOL), the schema changed under
+// a prepared statement (SCHEMA), and a damaged file (CORRUPT, NOTADB), which
+// no claim can get past until an operator repairs it. Constraint violations
+// (CONSTRAINT), type mismatches and SQL errors are not transient.
+func transientCode(code int) bool {
+	switch code & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_ABORT,
+		sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM,
+		sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_SCHEMA,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
 		return true
 	}
 	return false
