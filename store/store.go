@@ -29,6 +29,12 @@ var (
 	// deadlock or serialization failure, a lock held elsewhere. Transient:
 	// retry later; never a reason to dead-letter a claim.
 	ErrUnavailable = errors.New("store: database unavailable")
+	// ErrClaimMismatch means a different claim is stored under this claim id:
+	// RecordDeadLetter was given a claim whose claim id the database already
+	// holds, as a dead letter or an issued row, for another promotion, user,
+	// rank or slot (a claim id reused after Redis lost writes). Nothing was
+	// written.
+	ErrClaimMismatch = errors.New("store: a different claim is stored under this claim id")
 )
 
 // Promotion modes.
@@ -221,6 +227,13 @@ type Store interface {
 	// failed dead letter has no side effect pending, so it is recorded as
 	// applied. A claim already voided stays voided, and its side effect
 	// stays as recorded.
+	//
+	// The claim is the same one only if the dead letter or issued row stored
+	// under its claim id has the same promotion, user, rank and slot. If one
+	// holds another claim, RecordDeadLetter writes nothing and returns an
+	// error wrapping ErrClaimMismatch: a dead letter never overwrites a
+	// different claim. An issued row of the same claim does not stop the
+	// dead letter from being recorded.
 	RecordDeadLetter(ctx context.Context, d DeadLetter) error
 	// ListDeadLetters returns up to limit dead letters of the promotion in
 	// state DeadFailed with claim_id > after, ordered by claim_id.
@@ -233,7 +246,10 @@ type Store interface {
 	// issued row are skipped too: such a claim was issued (its
 	// acknowledgement lost), and voiding it would return to stock a unit the
 	// issued row still holds, an oversell. It may still be replayed, which
-	// finds it issued.
+	// finds it issued. A void and an IssueBatch of the same claim are
+	// serialised, whether or not the dead letter existed when the issue
+	// began: the void either sees the issued row and skips the claim, or
+	// commits first and the issue finds the claim voided (a Conflict).
 	//
 	// The moved claims are recorded as moved now with their side effect (the
 	// claim enqueued again, or its unit returned to stock) not yet applied:

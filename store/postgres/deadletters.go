@@ -23,23 +23,42 @@ func scanDeadLetter(row pgx.CollectableRow) (store.DeadLetter, error) {
 // claim is already recorded, updates reason, deliveries, time and fields and
 // sets the state back to DeadFailed, with nothing left to apply (a new row is
 // applied by the column's default). A claim already voided is left as it is.
+// If the dead letter or issued row under the claim id holds another claim, it
+// writes nothing and returns an error wrapping store.ErrClaimMismatch. The
+// claim's lock, the one IssueBatch and a void take, is held throughout, so
+// the rows compared are the ones the write meets.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
 	fields, err := sqlstore.EncodeFields(d.Fields)
 	if err != nil {
 		return fmt.Errorf("postgres: record dead letter %s: %w", d.ClaimID, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO dead_letters
-			(claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, CAST($9::text AS jsonb))
-		ON CONFLICT (claim_id) DO UPDATE SET
-			reason = EXCLUDED.reason,
-			deliveries = EXCLUDED.deliveries,
-			at = EXCLUDED.at,
-			fields = EXCLUDED.fields,
-			state = 'failed',
-			applied = true
-		WHERE dead_letters.state <> 'voided'`,
-		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, pgTime(d.At), fields)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockClaims(ctx, tx, []string{d.PromotionID}, []string{d.ClaimID}); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlstore.StoredClaimsSQL("$1"), d.ClaimID)
+		if err != nil {
+			return err
+		}
+		err = sqlstore.CheckSameClaim(d, rows)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO dead_letters
+				(claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, CAST($9::text AS jsonb))
+			ON CONFLICT (claim_id) DO UPDATE SET
+				reason = EXCLUDED.reason,
+				deliveries = EXCLUDED.deliveries,
+				at = EXCLUDED.at,
+				fields = EXCLUDED.fields,
+				state = 'failed',
+				applied = true
+			WHERE dead_letters.state <> 'voided'`,
+			d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, pgTime(d.At), fields)
+		return err
+	})
 	return wrapErr("record dead letter "+d.ClaimID, err)
 }
 
@@ -77,52 +96,80 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 	if claimIDs != nil && len(claimIDs) == 0 {
 		return nil, nil
 	}
-	skipIssued := ""
+	var (
+		out []store.DeadLetter
+		err error
+	)
 	if to == store.DeadVoided {
-		// An issued claim already took its unit; voiding would return it.
-		skipIssued = `AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`
-	}
-	update := `UPDATE dead_letters SET state = $3, applied = false, moved_at = $4
-		WHERE promotion_id = $1 AND state = 'failed'
-		  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
-		  ` + skipIssued + `
-		RETURNING ` + deadLetterCols
-	args := []any{promotionID, claimIDs, to, pgTime(time.Now())}
-	var out []store.DeadLetter
-	var err error
-	if to != store.DeadVoided {
-		rows, qerr := s.pool.Query(ctx, update, args...)
-		if qerr == nil {
-			out, qerr = pgx.CollectRows(rows, scanDeadLetter)
-		}
-		err = qerr
+		out, err = s.void(ctx, promotionID, claimIDs)
 	} else {
-		// A void must not pass an issue of the same claim in flight: under
-		// READ COMMITTED each statement checks the other table for rows the
-		// other has not committed yet. Both lock the claim's dead-letter row
-		// first (the issue FOR SHARE, the void FOR UPDATE), and the void's
-		// UPDATE runs as a new statement after the lock, so it sees an issue
-		// that committed meanwhile.
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM dead_letters
-				WHERE promotion_id = $1 AND state = 'failed'
-				  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
-				ORDER BY claim_id FOR UPDATE`, promotionID, claimIDs); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, update, args...)
-			if err != nil {
-				return err
-			}
-			out, err = pgx.CollectRows(rows, scanDeadLetter)
-			return err
-		})
+		out, err = collectMoved(s.pool.Query(ctx, transitionSQL(""), promotionID, claimIDs, to, pgTime(time.Now())))
 	}
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
 	sqlstore.SortByClaimID(out)
 	return out, nil
+}
+
+// transitionSQL is the UPDATE that moves failed dead letters of promotion
+// $1, those named by $2 (all if NULL), to state $3 at time $4, with extra
+// conditions and.
+func transitionSQL(and string) string {
+	return `UPDATE dead_letters SET state = $3, applied = false, moved_at = $4
+		WHERE promotion_id = $1 AND state = 'failed'
+		  AND ($2::text[] IS NULL OR claim_id = ANY($2::text[]))
+		  ` + and + `
+		RETURNING ` + deadLetterCols
+}
+
+// collectMoved reads the dead letters a transition returned.
+func collectMoved(rows pgx.Rows, err error) ([]store.DeadLetter, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDeadLetter)
+}
+
+// void moves the named failed claims (all failed ones of the promotion if
+// claimIDs is nil) to DeadVoided, skipping claims that have an issued row:
+// such a claim already took its unit, and voiding would return it.
+//
+// A void must not pass an issue of the same claim in flight: under READ
+// COMMITTED each statement checks the other table for rows the other has not
+// committed yet. Both take the claim's lock first (see claimLocks), and the
+// void's UPDATE runs as a new statement after it, so it sees an issue that
+// committed meanwhile; an issue that starts later waits for the void and
+// then finds the claim voided.
+func (s *Store) void(ctx context.Context, promotionID string, claimIDs []string) ([]store.DeadLetter, error) {
+	var out []store.DeadLetter
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ids := claimIDs
+		if ids == nil {
+			// Only the claims locked here are voided: a claim that fails
+			// after this read is left for a later call.
+			rows, err := tx.Query(ctx, `SELECT claim_id FROM dead_letters
+				WHERE promotion_id = $1 AND state = 'failed'`, promotionID)
+			if err != nil {
+				return err
+			}
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+		}
+		if err := lockClaims(ctx, tx, []string{promotionID}, ids); err != nil {
+			return err
+		}
+		var err error
+		out, err = collectMoved(tx.Query(ctx,
+			transitionSQL(`AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`),
+			promotionID, ids, store.DeadVoided, pgTime(time.Now())))
+		return err
+	})
+	return out, err
 }
 
 // MarkDeadLettersApplied records that the Redis side effect of the named

@@ -42,7 +42,8 @@ const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank,
 // this one wait for it, then skip the row if it committed. Rows are inserted
 // in claim id order, so overlapping batches of consistent claims take their
 // locks in the same order and cannot deadlock; if inconsistent ones do, the
-// insert is retried.
+// insert is retried. Before inserting, the batch takes its claims' advisory
+// locks (see claimLocks), which a void of one of them takes too.
 func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
 	if len(issues) == 0 {
 		return []store.Outcome{}, nil
@@ -78,13 +79,13 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 
 	var written []sqlstore.IssueKey
 	for attempt := 1; ; attempt++ {
-		// The claims' dead-letter rows, if any, are locked FOR SHARE first,
-		// and the insert runs as a new statement after it: a void of one of
-		// them either finished before (and the insert skips the claim) or
-		// waits for this transaction (and then skips the issued claim).
+		// The claims' locks are taken first, and the insert runs as a new
+		// statement after it: a void of one of them either committed before
+		// (and the insert skips the claim) or waits for this transaction
+		// (and then skips the issued claim), whether or not the claim's
+		// dead letter existed when this transaction began.
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM dead_letters WHERE claim_id = ANY($1)
-				ORDER BY claim_id FOR SHARE`, claimIDs); err != nil {
+			if err := lockClaims(ctx, tx, promos, claimIDs); err != nil {
 				return err
 			}
 			rows, err := tx.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)

@@ -139,13 +139,13 @@ func wrapErr(op string, err error) error {
 // operation right now, whatever its data, so it may succeed later: a
 // connection refused, reset or lost, a timeout, an error pgx knows was raised
 // before anything was sent, or a server error whose SQLSTATE
-// [TransientSQLState] reports. A context cancelled by the caller is not an
-// outage.
+// [TransientSQLState] reports. A context cancelled by the caller, or a
+// store.ErrClaimMismatch, is not an outage.
 func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
 		return err != nil
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrClaimMismatch) {
 		return false
 	}
 	var pgErr *pgconn.PgError

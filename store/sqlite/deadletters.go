@@ -21,22 +21,39 @@ func scanDeadLetter(row sqlstore.Scanner) (store.DeadLetter, error) {
 // claim is already recorded, updates reason, deliveries, time and fields and
 // sets the state back to DeadFailed, with nothing left to apply (a new row is
 // applied by the column's default). A claim already voided is left as it is.
+// If the dead letter or issued row under the claim id holds another claim, it
+// writes nothing and returns an error wrapping store.ErrClaimMismatch. The
+// check and the write are one transaction of the one writer.
 func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error {
 	fields, err := sqlstore.EncodeFields(d.Fields)
 	if err != nil {
 		return fmt.Errorf("sqlite: record dead letter %s: %w", d.ClaimID, err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO dead_letters (`+deadLetterCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 'failed', ?, ?)
-		ON CONFLICT (claim_id) DO UPDATE SET
-			reason = excluded.reason,
-			deliveries = excluded.deliveries,
-			at = excluded.at,
-			fields = excluded.fields,
-			state = 'failed',
-			applied = 1
-		WHERE dead_letters.state <> 'voided'`,
-		d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, fmtTime(d.At), fields)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlstore.StoredClaimsSQL("?1"), d.ClaimID)
+		if err != nil {
+			return err
+		}
+		err = sqlstore.CheckSameClaim(d, rows)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO dead_letters (`+deadLetterCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'failed', ?, ?)
+			ON CONFLICT (claim_id) DO UPDATE SET
+				reason = excluded.reason,
+				deliveries = excluded.deliveries,
+				at = excluded.at,
+				fields = excluded.fields,
+				state = 'failed',
+				applied = 1
+			WHERE dead_letters.state <> 'voided'`,
+			d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, fmtTime(d.At), fields)
+		return err
+	})
 	return wrapErr("record dead letter "+d.ClaimID, err)
 }
 

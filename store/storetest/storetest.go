@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IssueBatchConcurrent", testIssueBatchConcurrent},
 		{"DeadLetters", testDeadLetters},
 		{"DeadLettersPaging", testDeadLettersPaging},
+		{"DeadLetterMismatch", testDeadLetterMismatch},
 		{"TransitionConcurrent", testTransitionConcurrent},
 		{"UnappliedDeadLetters", testUnappliedDeadLetters},
 		{"VoidSkipsIssued", testVoidSkipsIssued},
@@ -679,6 +680,15 @@ func deadLetter(promotionID, claim string, rank int64, at time.Time) store.DeadL
 	}
 }
 
+// deadLetterOf is the dead letter of the claim is: a claim that was
+// dead-lettered and issued, in either order, under one claim id.
+func deadLetterOf(is store.Issue, at time.Time) store.DeadLetter {
+	d := deadLetter(is.PromotionID, is.ClaimID, is.Rank, at)
+	d.UserID, d.Slot = is.UserID, is.Slot
+	d.Fields["user"], d.Fields["slot"] = is.UserID, fmt.Sprint(is.Slot)
+	return d
+}
+
 func equalDeadLetters(t *testing.T, what string, got, want []store.DeadLetter) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -831,6 +841,78 @@ func testDeadLettersPaging(t *testing.T, s store.Store) {
 	if ds, err := s.ListDeadLetters(ctx, "page", "", 0); err != nil || len(ds) != 0 {
 		t.Fatalf("limit 0 gave %v, %v; want none", claimIDs(ds), err)
 	}
+}
+
+// testDeadLetterMismatch records dead letters under claim ids the database
+// holds for other claims (a claim id reused after Redis lost writes): each
+// is refused with ErrClaimMismatch and nothing is written, whether the
+// stored claim is a failed, voided or issued one; the same claim is
+// recorded as usual.
+func testDeadLetterMismatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, promo("dm"))
+	at := now()
+	failed, voided := deadLetter("dm", "dm#1", 1, at), deadLetter("dm", "dm#2", 2, at)
+	issued := issue("dm", 3, "c", 1, at)
+	for _, d := range []store.DeadLetter{failed, voided} {
+		if err := s.RecordDeadLetter(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.TransitionDeadLetters(ctx, "dm", []string{"dm#2"}, store.DeadVoided); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IssueBatch(ctx, []store.Issue{issued}); err != nil {
+		t.Fatal(err)
+	}
+	voided.State = store.DeadVoided
+
+	others := func(d store.DeadLetter) map[string]store.DeadLetter {
+		d.Reason, d.Deliveries, d.At = "another claim", 9, at.Add(time.Minute)
+		d.Fields = map[string]string{"claim_id": d.ClaimID, "user": "intruder"}
+		user, rank, slot, promotion := d, d, d, d
+		user.UserID = "intruder"
+		rank.Rank++
+		slot.Slot++
+		promotion.PromotionID = "dm-other"
+		return map[string]store.DeadLetter{"user": user, "rank": rank, "slot": slot, "promotion": promotion}
+	}
+	for _, stored := range []store.DeadLetter{failed, voided, deadLetterOf(issued, at)} {
+		for what, d := range others(stored) {
+			err := s.RecordDeadLetter(ctx, d)
+			if !errors.Is(err, store.ErrClaimMismatch) || errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("RecordDeadLetter(%s with another %s) = %v, want ErrClaimMismatch", d.ClaimID, what, err)
+			}
+		}
+	}
+	list := func(what string, want ...store.DeadLetter) {
+		t.Helper()
+		ds, err := s.ListDeadLetters(ctx, "dm", "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalDeadLetters(t, what, ds, want)
+	}
+	list("after the refused claims", failed)
+	if c, err := s.Counts(ctx, "dm"); err != nil || c != (store.Counts{Issued: 1, Failed: 1, Voided: 1}) {
+		t.Fatalf("Counts = %+v, %v; want 1 issued, 1 failed, 1 voided", c, err)
+	}
+	if ds, err := s.ListDeadLetters(ctx, "dm-other", "", 10); err != nil || len(ds) != 0 {
+		t.Fatalf("dead letters of dm-other = %v, %v; want none", claimIDs(ds), err)
+	}
+
+	// The same claims are recorded as before: the failed one updated, the
+	// voided one left voided, the issued one dead-lettered as well.
+	failed.Reason, failed.Deliveries = "failed again", 6
+	sameVoided := voided
+	sameVoided.State = store.DeadFailed
+	issuedDead := deadLetterOf(issued, at)
+	for _, d := range []store.DeadLetter{failed, sameVoided, issuedDead} {
+		if err := s.RecordDeadLetter(ctx, d); err != nil {
+			t.Fatalf("RecordDeadLetter(%s), the same claim: %v", d.ClaimID, err)
+		}
+	}
+	list("after the same claims", failed, issuedDead)
 }
 
 // testTransitionConcurrent races replays against voids over the same
@@ -1038,7 +1120,7 @@ func testVoidSkipsIssued(t *testing.T, s store.Store) {
 	if _, err := s.IssueBatch(ctx, []store.Issue{issue("vi", 1, "a", 1, at), issue("vi", 3, "c", 1, at)}); err != nil {
 		t.Fatal(err)
 	}
-	d1, d2, d3 := deadLetter("vi", "vi#1", 1, at), deadLetter("vi", "vi#2", 2, at), deadLetter("vi", "vi#3", 3, at)
+	d1, d2, d3 := deadLetterOf(issue("vi", 1, "a", 1, at), at), deadLetter("vi", "vi#2", 2, at), deadLetterOf(issue("vi", 3, "c", 1, at), at)
 	for _, d := range []store.DeadLetter{d1, d2, d3} {
 		if err := s.RecordDeadLetter(ctx, d); err != nil {
 			t.Fatal(err)
@@ -1157,7 +1239,7 @@ func testClaimsByRank(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	failed := deadLetter("kc", "kc#3", 3, at.Add(time.Second))
-	redone := deadLetter("kc", "kc#4", 4, at) // dead-lettered, replayed, then issued
+	redone := deadLetterOf(issue("kc", 4, "a", 2, at), at) // dead-lettered, replayed, then issued
 	voided := deadLetter("kc", "kc#5", 5, at)
 	replayed := deadLetter("kc", "kc#6", 6, at.Add(2*time.Second))
 	for _, d := range []store.DeadLetter{failed, redone, voided, replayed, deadLetter("kc", "kc!0-1", 0, at)} {
