@@ -170,7 +170,8 @@ type KnownClaim struct {
 	// State is StateIssued, or the dead letter's state (DeadFailed,
 	// DeadReplayed or DeadVoided).
 	State string
-	// At is when the row was issued, or when the claim was dead-lettered.
+	// At is when the row was issued, or when the claim was dead-lettered;
+	// zero if the stored time cannot be read (the claim is still returned).
 	At time.Time
 	// Fields is a dead letter's stream entry (nil for issued rows), so a
 	// replayed claim that Redis lost can be enqueued again.
@@ -218,7 +219,9 @@ type Store interface {
 	// afterRank, ordered by rank, one per rank: the issued row where there is
 	// one, else the dead letter. Claims without a rank (undecodable entries)
 	// are left out. Paging on the last rank returned walks every claim the
-	// database knows with memory bounded by limit.
+	// database knows with memory bounded by limit. A stored time in any form
+	// the database can hold is read; one that still cannot be read comes
+	// back as a zero At, never as an error.
 	ClaimsByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]KnownClaim, error)
 
 	// RecordDeadLetter inserts the dead letter in state DeadFailed, or, if the

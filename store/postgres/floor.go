@@ -36,16 +36,19 @@ func (s *Store) MaxRanks(ctx context.Context, promotionIDs []string) (map[string
 // afterRank, by rank: issued rows, and dead letters whose rank no issued row
 // holds. Each side is limited before the merge, so a page reads at most
 // 2 × limit rows whatever the promotion's size; issued rows come in index
-// order, dead letters (few, normally) are sorted.
+// order, dead letters (few, normally) are sorted. A time of 'infinity' or
+// '-infinity', which has no time.Time, comes back as a zero At.
 func (s *Store) ClaimsByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]store.KnownClaim, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `(SELECT claim_id, rank, user_id, slot, 'issued' AS state, issued_at AS at, '{}' AS fields
+	rows, err := s.pool.Query(ctx, `(SELECT claim_id, rank, user_id, slot, 'issued' AS state,
+				CASE WHEN isfinite(issued_at) THEN issued_at END AS at, '{}' AS fields
 			FROM issued WHERE promotion_id = $1 AND rank > $2
 			ORDER BY rank LIMIT $3)
 		UNION ALL
-		(SELECT d.claim_id, d.rank, d.user_id, d.slot, d.state, d.at, d.fields::text
+		(SELECT d.claim_id, d.rank, d.user_id, d.slot, d.state,
+				CASE WHEN isfinite(d.at) THEN d.at END, d.fields::text
 			FROM dead_letters AS d
 			WHERE d.promotion_id = $1 AND d.rank > $2
 			  AND NOT EXISTS (SELECT 1 FROM issued AS i WHERE i.promotion_id = $1 AND i.rank = d.rank)

@@ -342,12 +342,13 @@ func fmtNullTime(t time.Time) sql.NullString {
 	return sql.NullString{String: fmtTime(t), Valid: true}
 }
 
+// parseTime reads a stored time: the form fmtTime writes, or any other
+// form sqlstore.ParseTime reads (rows written by other tools or by hand).
 func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	if t, err := time.Parse(timeLayout, s); err == nil {
+		return t.UTC(), nil
 	}
-	return t.UTC(), nil
+	return sqlstore.ParseTime(s)
 }
 
 func parseNullTime(s sql.NullString) (time.Time, error) {

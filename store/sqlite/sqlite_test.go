@@ -23,7 +23,14 @@ func TestMain(m *testing.M) {
 // open returns a fresh, migrated store on a file in a temporary directory.
 func open(tb testing.TB) store.Store {
 	tb.Helper()
-	s, err := sqlite.New(tb.Context(), sqlite.Config{Path: filepath.Join(tb.TempDir(), "dibs.db")})
+	return openPath(tb, filepath.Join(tb.TempDir(), "dibs.db"))
+}
+
+// openPath returns a migrated store on the file at path, closed when the
+// test ends.
+func openPath(tb testing.TB, path string) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.New(tb.Context(), sqlite.Config{Path: path})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -248,14 +255,7 @@ func TestUpgradeKeepsDeadLettersApplied(t *testing.T) {
 		}
 	}
 
-	s, err := sqlite.New(ctx, sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openPath(t, path)
 	if ds, err := s.ListUnappliedDeadLetters(ctx, time.Now().Add(time.Hour), 10); err != nil || len(ds) != 0 {
 		t.Fatalf("unapplied after the upgrade = %+v, %v; want none", ds, err)
 	}

@@ -103,20 +103,22 @@ func ScanDeadLetter[T, N any](row Scanner, tc Times[T, N]) (store.DeadLetter, er
 }
 
 // ScanKnownClaim reads a row of claim_id, rank, user_id, slot, state, at and
-// fields, the fields as JSON text.
+// fields, the fields as JSON text. at is read as a nullable time: NULL, or
+// a time the backend cannot decode, leaves At zero rather than failing the
+// row, so one unreadable time never stops a rebuild.
 func ScanKnownClaim[T, N any](row Scanner, tc Times[T, N]) (store.KnownClaim, error) {
 	var (
 		c      store.KnownClaim
-		at     T
+		at     N
 		fields string
 	)
 	if err := row.Scan(&c.ClaimID, &c.Rank, &c.UserID, &c.Slot, &c.State, &at, &fields); err != nil {
 		return store.KnownClaim{}, err
 	}
-	var err error
-	if c.At, err = tc.Decode(at); err != nil {
-		return store.KnownClaim{}, err
+	if t, err := tc.DecodeNull(at); err == nil {
+		c.At = t
 	}
+	var err error
 	if c.Fields, err = DecodeFields(fields); err != nil {
 		return store.KnownClaim{}, err
 	}

@@ -320,15 +320,86 @@ func TestPromotionRoundTrip(t *testing.T) {
 	}
 }
 
-func TestScanDecodeError(t *testing.T) {
+// TestScanKnownClaimTimes: a claim whose time cannot be read is still
+// returned, with a zero At; its fields still have to be readable.
+func TestScanKnownClaimTimes(t *testing.T) {
 	t.Parallel()
-	bad := row{"c", int64(1), "u", 1, store.DeadFailed, "not a time", "{}"}
-	if _, err := ScanKnownClaim(bad, textTimes); err == nil {
-		t.Fatal("ScanKnownClaim of a bad time: no error")
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name    string
+		at      *string
+		fields  string
+		want    time.Time
+		wantErr bool
+	}{
+		{name: "good", at: str("2026-11-21T00:00:00Z"), fields: `{"k":"v"}`, want: time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)},
+		{name: "not a time", at: str("not a time"), fields: `{"k":"v"}`},
+		{name: "null", at: nil, fields: `{"k":"v"}`},
+		{name: "bad fields", at: str("2026-11-21T00:00:00Z"), fields: "not json", wantErr: true},
 	}
-	good := row{"c", int64(1), "u", 1, store.DeadFailed, "2026-11-21T00:00:00Z", `{"k":"v"}`}
-	c, err := ScanKnownClaim(good, textTimes)
-	if err != nil || c.Fields["k"] != "v" || c.At.IsZero() {
-		t.Fatalf("ScanKnownClaim = %+v, %v", c, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := ScanKnownClaim(row{"c", int64(1), "u", 1, store.DeadFailed, tt.at, tt.fields}, textTimes)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("ScanKnownClaim = %+v, want an error", c)
+				}
+				return
+			}
+			if err != nil || c.Fields["k"] != "v" || !c.At.Equal(tt.want) || c.ClaimID != "c" {
+				t.Fatalf("ScanKnownClaim = %+v, %v; want At %v", c, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 21, 9, 30, 15, 0, time.UTC)
+	ms := base.Add(123 * time.Millisecond)
+	us := base.Add(123456 * time.Microsecond)
+	ns := base.Add(123456789)
+	tests := []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-11-21T09:30:15Z", base},
+		{"2026-11-21T09:30:15.123456Z", us},
+		{"2026-11-21T09:30:15.123456789Z", ns},
+		{"2026-11-21T18:30:15.123+09:00", ms},
+		{"2026-11-21T04:30:15-05:00", base},
+		{"2026-11-21t09:30:15.123z", ms},
+		{"2026-11-21T18:30:15+0900", base},
+		{"2026-11-21T18:30:15+09", base},
+		{"2026-11-21 09:30:15", base},
+		{"2026-11-21 09:30:15.123", ms},
+		{"2026-11-21 18:30:15.123+09:00", ms},
+		{"2026-11-21 09:30:15Z", base},
+		{"2026-11-21T09:30:15", base},
+		{"2026-11-21 09:30", base.Truncate(time.Minute)},
+		{"2026-11-21T09:30Z", base.Truncate(time.Minute)},
+		{"2026-11-21", time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)},
+		{"  2026-11-21T09:30:15Z\n", base},
+		{"2026-11-21 18:30:15.123456789 +0900 KST", ns},
+		{"2026-11-21 09:30:15.123456789 +0000 UTC m=+0.001", ns},
+		{fmt.Sprint(base.Unix()), base},
+		{fmt.Sprint(ms.UnixMilli()), ms},
+		{fmt.Sprint(us.UnixMicro()), us},
+		{fmt.Sprint(ns.UnixNano()), ns},
+		{fmt.Sprintf("%d.5", base.Unix()), base.Add(500 * time.Millisecond)},
+		{"2461000.896006944", time.Date(2025, 11, 21, 9, 30, 15, 0, time.UTC)}, // julianday()
+		{"2440587.5", time.Unix(0, 0).UTC()},
+	}
+	for _, tt := range tests {
+		got, err := ParseTime(tt.in)
+		if err != nil || !got.Equal(tt.want) || got.Location() != time.UTC {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v in UTC", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "not a time", "2026-13-01T00:00:00Z", "2026-11-21T25:00:00Z", "-5", "0", "NaN", "Inf", "11/21/2026"} {
+		if got, err := ParseTime(bad); err == nil {
+			t.Errorf("ParseTime(%q) = %v, want an error", bad, got)
+		}
 	}
 }
