@@ -394,6 +394,11 @@ func knownClaim(c store.KnownClaim) (claim.Known, bool) {
 	switch c.State {
 	case store.StateIssued:
 		k.Status, k.IssuedAt = claim.StatusIssued, c.At
+		if k.IssuedAt.IsZero() {
+			// The database's time could not be read: the claim is issued
+			// all the same, at a time the rebuild stands in for.
+			k.IssuedAt = time.Now()
+		}
 	case store.DeadFailed:
 		k.Status = claim.StatusFailed
 	case store.DeadVoided:
