@@ -38,6 +38,7 @@ const (
 	DefaultStopConsumerMinInterval  = 60 * time.Second
 	DefaultReclaimMinIdle           = 30 * time.Second
 	DefaultMaxDeliveries            = 5
+	DefaultDeadLetterMaxLen         = 10000
 	DefaultMaxBlockingConns         = 64
 	DefaultLeaseTTL                 = 15 * time.Second
 	// DefaultExpectedPerConsumer is how many expected entries justify one more
@@ -128,12 +129,23 @@ type Config struct {
 	// ReclaimInterval is how often a pool runs XAUTOCLAIM (and trims, and
 	// samples lag). Defaults to ReclaimMinIdle / 6.
 	ReclaimInterval time.Duration `yaml:"-"`
-	// MaxDeliveries is how many deliveries an entry gets before it is
-	// dead-lettered. Defaults to 5.
+	// MaxDeliveries is how many handler calls for an entry may fail with an
+	// error of no kind (or panic) before it is dead-lettered; the count is
+	// kept in Redis (FailuresKey). Redeliveries that are not such failures —
+	// restarts, reclaims, transient errors during an outage of any length —
+	// do not count. Defaults to 5.
 	MaxDeliveries int64 `yaml:"max_deliveries"`
-	// HandlerTimeout is the deadline of one handler call. It must be under half
-	// of ReclaimMinIdle, so a handler still running is never reclaimed.
-	// Defaults to 40% of ReclaimMinIdle.
+	// DeadLetterMaxLen caps each dead-letter stream at about this many
+	// entries (XADD MAXLEN ~; Redis trims whole stream nodes, so a stream
+	// may hold up to about 100 entries more): the stream is a recent tail,
+	// and Spec.OnDeadLetter the place that keeps every dead letter. -1 leaves
+	// the streams unbounded. Defaults to 10000.
+	DeadLetterMaxLen int64 `yaml:"dead_letter_max_len"`
+	// HandlerTimeout is the deadline of one handler call, and of the
+	// dead-letter callbacks (Spec.OnDeadLetter) that settle one read. It must
+	// be under half of ReclaimMinIdle, so neither a handler still running nor
+	// the dead-lettering after it is reclaimed. Defaults to 40% of
+	// ReclaimMinIdle.
 	HandlerTimeout time.Duration `yaml:"-"`
 	// MaxBlockingConns caps the XREADGROUP BLOCK calls in flight across all
 	// pools of a Registry; keep it under the client's BlockingPoolSize. A
@@ -203,6 +215,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = DefaultMaxDeliveries
 	}
+	if c.DeadLetterMaxLen == 0 {
+		c.DeadLetterMaxLen = DefaultDeadLetterMaxLen
+	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = c.ReclaimMinIdle * 2 / 5
 	}
@@ -249,6 +264,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("stream: ReclaimInterval must be at least 1ms, got %s", c.ReclaimInterval)
 	case c.MaxDeliveries < 1:
 		return fmt.Errorf("stream: MaxDeliveries must be at least 1, got %d", c.MaxDeliveries)
+	case c.DeadLetterMaxLen < -1:
+		return fmt.Errorf("stream: DeadLetterMaxLen must be positive, or -1 for no bound, got %d", c.DeadLetterMaxLen)
 	case c.HandlerTimeout <= 0 || c.HandlerTimeout >= c.ReclaimMinIdle/2:
 		return fmt.Errorf("stream: HandlerTimeout must be positive and under half of ReclaimMinIdle (%s), got %s", c.ReclaimMinIdle, c.HandlerTimeout)
 	case c.MaxBlockingConns < 1:
@@ -277,6 +294,7 @@ type yamlConfig struct {
 	ReclaimMinIdleMS         *int64    `yaml:"reclaim_min_idle_ms,omitempty"`
 	ReclaimIntervalMS        *int64    `yaml:"reclaim_interval_ms,omitempty"`
 	MaxDeliveries            *int64    `yaml:"max_deliveries,omitempty"`
+	DeadLetterMaxLen         *int64    `yaml:"dead_letter_max_len,omitempty"`
 	HandlerTimeoutMS         *int64    `yaml:"handler_timeout_ms,omitempty"`
 	MaxBlockingConns         *int      `yaml:"max_blocking_conns,omitempty"`
 	LeaseTTLMS               *int64    `yaml:"lease_ttl_ms,omitempty"`
@@ -337,6 +355,7 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 	setDur(&c.ReclaimMinIdle, y.ReclaimMinIdleMS, time.Millisecond)
 	setDur(&c.ReclaimInterval, y.ReclaimIntervalMS, time.Millisecond)
 	setInt(&c.MaxDeliveries, y.MaxDeliveries)
+	setInt(&c.DeadLetterMaxLen, y.DeadLetterMaxLen)
 	setDur(&c.HandlerTimeout, y.HandlerTimeoutMS, time.Millisecond)
 	setInt(&c.MaxBlockingConns, y.MaxBlockingConns)
 	setDur(&c.LeaseTTL, y.LeaseTTLMS, time.Millisecond)
@@ -361,7 +380,7 @@ func (c Config) MarshalYAML() (any, error) {
 		ConsecutiveActiveTrigger: &c.ConsecutiveActiveTrigger, ConsecutiveIdleTrigger: &c.ConsecutiveIdleTrigger,
 		StartConsumerMinMS: ms(c.StartConsumerMinInterval), StopConsumerMinMS: ms(c.StopConsumerMinInterval),
 		ReclaimMinIdleMS: ms(c.ReclaimMinIdle), ReclaimIntervalMS: ms(c.ReclaimInterval),
-		MaxDeliveries: &c.MaxDeliveries, HandlerTimeoutMS: ms(c.HandlerTimeout),
+		MaxDeliveries: &c.MaxDeliveries, DeadLetterMaxLen: &c.DeadLetterMaxLen, HandlerTimeoutMS: ms(c.HandlerTimeout),
 		MaxBlockingConns: &c.MaxBlockingConns, LeaseTTLMS: ms(c.LeaseTTL),
 	}, nil
 }

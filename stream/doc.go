@@ -21,21 +21,30 @@
 //     trickle costs a few reads per entry, not one per consumer;
 //   - acknowledges an entry only after its handler succeeded; on start each
 //     consumer first handles its own pending entries (id 0), then new ones;
-//   - reclaims entries left idle by dead consumers (XAUTOCLAIM), counts
-//     deliveries, and dead-letters an entry (a dead-letter stream plus a
-//     callback, then XACK) when it is malformed, fails permanently, or has
-//     been delivered MaxDeliveries times;
+//   - reclaims entries left idle by dead consumers (XAUTOCLAIM), and
+//     dead-letters an entry (a callback, then a dead-letter stream capped at
+//     about DeadLetterMaxLen entries, then XACK) when it is malformed, fails
+//     permanently, or its handler failed MaxDeliveries times;
 //   - classifies handler errors: [Transient] pauses the pool with backoff and
-//     retries without counting deliveries, [Permanent] and [Malformed]
-//     dead-letter at once, anything else retries up to MaxDeliveries; a panic
-//     is recovered as a failure; a handler's deadline is under half of
-//     ReclaimMinIdle, so a slow handler is never reclaimed while it runs;
+//     retries, [Permanent] and [Malformed] dead-letter at once, anything else
+//     (a panic too, recovered) is retried and counted, up to MaxDeliveries.
+//     Only those counted failures move an entry towards the dead letters:
+//     they are kept per entry in a hash beside the stream ([FailuresKey]),
+//     so they survive restarts and reclaims, while Redis's delivery count,
+//     which every restart, reclaim and retry raises, does not matter. An
+//     outage of the handler's database, however long, dead-letters nothing;
+//   - gives a handler a deadline under half of ReclaimMinIdle, so a slow
+//     handler is never reclaimed while it runs, and the dead-letter
+//     callbacks of one read the same deadline, so a stalled database never
+//     holds a consumer for good;
 //   - trims acknowledged entries with XTRIM MINID, never past an unfinished
 //     entry of any group;
 //   - scales between MinConsumers and MaxConsumers with the policy of Spring
 //     AMQP's SimpleMessageListenerContainer ([ScalePolicy]);
 //   - stops itself after IdleTimeout without messages once its group has
 //     nothing pending and no lag, and then makes no Redis calls at all.
+//
+// The runtime needs Redis 7.0 or newer on every node; [CheckServer] checks.
 //
 // Handlers get every entry of one read ([Handler]) and return one result per
 // entry, so a database writer can insert a batch in one statement; or use

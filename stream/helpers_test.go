@@ -53,6 +53,17 @@ func fastConfig(mode ReadMode) Config {
 	return c
 }
 
+// quickReclaimConfig is fastConfig with a reclaim threshold of 100ms, so a
+// failed or abandoned entry is redelivered within a few tens of
+// milliseconds.
+func quickReclaimConfig(mode ReadMode) Config {
+	c := fastConfig(mode)
+	c.ReclaimMinIdle = 100 * time.Millisecond
+	c.HandlerTimeout = 40 * time.Millisecond
+	c.ReclaimInterval = 20 * time.Millisecond
+	return c
+}
+
 var modes = []ReadMode{ReadBlock, ReadPoll}
 
 // eachCase runs f for every read mode on every topology, in parallel.

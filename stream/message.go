@@ -14,9 +14,20 @@ type Message struct {
 	// Fields are the entry's field/value pairs. Nil for an entry that was
 	// deleted from the stream while it was pending.
 	Fields map[string]string
-	// Deliveries is how many times the entry has been delivered: 1 on first
+	// Deliveries is how many times Redis has delivered the entry: 1 on first
 	// delivery, the count kept by Redis (XPENDING/XAUTOCLAIM) on redelivery.
+	// It rises with every redelivery, whatever its cause (a restart draining
+	// the consumer's own pending entries, a reclaim, a failed handler), so
+	// it says nothing about how close the entry is to the dead letters; see
+	// Failures.
 	Deliveries int64
+	// Failures is how many earlier handler calls for the entry failed with
+	// an error of no kind (neither transient nor permanent) or panicked:
+	// the attempts that count towards Config.MaxDeliveries. The count is
+	// kept in Redis (see [FailuresKey]), so it survives restarts and
+	// reclaims by other processes; transient failures, restarts and
+	// reclaims never raise it. 0 on first delivery.
+	Failures int64
 }
 
 // Handler handles the entries of one read. It returns one error per message,
@@ -67,6 +78,15 @@ func callOne(ctx context.Context, fn func(context.Context, Message) error, m Mes
 // acknowledged.
 type DeadLetter struct {
 	Message
+	// Deliveries is how many handler calls for the entry failed in a way that
+	// counts towards dead-lettering, the last one included: MaxDeliveries
+	// for an entry that failed that often with errors of no kind,
+	// Failures+1 for one that failed permanently or was malformed, and
+	// Failures for one deleted from the stream while pending. Transient
+	// failures, restarts and reclaims are not counted. It shadows
+	// Message.Deliveries, Redis's delivery count, which stays available as
+	// d.Message.Deliveries.
+	Deliveries int64
 	// Reason says why the entry was given up on, e.g. "malformed: missing
 	// field claim_id" or "max deliveries (5) reached: ...".
 	Reason string
@@ -79,8 +99,11 @@ type DeadLetter struct {
 const (
 	DeadLetterFieldID         = "dlq.id"         // the original entry id
 	DeadLetterFieldReason     = "dlq.reason"     // DeadLetter.Reason
-	DeadLetterFieldDeliveries = "dlq.deliveries" // Message.Deliveries
+	DeadLetterFieldDeliveries = "dlq.deliveries" // DeadLetter.Deliveries: counted handler failures
 	DeadLetterFieldAt         = "dlq.at"         // DeadLetter.At in unix milliseconds
+	// DeadLetterFieldRedisDeliveries is Message.Deliveries: how often Redis
+	// delivered the entry, restarts, reclaims and transient retries included.
+	DeadLetterFieldRedisDeliveries = "dlq.redis_deliveries"
 )
 
 // callHandler runs h with a deadline, turns a panic into a failure of every

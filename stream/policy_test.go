@@ -208,7 +208,8 @@ func TestConfig(t *testing.T) {
 		d.PollInterval != 100*time.Millisecond || d.IdleTimeout != 30*time.Second || d.MinConsumers != 1 ||
 		d.MaxConsumers != 32 || d.ConsecutiveActiveTrigger != 10 || d.ConsecutiveIdleTrigger != 10 ||
 		d.StartConsumerMinInterval != 10*time.Second || d.StopConsumerMinInterval != time.Minute ||
-		d.ReclaimMinIdle != 30*time.Second || d.MaxDeliveries != 5 || d.HandlerTimeout != 12*time.Second {
+		d.ReclaimMinIdle != 30*time.Second || d.MaxDeliveries != 5 || d.HandlerTimeout != 12*time.Second ||
+		d.DeadLetterMaxLen != 10000 {
 		t.Fatalf("defaults = %+v", d)
 	}
 	if err := d.validate(); err != nil {
@@ -223,6 +224,7 @@ func TestConfig(t *testing.T) {
 		{"MaxConsumers", func(c *Config) { c.MinConsumers, c.MaxConsumers = 5, 4 }},
 		{"HandlerTimeout", func(c *Config) { c.HandlerTimeout = 15 * time.Second }},
 		{"MaxDeliveries", func(c *Config) { c.MaxDeliveries = -1 }},
+		{"DeadLetterMaxLen", func(c *Config) { c.DeadLetterMaxLen = -2 }},
 	}
 	for _, b := range bad {
 		c := DefaultConfig()
@@ -242,6 +244,7 @@ idle_timeout_seconds: 60
 max_consumers_per_instance: 8
 reclaim_min_idle_ms: 10000
 max_deliveries: 7
+dead_letter_max_len: 500
 `
 	c := DefaultConfig()
 	if err := yaml.Unmarshal([]byte(y), &c); err != nil {
@@ -250,7 +253,8 @@ max_deliveries: 7
 	c = c.withDefaults()
 	if c.BatchSize != 50 || c.TrimAcked || c.ReadMode != ReadPoll || c.Block != 500*time.Millisecond ||
 		c.PollInterval != 250*time.Millisecond || c.IdleTimeout != time.Minute || c.MaxConsumers != 8 ||
-		c.MinConsumers != 1 || c.ReclaimMinIdle != 10*time.Second || c.HandlerTimeout != 4*time.Second || c.MaxDeliveries != 7 {
+		c.MinConsumers != 1 || c.ReclaimMinIdle != 10*time.Second || c.HandlerTimeout != 4*time.Second || c.MaxDeliveries != 7 ||
+		c.DeadLetterMaxLen != 500 {
 		t.Fatalf("from YAML = %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -260,11 +264,19 @@ max_deliveries: 7
 	if err != nil {
 		t.Fatal(err)
 	}
+	unbounded := DefaultConfig()
+	if err := yaml.Unmarshal([]byte("dead_letter_max_len: -1\n"), &unbounded); err != nil {
+		t.Fatal(err)
+	}
+	if unbounded = unbounded.withDefaults(); unbounded.DeadLetterMaxLen != -1 || unbounded.validate() != nil {
+		t.Fatalf("dead_letter_max_len -1 = %d (%v)", unbounded.DeadLetterMaxLen, unbounded.validate())
+	}
 	var back Config
 	if err := yaml.Unmarshal(out, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.withDefaults().BatchSize != 50 || back.PollInterval != c.PollInterval || back.ReclaimMinIdle != c.ReclaimMinIdle {
+	if back.withDefaults().BatchSize != 50 || back.PollInterval != c.PollInterval || back.ReclaimMinIdle != c.ReclaimMinIdle ||
+		back.DeadLetterMaxLen != 500 {
 		t.Fatalf("round trip = %+v", back)
 	}
 }

@@ -27,16 +27,24 @@ type Spec struct {
 	Handler Handler
 	// Ack acknowledges handled messages; it must XACK them, and may do more in
 	// the same step (a Lua script that also records the outcome). An error
-	// leaves the entries pending; they are delivered again later. Defaults to a
-	// plain XACK.
+	// leaves the entries pending; they are delivered again later. After it
+	// succeeded the runtime deletes the failure counts (see [FailuresKey]) of
+	// the entries that had any, with one HDEL. Defaults to a plain XACK,
+	// sent in one round trip with that HDEL.
 	Ack func(ctx context.Context, msgs []Message) error
 	// OnDeadLetter is called before an entry is written to the dead-letter
 	// stream and acknowledged; an error leaves the entry pending, to be tried
 	// again on a later delivery. A callback that finds the work already done
 	// (a redelivered entry whose acknowledgement was lost) acknowledges it
-	// itself and returns ErrResolved: no dead letter is written. Optional.
+	// itself and returns ErrResolved: no dead letter is written. The
+	// callbacks for the entries of one read share one deadline of
+	// Config.HandlerTimeout, carried by ctx, so a stalled database holds a
+	// consumer no longer than a slow handler would; a callback cut off by it
+	// fails, and its entry stays pending. Optional.
 	OnDeadLetter func(ctx context.Context, d DeadLetter) error
-	// DeadLetterStream is where given-up entries are written. Defaults to
+	// DeadLetterStream is where given-up entries are written, capped at about
+	// Config.DeadLetterMaxLen entries (XADD MAXLEN ~): it is a recent tail,
+	// and OnDeadLetter the place to keep every dead letter. Defaults to
 	// Stream + ":dlq".
 	DeadLetterStream string
 	// ExpectedTotal is how many entries the stream is expected to carry; it
@@ -71,6 +79,16 @@ func (s Spec) validate() error {
 // stream key has a hash tag.
 func LeaseKey(stream, consumer string) string { return stream + ":lease:" + consumer }
 
+// FailuresKey is the key of the hash that counts, per entry id, the handler
+// failures of group's entries of stream that count towards
+// Config.MaxDeliveries (see Message.Failures). It starts with the stream key,
+// so it lives in the stream's Cluster slot when the stream key has a hash
+// tag. A field is written when a handler call fails with an error of no kind
+// and deleted when the entry is acknowledged or dead-lettered; the reclaim
+// pass deletes the fields of entries that are no longer pending by other
+// means, so the hash holds at most about one field per pending entry.
+func FailuresKey(stream, group string) string { return stream + ":failures:" + group }
+
 // ConsumerName is the consumer name with index i of an instance.
 func ConsumerName(instance string, i int) string {
 	return instance + "-consumer-" + strconv.Itoa(i)
@@ -82,15 +100,16 @@ func ConsumerName(instance string, i int) string {
 // succeed, scales between MinConsumers and MaxConsumers, and stops by itself
 // once idle and drained.
 type Pool struct {
-	client   rueidis.Client
-	instance string
-	spec     Spec
-	cfg      Config
-	log      *slog.Logger
-	policy   ScalePolicy
-	token    string        // lease value: identifies this process
-	leaseMu  sync.Mutex    // serialises lease renewal passes with lease releases
-	blocking chan struct{} // slots for XREADGROUP BLOCK, shared by a registry's pools
+	client      rueidis.Client
+	instance    string
+	spec        Spec
+	cfg         Config
+	log         *slog.Logger
+	policy      ScalePolicy
+	token       string        // lease value: identifies this process
+	failuresKey string        // FailuresKey of the stream and group
+	leaseMu     sync.Mutex    // serialises lease renewal passes with lease releases
+	blocking    chan struct{} // slots for XREADGROUP BLOCK, shared by a registry's pools
 
 	// Set by the registry before start; read-only afterwards.
 	gen       uint64
@@ -196,7 +215,8 @@ func newPool(client rueidis.Client, instance string, spec Spec, cfg Config, toke
 	}
 	p := &Pool{
 		client: client, instance: instance, spec: spec, cfg: cfg, token: token, blocking: blocking,
-		log: cfg.Logger.With("stream", spec.Stream, "group", spec.Group),
+		failuresKey: FailuresKey(spec.Stream, spec.Group),
+		log:         cfg.Logger.With("stream", spec.Stream, "group", spec.Group),
 		policy: ScalePolicy{
 			Min: cfg.MinConsumers, Max: cfg.MaxConsumers,
 			ActiveTrigger: cfg.ConsecutiveActiveTrigger, IdleTrigger: cfg.ConsecutiveIdleTrigger,
@@ -1020,8 +1040,8 @@ func (p *Pool) reclaim(c *consumer) {
 			}
 			break
 		}
-		for _, id := range deleted {
-			p.deadLetter(ctx, Message{ID: id}, "entry deleted from the stream while pending", false)
+		if len(deleted) > 0 {
+			p.deadLetterDeleted(ctx, deleted)
 		}
 		if len(msgs) > 0 {
 			if err := p.deliveryCounts(ctx, msgs); err != nil {
@@ -1039,6 +1059,11 @@ func (p *Pool) reclaim(c *consumer) {
 	if p.stopping(c) {
 		return
 	}
+	if n, err := p.sweepFailures(ctx); err != nil {
+		p.log.Warn("stream failure-count sweep failed", "err", err)
+	} else if n > 0 {
+		p.log.Debug("stream failure counts of finished entries deleted", "counts", n)
+	}
 	if p.cfg.TrimAcked {
 		if err := trimScript.Exec(ctx, p.client, []string{p.spec.Stream}, nil).Error(); err != nil {
 			p.log.Warn("stream trim failed", "err", err)
@@ -1051,10 +1076,16 @@ func (p *Pool) reclaim(c *consumer) {
 	}
 }
 
+// reasonDeleted is the dead-letter reason of an entry deleted from the
+// stream while it was pending.
+const reasonDeleted = "entry deleted from the stream while pending"
+
 // handle runs the handler on msgs and settles every entry: acknowledge,
 // dead-letter, leave pending, or (transient) pause the pool and retry.
 // Nothing is settled without a valid lease: if it was lost meanwhile, the
-// entries stay pending for the process that holds the name now.
+// entries stay pending for the process that holds the name now. Only handler
+// failures of no kind move an entry towards the dead letters (counted in
+// FailuresKey); how often Redis delivered it does not matter.
 func (p *Pool) handle(c *consumer, msgs []Message) {
 	ctx := context.WithValue(p.hardCtx, consumerKey{}, c.name)
 	mayAck := func() bool {
@@ -1062,28 +1093,35 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 		return ok
 	}
 	run := make([]Message, 0, len(msgs))
+	early := p.callbackDeadline(ctx)
+	defer early.release()
 	for _, m := range msgs {
 		switch {
 		case m.Fields == nil:
 			if !mayAck() {
 				return
 			}
-			p.deadLetter(ctx, m, "entry deleted from the stream while pending", true)
-		case m.Deliveries > p.cfg.MaxDeliveries:
+			p.deadLetter(ctx, early, m, m.Failures, reasonDeleted, true)
+		case m.Failures >= p.cfg.MaxDeliveries:
+			// Its last counted failure was not dead-lettered (the callback
+			// or Redis failed then): finish that now.
 			if !mayAck() {
 				return
 			}
-			p.deadLetter(ctx, m, fmt.Sprintf("max deliveries (%d) exceeded: delivered %d times", p.cfg.MaxDeliveries, m.Deliveries), true)
+			p.deadLetter(ctx, early, m, m.Failures, fmt.Sprintf("max deliveries (%d) reached: %d handler failures", p.cfg.MaxDeliveries, m.Failures), true)
 		default:
 			run = append(run, m)
 		}
 	}
+	early.release()
 	for round := 1; len(run) > 0; round++ {
 		errs := callHandler(ctx, p.spec.Handler, p.cfg.HandlerTimeout, run)
 		if !mayAck() {
 			return
 		}
-		var acks, retry []Message
+		cb := p.callbackDeadline(ctx)
+		var acks, retry, failed []Message
+		var causes []error
 		for i, m := range run {
 			var err error
 			if errs != nil {
@@ -1097,19 +1135,18 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 			p.hookFailure(kind)
 			switch kind {
 			case FailureMalformed:
-				p.deadLetter(ctx, m, "malformed: "+err.Error(), true)
+				p.deadLetter(ctx, cb, m, m.Failures+1, "malformed: "+err.Error(), true)
 			case FailurePermanent:
-				p.deadLetter(ctx, m, "permanent: "+err.Error(), true)
+				p.deadLetter(ctx, cb, m, m.Failures+1, "permanent: "+err.Error(), true)
 			case FailureTransient:
 				retry = append(retry, m)
 			default:
-				if m.Deliveries >= p.cfg.MaxDeliveries {
-					p.deadLetter(ctx, m, fmt.Sprintf("max deliveries (%d) reached: %v", p.cfg.MaxDeliveries, err), true)
-				} else {
-					p.log.Warn("stream handler failed; entry stays pending", "id", m.ID, "deliveries", m.Deliveries, "err", err)
-				}
+				failed = append(failed, m)
+				causes = append(causes, err)
 			}
 		}
+		p.settleFailed(ctx, cb, failed, causes)
+		cb.release()
 		p.ack(ctx, acks)
 		if len(retry) == 0 {
 			return
@@ -1130,20 +1167,95 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 	}
 }
 
-// ack acknowledges handled messages through Spec.Ack or a plain XACK.
+// settleFailed counts one failure for each entry whose handler failed with
+// an error of no kind (or panicked), and dead-letters those whose count
+// reached MaxDeliveries; the others stay pending, to be retried after
+// ReclaimMinIdle. Entries whose failure could not be counted stay pending.
+func (p *Pool) settleFailed(ctx context.Context, cb *callbackDeadline, msgs []Message, causes []error) {
+	if len(msgs) == 0 {
+		return
+	}
+	counts, err := p.countFailures(ctx, msgs)
+	if err != nil {
+		p.hookFailure(FailureRedis)
+		p.log.Warn("stream could not count handler failures; entries stay pending", "entries", len(msgs), "err", err)
+		return
+	}
+	for i, m := range msgs {
+		if counts[i] >= p.cfg.MaxDeliveries {
+			p.deadLetter(ctx, cb, m, counts[i], fmt.Sprintf("max deliveries (%d) reached: %v", p.cfg.MaxDeliveries, causes[i]), true)
+			continue
+		}
+		p.log.Warn("stream handler failed; entry stays pending", "id", m.ID, "failures", counts[i], "deliveries", m.Deliveries, "err", causes[i])
+	}
+}
+
+// deadLetterDeleted dead-letters entries that Redis dropped from the PEL
+// because they were deleted from the stream while pending.
+func (p *Pool) deadLetterDeleted(ctx context.Context, ids []string) {
+	counts, err := p.failureCounts(ctx, ids)
+	if err != nil {
+		p.log.Warn("stream failure counts unavailable", "err", err)
+		counts = make([]int64, len(ids))
+	}
+	cb := p.callbackDeadline(ctx)
+	defer cb.release()
+	for i, id := range ids {
+		p.deadLetter(ctx, cb, Message{ID: id, Failures: counts[i]}, counts[i], reasonDeleted, false)
+	}
+}
+
+// callbackDeadline bounds the dead-letter callbacks of one step: made on
+// first use, they share one deadline of HandlerTimeout. It belongs to the
+// goroutine settling that step.
+type callbackDeadline struct {
+	parent  context.Context
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func (p *Pool) callbackDeadline(parent context.Context) *callbackDeadline {
+	return &callbackDeadline{parent: parent, timeout: p.cfg.HandlerTimeout}
+}
+
+// context returns the callbacks' context, starting the deadline on the
+// first call.
+func (d *callbackDeadline) context() context.Context {
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithTimeout(d.parent, d.timeout)
+	}
+	return d.ctx
+}
+
+// release frees the deadline's timer. Safe to call twice.
+func (d *callbackDeadline) release() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+// ack acknowledges handled messages through Spec.Ack or a plain XACK, and
+// deletes the failure counts of those that had any.
 func (p *Pool) ack(ctx context.Context, msgs []Message) {
 	if len(msgs) == 0 {
 		return
 	}
+	var counted []string
+	for _, m := range msgs {
+		if m.Failures > 0 {
+			counted = append(counted, m.ID)
+		}
+	}
 	var err error
 	if p.spec.Ack != nil {
-		err = p.spec.Ack(ctx, msgs)
-	} else {
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
+		if err = p.spec.Ack(ctx, msgs); err == nil {
+			if err := p.forgetFailures(ctx, counted); err != nil {
+				p.log.Warn("stream failure counts not deleted; the reclaim pass will", "err", err)
+			}
 		}
-		err = xack(ctx, p.client, p.spec.Stream, p.spec.Group, ids)
+	} else {
+		err = p.xack(ctx, msgs, counted)
 	}
 	if err != nil {
 		p.hookFailure(FailureAck)
@@ -1155,14 +1267,44 @@ func (p *Pool) ack(ctx context.Context, msgs []Message) {
 	}
 }
 
-// deadLetter gives up on m: the callback, the dead-letter stream, then XACK.
-// With pending false the entry is no longer in the PEL (Redis dropped it), so
-// there is nothing to acknowledge and a callback error cannot keep it.
-func (p *Pool) deadLetter(ctx context.Context, m Message, reason string, pending bool) bool {
-	d := DeadLetter{Message: m, Reason: reason, At: p.cfg.Clock.Now()}
+// xack acknowledges msgs with a plain XACK and deletes the failure counts of
+// counted in the same round trip.
+func (p *Pool) xack(ctx context.Context, msgs []Message, counted []string) error {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	cl := p.client
+	cmds := rueidis.Commands{cl.B().Xack().Key(p.spec.Stream).Group(p.spec.Group).Id(ids...).Build()}
+	if len(counted) > 0 {
+		cmds = append(cmds, cl.B().Hdel().Key(p.failuresKey).Field(counted...).Build())
+	}
+	res := cl.DoMulti(ctx, cmds...)
+	if err := res[0].Error(); err != nil {
+		return fmt.Errorf("stream: XACK %s: %w", p.spec.Stream, err)
+	}
+	if len(res) > 1 {
+		if err := res[1].Error(); err != nil {
+			p.log.Warn("stream failure counts not deleted; the reclaim pass will", "err", err)
+		}
+	}
+	return nil
+}
+
+// deadLetter gives up on m: the callback, then the dead-letter stream, the
+// XACK and the deletion of its failure count in one round trip. failures is
+// the reported DeadLetter.Deliveries. With pending false the entry is no
+// longer in the PEL (Redis dropped it), so there is nothing to acknowledge
+// and a callback error cannot keep it. The callback runs under cb's
+// deadline.
+func (p *Pool) deadLetter(ctx context.Context, cb *callbackDeadline, m Message, failures int64, reason string, pending bool) bool {
+	d := DeadLetter{Message: m, Deliveries: failures, Reason: reason, At: p.cfg.Clock.Now()}
 	if p.spec.OnDeadLetter != nil {
-		if err := p.spec.OnDeadLetter(ctx, d); errors.Is(err, ErrResolved) {
-			p.log.Info("stream entry found done instead of dead-lettered", "id", m.ID, "deliveries", m.Deliveries)
+		if err := p.spec.OnDeadLetter(cb.context(), d); errors.Is(err, ErrResolved) {
+			p.log.Info("stream entry found done instead of dead-lettered", "id", m.ID, "failures", failures)
+			if err := p.forgetFailures(ctx, []string{m.ID}); err != nil {
+				p.log.Warn("stream failure count not deleted; the reclaim pass will", "id", m.ID, "err", err)
+			}
 			return true
 		} else if err != nil {
 			p.hookFailure(FailureDeadLetter)
@@ -1173,10 +1315,15 @@ func (p *Pool) deadLetter(ctx context.Context, m Message, reason string, pending
 		}
 	}
 	cl := p.client
-	fv := cl.B().Xadd().Key(p.spec.DeadLetterStream).Id("*").FieldValue().
-		FieldValue(DeadLetterFieldID, m.ID).
+	fv := cl.B().Xadd().Key(p.spec.DeadLetterStream).Id("*").FieldValue()
+	if n := p.cfg.DeadLetterMaxLen; n > 0 {
+		fv = cl.B().Xadd().Key(p.spec.DeadLetterStream).Maxlen().Almost().Threshold(strconv.FormatInt(n, 10)).
+			Id("*").FieldValue()
+	}
+	fv = fv.FieldValue(DeadLetterFieldID, m.ID).
 		FieldValue(DeadLetterFieldReason, reason).
-		FieldValue(DeadLetterFieldDeliveries, strconv.FormatInt(m.Deliveries, 10)).
+		FieldValue(DeadLetterFieldDeliveries, strconv.FormatInt(failures, 10)).
+		FieldValue(DeadLetterFieldRedisDeliveries, strconv.FormatInt(m.Deliveries, 10)).
 		FieldValue(DeadLetterFieldAt, unixMS(d.At))
 	keys := make([]string, 0, len(m.Fields))
 	for k := range m.Fields {
@@ -1190,14 +1337,19 @@ func (p *Pool) deadLetter(ctx context.Context, m Message, reason string, pending
 	if pending {
 		cmds = append(cmds, cl.B().Xack().Key(p.spec.Stream).Group(p.spec.Group).Id(m.ID).Build())
 	}
-	for _, r := range cl.DoMulti(ctx, cmds...) {
+	cmds = append(cmds, cl.B().Hdel().Key(p.failuresKey).Field(m.ID).Build())
+	res := cl.DoMulti(ctx, cmds...)
+	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			p.hookFailure(FailureDeadLetter)
 			p.log.Warn("stream dead letter failed; entry stays pending", "id", m.ID, "err", err)
 			return false
 		}
 	}
-	p.log.Warn("stream entry dead-lettered", "id", m.ID, "deliveries", m.Deliveries, "reason", reason)
+	if err := res[len(res)-1].Error(); err != nil {
+		p.log.Warn("stream failure count not deleted; the reclaim pass will", "id", m.ID, "err", err)
+	}
+	p.log.Warn("stream entry dead-lettered", "id", m.ID, "failures", failures, "deliveries", m.Deliveries, "reason", reason)
 	if h := p.cfg.Hooks.DeadLetter; h != nil {
 		h(p.spec.Stream, reason)
 	}

@@ -186,10 +186,7 @@ func TestMaxDeliveries(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
 		e := setup(t, tp)
 		ids := e.add(t, 1)
-		cfg := fastConfig(mode)
-		cfg.ReclaimMinIdle = 100 * time.Millisecond
-		cfg.HandlerTimeout = 40 * time.Millisecond
-		cfg.ReclaimInterval = 20 * time.Millisecond
+		cfg := quickReclaimConfig(mode)
 		cfg.MaxDeliveries = 3
 		rec := newRecorder()
 		h := HandlerFunc(func(ctx context.Context, msgs []Message) []error {

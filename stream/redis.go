@@ -152,22 +152,31 @@ func toMessages(entries []rueidis.XRangeEntry, deliveries int64) []Message {
 }
 
 // deliveryCounts fills in Deliveries from XPENDING, one pipelined query per
-// entry (only on the recovery paths: own-PEL drain and reclaim).
+// entry, and Failures from the failures hash, in the same round trip (only
+// on the recovery paths: own-PEL drain and reclaim).
 func (p *Pool) deliveryCounts(ctx context.Context, msgs []Message) error {
 	c := p.client
-	cmds := make(rueidis.Commands, len(msgs))
+	cmds := make(rueidis.Commands, len(msgs), len(msgs)+1)
+	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		cmds[i] = c.B().Xpending().Key(p.spec.Stream).Group(p.spec.Group).Start(m.ID).End(m.ID).Count(1).Build()
+		ids[i] = m.ID
 	}
-	for i, r := range c.DoMulti(ctx, cmds...) {
+	cmds = append(cmds, c.B().Hmget().Key(p.failuresKey).Field(ids...).Build())
+	res := c.DoMulti(ctx, cmds...)
+	counts, err := parseCounts(res[len(msgs)], len(msgs))
+	if err != nil {
+		return fmt.Errorf("stream: HMGET %s: %w", p.failuresKey, err)
+	}
+	for i, r := range res[:len(msgs)] {
+		msgs[i].Failures = counts[i]
 		rows, err := r.ToArray()
 		if err != nil {
 			return fmt.Errorf("stream: XPENDING %s: %w", p.spec.Stream, err)
 		}
 		if len(rows) == 0 {
 			// No longer pending (acknowledged meanwhile): handling it again is
-			// harmless for an idempotent handler, and it cannot be dead-lettered
-			// by count.
+			// harmless for an idempotent handler.
 			msgs[i].Deliveries = 1
 			continue
 		}
@@ -182,6 +191,111 @@ func (p *Pool) deliveryCounts(ctx context.Context, msgs []Message) error {
 		msgs[i].Deliveries = n
 	}
 	return nil
+}
+
+// failureCounts reads the counted failures of ids from the failures hash.
+func (p *Pool) failureCounts(ctx context.Context, ids []string) ([]int64, error) {
+	c := p.client
+	r := c.Do(ctx, c.B().Hmget().Key(p.failuresKey).Field(ids...).Build())
+	counts, err := parseCounts(r, len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("stream: HMGET %s: %w", p.failuresKey, err)
+	}
+	return counts, nil
+}
+
+// parseCounts reads an HMGET reply of n counts; a missing field is 0.
+func parseCounts(r rueidis.RedisResult, n int) ([]int64, error) {
+	vals, err := r.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) != n {
+		return nil, fmt.Errorf("%d values for %d fields", len(vals), n)
+	}
+	counts := make([]int64, n)
+	for i, v := range vals {
+		if v.IsNil() {
+			continue
+		}
+		if counts[i], err = v.AsInt64(); err != nil {
+			return nil, err
+		}
+	}
+	return counts, nil
+}
+
+// countFailures adds one counted failure to each of msgs (HINCRBY, one
+// pipelined round trip) and returns the new totals.
+func (p *Pool) countFailures(ctx context.Context, msgs []Message) ([]int64, error) {
+	c := p.client
+	cmds := make(rueidis.Commands, len(msgs))
+	for i, m := range msgs {
+		cmds[i] = c.B().Hincrby().Key(p.failuresKey).Field(m.ID).Increment(1).Build()
+	}
+	counts := make([]int64, len(msgs))
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("stream: HINCRBY %s: %w", p.failuresKey, err)
+		}
+		counts[i] = n
+	}
+	return counts, nil
+}
+
+// forgetFailures deletes the failure counts of ids (acknowledged or
+// dead-lettered entries).
+func (p *Pool) forgetFailures(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	c := p.client
+	if err := c.Do(ctx, c.B().Hdel().Key(p.failuresKey).Field(ids...).Build()).Error(); err != nil {
+		return fmt.Errorf("stream: HDEL %s: %w", p.failuresKey, err)
+	}
+	return nil
+}
+
+// sweepSample is how many fields of the failures hash one sweep checks.
+const sweepSample = 100
+
+// sweepFailures deletes failure counts whose entries are no longer pending
+// in the group: entries acknowledged by someone other than the runtime (a
+// dead-letter callback, an operator), entries trimmed or deleted, or counts
+// written just after another process acknowledged the entry. It checks up to
+// sweepSample fields picked at random (all of them when the hash holds no
+// more), so every stale count goes within a few passes. An entry that is no
+// longer pending never becomes pending again, so deleting its count cannot
+// race with a later failure of the same entry. It returns the number of
+// counts deleted.
+func (p *Pool) sweepFailures(ctx context.Context) (int, error) {
+	c := p.client
+	ids, err := c.Do(ctx, c.B().Hrandfield().Key(p.failuresKey).Count(sweepSample).Build()).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("stream: HRANDFIELD %s: %w", p.failuresKey, err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = c.B().Xpending().Key(p.spec.Stream).Group(p.spec.Group).Start(id).End(id).Count(1).Build()
+	}
+	var stale []string
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		rows, err := r.ToArray()
+		if err != nil {
+			return 0, fmt.Errorf("stream: XPENDING %s: %w", p.spec.Stream, err)
+		}
+		if len(rows) == 0 {
+			stale = append(stale, ids[i])
+		}
+	}
+	if err := p.forgetFailures(ctx, stale); err != nil {
+		return 0, err
+	}
+	return len(stale), nil
 }
 
 // xautoclaim takes over up to count entries idle for at least minIdle into
@@ -222,17 +336,6 @@ func (p *Pool) xautoclaim(ctx context.Context, consumer, cursor string) ([]Messa
 		msgs = append(msgs, Message{ID: e.ID, Fields: e.FieldValues})
 	}
 	return msgs, deleted, next, nil
-}
-
-// xack acknowledges ids with a plain XACK.
-func xack(ctx context.Context, c rueidis.Client, stream, group string, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if err := c.Do(ctx, c.B().Xack().Key(stream).Group(group).Id(ids...).Build()).Error(); err != nil {
-		return fmt.Errorf("stream: XACK %s: %w", stream, err)
-	}
-	return nil
 }
 
 // touch resets the idle time of entries this consumer still works on, so the
