@@ -11,3 +11,8 @@ import (
 func lockDir(dir string) (*os.File, error) {
 	return nil, errors.New("redisserver: Options.Lock is not supported on this OS")
 }
+
+// LockPath is not supported without flock.
+func LockPath(path string) (*os.File, error) {
+	return nil, errors.New("redisserver: file locks are not supported on this OS")
+}
