@@ -38,6 +38,7 @@ type env struct {
 	store  store.Store
 	mgr    *promotion.Manager
 	prefix string
+	api    *httpapi.Server
 }
 
 // backend names a Redis topology and a database.
@@ -91,6 +92,12 @@ func testStreamConfig() stream.Config {
 
 func setup(t *testing.T, b backend) *env {
 	t.Helper()
+	return setupWith(t, b, nil)
+}
+
+// setupWith is setup with the API's Config adjusted by tune (if not nil).
+func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
+	t.Helper()
 	var client rueidis.Client
 	for _, tp := range redistest.Topologies(t) {
 		if tp.Name == b.redis {
@@ -115,7 +122,11 @@ func setup(t *testing.T, b backend) *env {
 	if err := mgr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Manager: mgr, AdminToken: token, Logger: slog.New(slog.DiscardHandler)})
+	cfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)}
+	if tune != nil {
+		tune(&cfg)
+	}
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +139,7 @@ func setup(t *testing.T, b backend) *env {
 			t.Errorf("stop manager: %v", err)
 		}
 	})
-	return &env{url: srv.URL, client: client, store: st, mgr: mgr, prefix: prefix}
+	return &env{url: srv.URL, client: client, store: st, mgr: mgr, prefix: prefix, api: api}
 }
 
 type response struct {

@@ -57,7 +57,8 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 	if err := mgr.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Manager: mgr, AdminToken: token, Logger: slog.New(slog.DiscardHandler)})
+	api, err := httpapi.New(httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: redistest.Prefix(b),
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/dibsio/dibs/promotion"
 )
@@ -20,8 +19,6 @@ const (
 	MaxGrantLineBytes = 64 << 10
 	grantBatch        = 500 // user ids per Redis script call when streaming
 	maxReportedErrors = 100
-	// grantReadWindow is how long a streamed upload may take per batch of lines.
-	grantReadWindow = 60 * time.Second
 )
 
 type grantsIn struct {
@@ -46,9 +43,13 @@ func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "application/x-ndjson" || mt == "application/ndjson" || mt == "application/jsonl" {
-		s.streamGrants(w, r, id)
+	if isNDJSON(r) {
+		d, done, ok := s.beginStream(w, r)
+		if !ok {
+			return
+		}
+		defer done()
+		s.streamGrants(w, r, id, d)
 		return
 	}
 	var in grantsIn
@@ -74,9 +75,15 @@ func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, grantsOut{Enqueued: res.Enqueued, Duplicates: res.Duplicates, Errors: []lineError{}})
 }
 
+// isNDJSON says whether r is a streamed NDJSON upload.
+func isNDJSON(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/x-ndjson" || mt == "application/ndjson" || mt == "application/jsonl"
+}
+
 // streamGrants applies an NDJSON upload line by line, in batches: each valid
 // line is enqueued, each bad line is rejected and reported.
-func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string, d *streamDeadline) {
 	// Fail fast on an unknown or wrong-mode promotion before reading the body.
 	v, err := s.cfg.Manager.Get(r.Context(), id)
 	if err != nil {
@@ -108,16 +115,11 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string)
 		out.Duplicates += res.Duplicates
 		return nil
 	}
-	// An upload may take longer than the server's read timeout: keep
-	// extending the read deadline while lines keep coming.
-	rc := http.NewResponseController(w)
-	extend := func() { _ = rc.SetReadDeadline(time.Now().Add(grantReadWindow)) }
-	extend()
+	// An upload may take any time as long as its lines keep coming: each
+	// line pushes the connection's deadlines ahead.
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for line := 1; ; line++ {
-		if line%grantBatch == 0 {
-			extend()
-		}
+		d.touch()
 		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
 		if err != nil && !errors.Is(err, io.EOF) {
 			// The upload broke off: what was applied stays applied.
@@ -154,6 +156,7 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string)
 		s.fail(w, r, err)
 		return
 	}
+	d.touch()
 	writeJSON(w, http.StatusAccepted, out)
 }
 

@@ -21,6 +21,15 @@ const (
 	CodeOverloaded     = "overloaded"
 	CodeUnavailable    = "unavailable"
 	CodeMethod         = "method_not_allowed"
+	// CodeClaimVoided: a claim retried with its Idempotency-Key was
+	// accepted once, then voided by an admin: it holds no unit any more.
+	CodeClaimVoided = "claim_voided"
+	// CodeIdempotencyKeyReused: an admin request reused an Idempotency-Key
+	// sent before with another method, path or body.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeRequestInProgress: an admin request with this Idempotency-Key is
+	// still running.
+	CodeRequestInProgress = "request_in_progress"
 )
 
 var codeStatus = map[string]int{
@@ -37,6 +46,10 @@ var codeStatus = map[string]int{
 	CodeOverloaded:     http.StatusServiceUnavailable,
 	CodeUnavailable:    http.StatusServiceUnavailable,
 	CodeMethod:         http.StatusMethodNotAllowed,
+	CodeClaimVoided:    http.StatusGone,
+
+	CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	CodeRequestInProgress:    http.StatusConflict,
 }
 
 var codeTitle = map[string]string{
@@ -53,6 +66,9 @@ var codeTitle = map[string]string{
 	CodeOverloaded:     "Overloaded",
 	CodeUnavailable:    "Service unavailable",
 	CodeMethod:         "Method not allowed",
+
+	CodeIdempotencyKeyReused: "Idempotency key reused",
+	CodeRequestInProgress:    "Request in progress",
 }
 
 // Problem is an RFC 9457 problem document with dibs's code member.

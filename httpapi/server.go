@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/promotion"
@@ -25,6 +27,13 @@ const (
 
 	DefaultMaxReadInFlight = 1024
 	DefaultRequestTimeout  = 10 * time.Second
+
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultStreamIdleTimeout = 60 * time.Second
+	DefaultMaxStreams        = 64
+	DefaultMaxConns          = 10_000
+	DefaultIdempotencyTTL    = 24 * time.Hour
 )
 
 // Config configures the API handler.
@@ -42,8 +51,38 @@ type Config struct {
 	// (reads and admin calls; not /healthz, /readyz, /metrics). Defaults to
 	// DefaultMaxReadInFlight.
 	MaxReadInFlight int
-	// RequestTimeout bounds those requests. Defaults to DefaultRequestTimeout.
+	// RequestTimeout bounds those requests, and admin requests that carry an
+	// Idempotency-Key. Defaults to DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// ReadTimeout is the read deadline of a request that is not streamed:
+	// its body must arrive within this time of the handler's start, and a
+	// request still running when it passes has its context cancelled.
+	// Defaults to DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout is the write deadline of a request that is not streamed:
+	// its answer must be written within this time of the handler's start,
+	// so a client that does not read its answer is cut off and the handler
+	// returns. Defaults to DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// StreamIdleTimeout is how far each line or event of a streamed request
+	// (an NDJSON grant upload) pushes its read and write deadlines ahead:
+	// a stream may run for any length of time as long as it never stalls
+	// this long. Defaults to DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+	// MaxStreams bounds concurrent streamed requests, whatever their
+	// endpoint; beyond it they get 503 overloaded at once. Defaults to
+	// DefaultMaxStreams.
+	MaxStreams int
+	// Redis keeps the records of admin requests sent with an
+	// Idempotency-Key. Required.
+	Redis rueidis.Client
+	// KeyPrefix is prepended to the keys of those records. Defaults to
+	// claim.DefaultPrefix.
+	KeyPrefix string
+	// IdempotencyTTL is how long the answer of an admin request sent with an
+	// Idempotency-Key is kept for its retries. Defaults to
+	// DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
 	// Metrics receives the API's metrics. Defaults to a new registry.
 	Metrics *Metrics
 	// Gatherer serves /metrics. Defaults to the registry New creates for
@@ -63,6 +102,11 @@ type Server struct {
 	inflight chan struct{}
 
 	readInflight chan struct{}
+	streams      chan struct{} // one token per running streamed request
+
+	// testHookKeyed, if set, runs once a keyed admin request holds its
+	// Idempotency-Key record and before its handler runs. Set by tests only.
+	testHookKeyed func()
 }
 
 // New returns the API handler.
@@ -73,20 +117,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AdminToken == "" {
 		return nil, errors.New("httpapi: Config.AdminToken is required")
 	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
+	if cfg.Redis == nil {
+		return nil, errors.New("httpapi: Config.Redis is required")
 	}
-	if cfg.ClaimTimeout <= 0 {
-		cfg.ClaimTimeout = DefaultClaimTimeout
-	}
-	if cfg.MaxReadInFlight <= 0 {
-		cfg.MaxReadInFlight = DefaultMaxReadInFlight
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -106,13 +142,81 @@ func New(cfg Config) (*Server, error) {
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 
 		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
+		streams:      make(chan struct{}, cfg.MaxStreams),
 	}
 	s.routes()
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
+// withDefaults fills in the zero values (the Metrics and Gatherer are
+// filled in by New).
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxReadInFlight == 0 {
+		c.MaxReadInFlight = DefaultMaxReadInFlight
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
+	def(&c.ClaimTimeout, DefaultClaimTimeout)
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	def(&c.IdempotencyTTL, DefaultIdempotencyTTL)
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = claim.DefaultPrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate names the first field that cannot work.
+func (c Config) validate() error {
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"MaxInFlight", c.MaxInFlight}, {"MaxReadInFlight", c.MaxReadInFlight}, {"MaxStreams", c.MaxStreams}} {
+		if n.v < 0 {
+			return fmt.Errorf("httpapi: Config.%s must not be negative, got %d", n.name, n.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ClaimTimeout", c.ClaimTimeout}, {"RequestTimeout", c.RequestTimeout}, {"ReadTimeout", c.ReadTimeout},
+		{"WriteTimeout", c.WriteTimeout}, {"StreamIdleTimeout", c.StreamIdleTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("httpapi: Config.%s must not be negative, got %s", d.name, d.v)
+		}
+	}
+	if c.IdempotencyTTL < time.Second {
+		return fmt.Errorf("httpapi: Config.IdempotencyTTL must be at least 1s, got %s", c.IdempotencyTTL)
+	}
+	return nil
+}
+
+// ServeHTTP implements http.Handler. Every request gets the read and write
+// deadlines of Config.ReadTimeout and Config.WriteTimeout on its connection;
+// a streamed request pushes them ahead as it goes (see beginStream).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	rc := http.NewResponseController(w)
+	// Errors mean the writer has no connection to set deadlines on (a test
+	// recorder); nothing to bound then.
+	_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+	_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -128,18 +232,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) routes() {
 	s.route("/v1/promotions", map[string]http.HandlerFunc{
 		"GET":  s.bounded(s.listPromotions),
-		"POST": s.admin(s.bounded(s.createPromotion)),
+		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createPromotion))),
 	})
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
-	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.closePromotion))})
+	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
 	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim, true)})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getClaims)})
-	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.postGrants, false))})
+	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.bounded(s.queue)})
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.queue)})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
-	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.replayDeadLetters))})
-	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.voidDeadLetters))})
+	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
+	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
@@ -263,6 +367,8 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeEnded, "the promotion has ended")
 	case errors.Is(err, claim.ErrSoldOut):
 		return problem(CodeSoldOut, "the stock is exhausted")
+	case errors.Is(err, claim.ErrVoided):
+		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
 	case errors.Is(err, claim.ErrRebuilding):
 		// Redis lost writes and the promotion's counters are being rebuilt
 		// from the database; nothing was taken, so a plain retry is safe.

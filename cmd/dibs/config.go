@@ -34,9 +34,43 @@ type fileConfig struct {
 	} `yaml:"embedded_redis"`
 }
 
+// httpConfig is the `http:` section; zero means the default.
 type httpConfig struct {
 	MaxInFlight    int `yaml:"max_in_flight"`
 	ClaimTimeoutMS int `yaml:"claim_timeout_ms"`
+	// MaxConns caps the connections the instance holds open at once;
+	// further clients wait in the kernel's accept queue.
+	MaxConns int `yaml:"max_conns"`
+	// ReadTimeoutMS and WriteTimeoutMS are the deadlines of a request that
+	// is not streamed.
+	ReadTimeoutMS  int `yaml:"read_timeout_ms"`
+	WriteTimeoutMS int `yaml:"write_timeout_ms"`
+	// StreamIdleTimeoutMS is how far each line or event of a streamed
+	// request pushes its deadlines ahead.
+	StreamIdleTimeoutMS int `yaml:"stream_idle_timeout_ms"`
+	// MaxStreams bounds concurrent streamed requests.
+	MaxStreams int `yaml:"max_streams"`
+	// IdempotencyTTLSeconds is how long an admin request's answer is kept
+	// for retries with its Idempotency-Key.
+	IdempotencyTTLSeconds int `yaml:"idempotency_ttl_seconds"`
+}
+
+// validate names the first key that cannot work.
+func (h httpConfig) validate() error {
+	for _, v := range []struct {
+		key string
+		n   int
+	}{
+		{"max_in_flight", h.MaxInFlight}, {"claim_timeout_ms", h.ClaimTimeoutMS}, {"max_conns", h.MaxConns},
+		{"read_timeout_ms", h.ReadTimeoutMS}, {"write_timeout_ms", h.WriteTimeoutMS},
+		{"stream_idle_timeout_ms", h.StreamIdleTimeoutMS}, {"max_streams", h.MaxStreams},
+		{"idempotency_ttl_seconds", h.IdempotencyTTLSeconds},
+	} {
+		if v.n < 0 {
+			return fmt.Errorf("http.%s must not be negative, got %d", v.key, v.n)
+		}
+	}
+	return nil
 }
 
 func defaultFileConfig() fileConfig {
@@ -64,10 +98,19 @@ func loadConfig(path string) (fileConfig, error) {
 	default:
 		return fc, fmt.Errorf("config %s: embedded_redis.appendfsync must be everysec or always", path)
 	}
+	if err := fc.HTTP.validate(); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
 	return fc, nil
 }
 
 func (h httpConfig) apply(c *httpapi.Config) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	c.MaxInFlight = h.MaxInFlight
-	c.ClaimTimeout = time.Duration(h.ClaimTimeoutMS) * time.Millisecond
+	c.ClaimTimeout = ms(h.ClaimTimeoutMS)
+	c.ReadTimeout = ms(h.ReadTimeoutMS)
+	c.WriteTimeout = ms(h.WriteTimeoutMS)
+	c.StreamIdleTimeout = ms(h.StreamIdleTimeoutMS)
+	c.MaxStreams = h.MaxStreams
+	c.IdempotencyTTL = time.Duration(h.IdempotencyTTLSeconds) * time.Second
 }

@@ -23,10 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
 )
 
 // serveFlags are the flags of dibs serve; each also reads an environment variable.
@@ -129,6 +131,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // serve runs the service until ctx is done, then drains gracefully.
+// Everything that can be checked without Redis is checked, and the listen
+// address bound, before the embedded redis-server starts.
 func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (err error) {
 	var (
 		cleanups    []func()
@@ -144,6 +148,37 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	if err != nil {
 		return err
 	}
+	if err := checkStreamConfig(fc.Stream); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	crash, err := failpoint(os.Getenv("DIBS_FAILPOINT"))
+	if err != nil {
+		return err
+	}
+	if f.redis == "" {
+		if err := checkDataDir(f.dataDir); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	cleanups = append(cleanups, func() { _ = ln.Close() })
+	unlock, err := lockDatabase(f.db)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, unlock)
+	st, err := store.Open(ctx, f.db)
+	if err != nil {
+		return fmt.Errorf("database %s: %w", redactURL(f.db), err)
+	}
+	cleanups = append(cleanups, func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("database %s: migrate: %w", redactURL(f.db), err)
+	}
+
 	if f.redis == "" {
 		srv, err := startEmbeddedRedis(ctx, f.dataDir, fc.EmbeddedRedis.AppendFsync, log)
 		if err != nil {
@@ -171,27 +206,22 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	if err != nil {
 		return fmt.Errorf("redis at %s unreachable: %w", strings.Join(redisAddrs, ","), err)
 	}
-
-	st, err := store.Open(ctx, f.db)
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = stream.CheckServer(vctx, client)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("database %s: %w", redactURL(f.db), err)
-	}
-	cleanups = append(cleanups, func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("database %s: migrate: %w", redactURL(f.db), err)
+		return fmt.Errorf("redis at %s: %w", strings.Join(redisAddrs, ","), err)
 	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpapi.NewMetrics(reg)
-	fc.Stream.Hooks = streamHooks(reg)
-
+	sm := newStreamMetrics(reg)
 	scfg := fc.Stream
-	crash, err := failpoint(os.Getenv("DIBS_FAILPOINT"))
-	if err != nil {
-		return err
-	}
+	scfg.Hooks = sm.hooks()
+
 	mgr, err := promotion.New(client, st, promotion.Config{
+		Prefix:   keyPrefix,
 		Instance: f.instance,
 		Stream:   &scfg,
 		Logger:   log,
@@ -203,6 +233,7 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 		OnBacklog: func(id string, n int64) {
 			metrics.Pending.WithLabelValues(id).Set(float64(n))
 		},
+		OnDrained: forgetDrained(metrics, sm, keyPrefix),
 	})
 	if err != nil {
 		return err
@@ -223,27 +254,25 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 		token = randomToken()
 		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
 	}
-	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Metrics: metrics, Gatherer: reg, Logger: log}
+	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: keyPrefix,
+		Metrics: metrics, Gatherer: reg, Logger: log}
 	fc.HTTP.apply(&hcfg)
 	api, err := httpapi.New(hcfg)
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
+	// Read and write deadlines are set per request by the API (a streamed
+	// request pushes them ahead as it goes), so the server sets none.
 	hs := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(httpapi.LimitListener(ln, fc.HTTP.MaxConns)) }()
 	log.Info("listening", "addr", ln.Addr().String())
 
 	var failure error
@@ -266,6 +295,9 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	<-errc
 	return failure
 }
+
+// keyPrefix is the Redis key prefix of everything dibs serve keeps.
+const keyPrefix = claim.DefaultPrefix
 
 // redisOptions parses --redis: a redis:// or rediss:// URL, or a comma list
 // of host:port seeds (Redis Cluster). Empty means the embedded server.

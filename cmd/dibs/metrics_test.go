@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/httpapi"
+)
+
+// TestDrainedPromotionSeriesAreDropped: once a promotion is drained, its
+// pending gauge and every series of its stream leave /metrics; other
+// promotions' series stay.
+func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	api := httpapi.NewMetrics(reg)
+	sm := newStreamMetrics(reg)
+	hooks := sm.hooks()
+	for _, id := range []string{"gone", "kept"} {
+		s := claim.KeysFor(keyPrefix, id).Stream()
+		api.Pending.WithLabelValues(id).Set(3)
+		hooks.Read(s, 0)
+		hooks.Read(s, 2)
+		hooks.Ack(s, 2)
+		hooks.Failure(s, "transient")
+		hooks.DeadLetter(s, "x")
+		hooks.Consumers(s, 1)
+		hooks.Lag(s, 0, 1)
+	}
+	forgetDrained(api, sm, keyPrefix)("gone")
+
+	text := exposition(t, reg)
+	gone := claim.KeysFor(keyPrefix, "gone").Stream()
+	kept := claim.KeysFor(keyPrefix, "kept").Stream()
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, `"gone"`) || strings.Contains(line, `"`+gone+`"`) {
+			t.Errorf("a drained promotion's series is still exported: %s", line)
+		}
+	}
+	for _, name := range []string{
+		"dibs_pending_claims", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
+		"dibs_stream_failures_total", "dibs_stream_dead_letters_total", "dibs_stream_consumers",
+		"dibs_stream_lag", "dibs_stream_pending",
+	} {
+		label := `stream="` + kept + `"`
+		if name == "dibs_pending_claims" {
+			label = `promotion="kept"`
+		}
+		found := false
+		for _, line := range strings.Split(text, "\n") {
+			found = found || strings.HasPrefix(line, name+"{") && strings.Contains(line, label)
+		}
+		if !found {
+			t.Errorf("%s of the other promotion is missing:\n%s", name, text)
+		}
+	}
+}
+
+// exposition is what /metrics serves for g.
+func exposition(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}

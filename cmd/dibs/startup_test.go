@@ -1,0 +1,101 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dibsio/dibs/internal/redistest"
+)
+
+// TestServeRefusesBadInputFirst: each bad input stops dibs serve with exit 1
+// and a one-line reason before it starts anything: no redis-server, no data
+// directory, no database file.
+func TestServeRefusesBadInputFirst(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	aFile := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		config string
+		want   string
+	}{
+		{name: "bad db scheme", args: []string{"--db", "mysql://db/dibs"}, want: `unsupported database URL scheme "mysql"`},
+		{name: "bad sqlite url", args: []string{"--db", "sqlite://x.db?cache=none"}, want: `unknown URL parameter "cache"`},
+		{name: "no database directory", args: []string{"--db", "sqlite:///nonexistent-dibs-dir/dibs.db"}, want: "/nonexistent-dibs-dir/dibs.db"},
+		{name: "busy port", args: []string{"--addr", busy.Addr().String()}, want: "listen on " + busy.Addr().String()},
+		{name: "bad redis url", args: []string{"--redis", "http://redis"}, want: "--redis: unsupported scheme"},
+		{name: "bad stream value", config: "stream:\n  batch_size: -1\n", want: "BatchSize must be at least 1"},
+		{name: "bad http value", config: "http:\n  max_conns: -5\n", want: "http.max_conns must not be negative"},
+		{name: "unknown key", config: "http:\n  max_con: 5\n", want: "max_con"},
+		{name: "data dir is a file", args: []string{"--data-dir", aFile}, want: aFile + " is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			dataDir := filepath.Join(dir, "data")
+			dbFile := filepath.Join(dir, "dibs.db")
+			args := []string{"serve", "--addr", "127.0.0.1:0", "--redis=", "--db", "sqlite://" + dbFile,
+				"--data-dir", dataDir, "--admin-token", "t"}
+			if tt.config != "" {
+				cfg := filepath.Join(dir, "dibs.yaml")
+				if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", cfg)
+			}
+			// Later flags win, so a case's own flags override the defaults above.
+			r := runDibs(t, []string{"DIBS_CONFIG="}, append(args, tt.args...)...)
+			if r.code != 1 || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("want exit 1 and %q, got:\n%s", tt.want, r)
+			}
+			if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
+				t.Errorf("the reason is not one line:\n%s", r)
+			}
+			for _, p := range []string{dataDir, dbFile} {
+				if _, err := os.Stat(p); !os.IsNotExist(err) {
+					t.Errorf("%s was left behind (%v):\n%s", p, err, r)
+				}
+			}
+		})
+	}
+}
+
+// TestSecondServeOnSameDatabase: a second dibs serve on a SQLite database
+// that a running one uses is refused at start, naming the file, before it
+// starts its own redis-server.
+func TestSecondServeOnSameDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "shared.db")
+	first := startServe(t, redistest.Single(t).Addr(), "sqlite://"+dbPath)
+
+	dataDir := filepath.Join(dir, "second-data")
+	r := runDibs(t, []string{"DIBS_CONFIG="}, "serve", "--addr", "127.0.0.1:0", "--redis=",
+		"--db", "sqlite://"+dbPath, "--data-dir", dataDir, "--admin-token", "t")
+	if r.code != 1 || !strings.Contains(r.stderr, "another dibs process holds the lock on "+dbPath) {
+		t.Fatalf("second serve on %s: want exit 1 naming the file, got:\n%s", dbPath, r)
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Fatalf("the refused serve made its data directory (%v)", err)
+	}
+	// The first one still serves.
+	if a, err := call(first.addr, "GET", "/readyz", ""); err != nil || a.status != 200 {
+		t.Fatalf("the first serve after the refusal: %+v %v", a, err)
+	}
+	// Once it is gone, the database is free again.
+	first.kill()
+	again := startServe(t, redistest.Single(t).Addr(), "sqlite://"+dbPath)
+	again.kill()
+}
