@@ -173,6 +173,12 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 	for i, p := range list {
 		ids[i] = p.ID
 	}
+	// The fences are read before Redis's counters: a rank answered after
+	// the counters were read is above them without any loss.
+	known := make([]int64, len(list))
+	for i, p := range list {
+		known[i] = m.fences.get(p.ID)
+	}
 	floors, err := m.st.MaxRanks(ctx, ids)
 	var marks []claim.Mark
 	if err == nil {
@@ -190,7 +196,8 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 	}
 	var errs []error
 	for i, p := range list {
-		mk, floor := marks[i], m.knownFloor(p, floors[p.ID])
+		m.fences.raise(p.ID, floors[p.ID])
+		mk, floor := marks[i], max(floors[p.ID], known[i])
 		if refresh[p.ID] || !mk.Exists {
 			if err := m.openAt(ctx, p, floor); err != nil {
 				errs = append(errs, err)
