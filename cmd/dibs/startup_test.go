@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dibsio/dibs/internal/redistest"
@@ -98,4 +103,103 @@ func TestSecondServeOnSameDatabase(t *testing.T) {
 	first.kill()
 	again := startServe(t, redistest.Single(t).Addr(), "sqlite://"+dbPath)
 	again.kill()
+}
+
+// fakeOldRedis answers like a Redis 6.2 on a free loopback port: enough of
+// RESP2 for a client to connect, PING, and read INFO server.
+func fakeOldRedis(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	serveConn := func(c net.Conn) {
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			args, err := readRESPArray(r)
+			if err != nil {
+				return
+			}
+			var reply string
+			switch strings.ToUpper(args[0]) {
+			case "HELLO":
+				reply = "-ERR unknown command 'HELLO'\r\n"
+			case "CLUSTER":
+				reply = "-ERR This instance has cluster support disabled\r\n"
+			case "PING":
+				reply = "+PONG\r\n"
+			case "INFO":
+				info := "# Server\r\nredis_version:6.2.14\r\nredis_mode:standalone\r\n"
+				reply = fmt.Sprintf("$%d\r\n%s\r\n", len(info), info)
+			default:
+				reply = "+OK\r\n"
+			}
+			if _, err := io.WriteString(c, reply); err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serveConn(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// readRESPArray reads one command: an array of bulk strings.
+func readRESPArray(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("not a command: %q", line)
+	}
+	args := make([]string, n)
+	for i := range args {
+		head, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+		if err != nil {
+			return nil, fmt.Errorf("not a bulk string: %q", head)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
+}
+
+// TestServeRefusesOldRedis: a Redis older than 7.0 stops dibs serve at
+// start with a one-line reason naming the version.
+func TestServeRefusesOldRedis(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := runDibs(t, []string{"DIBS_CONFIG="}, "serve", "--addr", "127.0.0.1:0", "--redis", "redis://"+fakeOldRedis(t),
+		"--db", "sqlite://"+filepath.Join(dir, "dibs.db"), "--admin-token", "t")
+	if r.code != 1 || !strings.Contains(r.stderr, "6.2.14") || !strings.Contains(r.stderr, "too old") {
+		t.Fatalf("want exit 1 naming the old version, got:\n%s", r)
+	}
 }
