@@ -2,10 +2,12 @@
 
 GO          ?= go
 PKGS        ?= ./...
+FUZZTIME    ?= 30s
+FAULTS_TIMEOUT ?= 30m
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@latest")
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build test test-race test-short lint bench demo clean
+.PHONY: help deps build test test-race test-short fuzz faults lint bench demo clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,6 +26,19 @@ test-race: test ## Same as test
 
 test-short: deps ## Run the tests in -short mode, without the race detector
 	$(GO) test -short -count=1 -timeout 10m $(PKGS)
+
+fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s)
+	@failed=""; \
+	for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "fuzz $$(dirname "$$f") $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "$$(dirname "$$f")" || failed="$$failed $$t"; \
+	  done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
+
+faults: deps ## Run the fault-injection suite in its long form (FAULTS_SEED= repeats a run)
+	FAULTS_LONG=1 $(GO) test -count=1 -v -timeout $(FAULTS_TIMEOUT) ./faults/
 
 lint: ## Check formatting, go vet and staticcheck
 	@unformatted=$$(gofmt -l .); \
