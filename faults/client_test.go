@@ -227,6 +227,11 @@ func (l *ledger) checkReplays(t *testing.T, addr string) {
 	}
 }
 
+// readiness returns the status /readyz of addr answers (0 without one).
+func readiness(addr string) int {
+	return do(context.Background(), addr, "GET", "/readyz", "").status
+}
+
 // waitReady waits until addr answers /readyz with 200.
 func waitReady(t *testing.T, addr string, within time.Duration) {
 	t.Helper()

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestDatabaseOutage(t *testing.T) {
 		srv := pgtest.Fresh(t)
 		e := newEnv(t, srv.URL())
 		p := startDibs(t, serveOpts{redis: e.redis.Addr(), db: e.dbURL})
-		dbOutage(t, e, []*dibsProc{p}, outage, func() {
+		dbOutage(t, e, []*dibsProc{p}, outage, true, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := srv.Stop(ctx); err != nil {
@@ -63,7 +64,7 @@ func TestDatabaseOutage(t *testing.T) {
 				t.Fatalf("terminate backends: %v", err)
 			}
 		}
-		dbOutage(t, e, []*dibsProc{p}, outage, func() { readOnly(true) }, func() { readOnly(false) })
+		dbOutage(t, e, []*dibsProc{p}, outage, false, func() { readOnly(true) }, func() { readOnly(false) })
 	})
 
 	t.Run("slow", func(t *testing.T) {
@@ -74,13 +75,14 @@ func TestDatabaseOutage(t *testing.T) {
 		// two-second statements, so slow batches can still finish.
 		cfg := "stream:\n  block_ms: 200\n  reclaim_min_idle_ms: 30000\n  lease_ttl_ms: 1500\n"
 		p := startDibs(t, serveOpts{redis: e.redis.Addr(), db: withHost(e.dbURL, x.addr()), config: cfg})
-		dbOutage(t, e, []*dibsProc{p}, outage, func() { x.latency(2 * time.Second) }, x.heal)
+		dbOutage(t, e, []*dibsProc{p}, outage, false, func() { x.latency(2 * time.Second) }, x.heal)
 	})
 }
 
 // dbOutage runs claims before, during and after an outage of the database
-// that breakDB starts and healDB ends, and checks the outcome.
-func dbOutage(t *testing.T, e *env, ps []*dibsProc, outage time.Duration, breakDB, healDB func()) {
+// that breakDB starts and healDB ends, and checks the outcome. With
+// unready, the instances must say they are not ready during the outage.
+func dbOutage(t *testing.T, e *env, ps []*dibsProc, outage time.Duration, unready bool, breakDB, healDB func()) {
 	t.Helper()
 	r := rng(t)
 	promo := "db-" + strings.ReplaceAll(t.Name()[strings.LastIndexByte(t.Name(), '/')+1:], "-", "")
@@ -111,9 +113,27 @@ func dbOutage(t *testing.T, e *env, ps []*dibsProc, outage time.Duration, breakD
 	if err != nil || held == 0 {
 		t.Errorf("the outage held no claim back (%d pending, %v)", held, err)
 	}
+	if unready {
+		for _, p := range ps {
+			if st := readiness(p.addr); st != http.StatusServiceUnavailable {
+				t.Errorf("%s: /readyz answered %d during the outage, want 503", p.name, st)
+			}
+		}
+	}
 	healDB()
-	t.Logf("database out for %v", time.Since(start).Round(100*time.Millisecond))
+	healed := time.Now()
+	secs := healed.Sub(start).Seconds()
+	for _, p := range ps {
+		noise := p.logsBetween(start, healed, backgroundNoise)
+		t.Logf("database out for %.1fs: %s logged %d warnings and errors (%.1f/s): %v", secs, p.name, len(noise), float64(len(noise))/secs, byMessage(noise))
+		if limit := int(5*secs) + 20; len(noise) > limit {
+			t.Errorf("log storm: %d warnings and errors in %.1fs of outage (at most %d expected); last ones:\n%s",
+				len(noise), secs, limit, rawLines(noise, 20))
+		}
+	}
 
+	e.waitDrained(t, promo, pick(60*time.Second, 120*time.Second), ps...)
+	t.Logf("every claim accepted so far issued %v after the database came back", time.Since(healed).Round(100*time.Millisecond))
 	l.burst(addrs, attempts("after-", 120, 1), 16, nil)
 	l.settle(t, addrs, 60*time.Second)
 	e.check(t, l, expect{promo: promo, stock: stock, perUser: 1, noDeadLetters: true, exact: true, soldOut: true}, ps...)

@@ -17,7 +17,7 @@ import (
 func TestKill9DuringClaimBurst(t *testing.T) {
 	t.Parallel()
 	r := rng(t)
-	rounds := pick(3, 10)
+	rounds := pick(4, 12)
 	const usersPerRound, perUser = 40, 2
 	perRound := usersPerRound * (perUser + 1) // each user tries once more than the limit
 	e := newEnv(t, "")

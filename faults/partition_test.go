@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +67,12 @@ func TestPartitionOneOfThree(t *testing.T) {
 	// still cut off.
 	e.waitDrained(t, promo, 30*time.Second, b, c)
 	drained := time.Since(cut)
+	if st := readiness(a.addr); st != http.StatusServiceUnavailable {
+		t.Errorf("/readyz of the cut-off instance answered %d, want 503", st)
+	}
+	if st := readiness(b.addr); st != http.StatusOK {
+		t.Errorf("/readyz of an instance that reaches Redis answered %d, want 200", st)
+	}
 	<-time.After(time.Until(cut.Add(outage))) // the outage itself
 	x.heal()
 	t.Logf("b and c confirmed everything %v after the cut; partition healed after %v", drained.Round(100*time.Millisecond), time.Since(cut).Round(100*time.Millisecond))

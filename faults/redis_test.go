@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 func TestRedisKill9AppendfsyncAlways(t *testing.T) {
 	t.Parallel()
 	r := rng(t)
-	rounds := pick(2, 5)
+	rounds := pick(3, 8)
 	const usersPerRound = 120
 	e := newEnv(t, "")
 	promo := "aof"
@@ -107,6 +108,9 @@ func TestRedisUnreachable(t *testing.T) {
 		}
 	}()
 	<-time.After(hole) // the outage itself
+	if st := readiness(p.addr); st != http.StatusServiceUnavailable {
+		t.Errorf("/readyz answered %d while Redis was out of reach, want 503", st)
+	}
 	x.heal()
 	x.reset()
 	<-time.After(resets) // the outage itself
@@ -117,7 +121,7 @@ func TestRedisUnreachable(t *testing.T) {
 
 	noise := p.logsBetween(cut, healed, backgroundNoise)
 	secs := healed.Sub(cut).Seconds()
-	t.Logf("%d warnings and errors in %.1fs of outage (%.1f/s), request failures aside", len(noise), secs, float64(len(noise))/secs)
+	t.Logf("%d warnings and errors in %.1fs of outage (%.1f/s), request failures aside: %v", len(noise), secs, float64(len(noise))/secs, byMessage(noise))
 	if limit := int(5*secs) + 20; len(noise) > limit {
 		t.Errorf("log storm: %d warnings and errors in %.1fs of outage (at most %d expected); last ones:\n%s",
 			len(noise), secs, limit, rawLines(noise, 20))
@@ -125,6 +129,8 @@ func TestRedisUnreachable(t *testing.T) {
 
 	waitReady(t, p.addr, 30*time.Second)
 	l.settle(t, []string{p.addr}, 60*time.Second)
+	e.waitDrained(t, promo, 60*time.Second, p)
+	t.Logf("ready, the claims of the outage retried and everything issued %v after Redis came back", time.Since(healed).Round(100*time.Millisecond))
 	l.burst([]string{p.addr}, attempts("after-", 40, 1), 16, nil)
 	l.settle(t, []string{p.addr}, 60*time.Second)
 	l.checkReplays(t, p.addr)
@@ -144,6 +150,15 @@ func within(ts []timed, from, to time.Time) []answer {
 		if t.sent.After(from) && t.done.Before(to) {
 			out = append(out, t.a)
 		}
+	}
+	return out
+}
+
+// byMessage counts log lines by message.
+func byMessage(ls []logLine) map[string]int {
+	out := map[string]int{}
+	for _, l := range ls {
+		out[l.msg]++
 	}
 	return out
 }

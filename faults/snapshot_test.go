@@ -10,32 +10,37 @@ import (
 )
 
 // TestRedisRestoredFromOlderSnapshot saves an RDB snapshot of Redis, accepts
-// and confirms more claims, then kills redis-server and brings it back from
-// the old snapshot, with new claims arriving at once — among them users the
-// restored Redis has forgotten. Redis has lost history the database holds:
-// dibs must fence that loss before it collides. No unit is sold twice, no
-// user gets more than the limit, every claim answered 202 after the restore
-// is issued or visibly dead-lettered, and nothing stays pending.
+// and confirms more claims — on a promotion the snapshot holds, and on one
+// created after it — then kills redis-server and brings it back from the old
+// snapshot, with new claims arriving at once, among them users the restored
+// Redis has forgotten. Redis has lost history the database holds: dibs must
+// fence that loss before it collides. No unit is sold twice, no user gets
+// more than the limit, every claim answered 202 is issued or visibly
+// dead-lettered, and nothing stays pending.
 func TestRedisRestoredFromOlderSnapshot(t *testing.T) {
 	t.Parallel()
 	r := rng(t)
 	e := newEnv(t, "")
 	p := startDibs(t, serveOpts{redis: e.redis.Addr(), db: e.dbURL})
-	promo := "restored"
+	addrs := []string{p.addr}
 	const stock = 300
-	createPromotion(t, p.addr, promo, stock, 1)
-	l := newLedger(promo)
+	older, newer := "restored", "created-after"
+	createPromotion(t, p.addr, older, stock, 1)
+	lo, ln := newLedger(older), newLedger(newer)
 
-	l.burst([]string{p.addr}, attempts("old-", 80+r.IntN(40), 1), 16, nil)
-	l.settle(t, []string{p.addr}, 30*time.Second)
-	e.waitDrained(t, promo, 30*time.Second, p)
+	lo.burst(addrs, attempts("old-", 80+r.IntN(40), 1), 16, nil)
+	lo.settle(t, addrs, 30*time.Second)
+	e.waitDrained(t, older, 30*time.Second, p)
 	snapshot := e.saveSnapshot(t)
 
 	// Accepted and confirmed after the snapshot: the database holds these,
 	// the restored Redis will not.
-	l.burst([]string{p.addr}, attempts("lost-", 80+r.IntN(40), 1), 16, nil)
-	l.settle(t, []string{p.addr}, 30*time.Second)
-	e.waitDrained(t, promo, 30*time.Second, p)
+	createPromotion(t, p.addr, newer, stock, 1)
+	for _, l := range []*ledger{lo, ln} {
+		l.burst(addrs, attempts("lost-", 80+r.IntN(40), 1), 16, nil)
+		l.settle(t, addrs, 30*time.Second)
+		e.waitDrained(t, l.promo, 30*time.Second, p)
+	}
 
 	// Traffic from the moment Redis is back: new users (more than the stock
 	// left) and users whose claims the restored Redis forgot, with new keys.
@@ -45,16 +50,25 @@ func TestRedisRestoredFromOlderSnapshot(t *testing.T) {
 	}
 	r.Shuffle(len(next), func(i, j int) { next[i], next[j] = next[j], next[i] })
 	e.restoreSnapshot(t, snapshot)
-	l.burst([]string{p.addr}, next, 16, nil)
-	unknown := len(l.unknowns())
-	l.settle(t, []string{p.addr}, 60*time.Second)
-	codes := map[string]int{}
-	for _, at := range next {
-		a := l.finals()[at]
-		codes[fmt.Sprintf("%d %s", a.status, a.code)]++
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ln.burst(addrs, next, 8, nil)
+	}()
+	lo.burst(addrs, next, 8, nil)
+	<-done
+	for _, l := range []*ledger{lo, ln} {
+		unknown := len(l.unknowns())
+		l.settle(t, addrs, 60*time.Second)
+		codes := map[string]int{}
+		finals := l.finals()
+		for _, at := range next {
+			a := finals[at]
+			codes[fmt.Sprintf("%d %s", a.status, a.code)]++
+		}
+		t.Logf("%s after the restore: %d claims answered 5xx or not at all at first; final answers %v", l.promo, unknown, codes)
+		e.check(t, l, expect{promo: l.promo, stock: stock, perUser: 1}, p)
 	}
-	t.Logf("after the restore: %d claims answered 5xx or not at all at first; final answers %v", unknown, codes)
-	e.check(t, l, expect{promo: promo, stock: stock, perUser: 1}, p)
 }
 
 // saveSnapshot saves Redis's data to an RDB file and returns a copy of it.
