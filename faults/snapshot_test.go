@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // TestRedisRestoredFromOlderSnapshot saves an RDB snapshot of Redis, accepts
-// and confirms more claims — on a promotion the snapshot holds, and on one
+// and confirms more claims — on promotions the snapshot holds (one with two
+// units per user, the second ones taken after the snapshot) and on one
 // created after it — then kills redis-server and brings it back from the old
 // snapshot, with new claims arriving at once on two instances, among them
 // users the restored Redis has forgotten. Redis has lost history the
@@ -25,51 +28,91 @@ func TestRedisRestoredFromOlderSnapshot(t *testing.T) {
 	p := startDibs(t, serveOpts{redis: e.redis.Addr(), db: e.dbURL, instance: "p"})
 	q := startDibs(t, serveOpts{redis: e.redis.Addr(), db: e.dbURL, instance: "q"})
 	addrs := []string{p.addr, q.addr}
-	const stock = 300
-	older, newer := "restored", "created-after"
-	createPromotion(t, p.addr, older, stock, 1)
-	lo, ln := newLedger(older), newLedger(newer)
-
-	lo.burst(addrs, attempts("old-", 80+r.IntN(40), 1), 16, nil)
-	lo.settle(t, addrs, 30*time.Second)
-	e.waitDrained(t, older, 30*time.Second, p, q)
-	snapshot := e.saveSnapshot(t)
-
-	// Accepted and confirmed after the snapshot: the database holds these,
-	// the restored Redis will not.
-	createPromotion(t, p.addr, newer, stock, 1)
-	for _, l := range []*ledger{lo, ln} {
-		l.burst(addrs, attempts("lost-", 80+r.IntN(40), 1), 16, nil)
+	n1, n2 := 80+r.IntN(40), 80+r.IntN(40)
+	// again returns the attempts with new keys: the same users claiming
+	// once more.
+	again := func(ats []attempt, suffix string) []attempt {
+		out := make([]attempt, len(ats))
+		for i, at := range ats {
+			out[i] = attempt{user: at.user, key: at.key + suffix}
+		}
+		return out
+	}
+	secondSlot := make([]attempt, 0, n1)
+	for _, at := range attempts("old-", n1, 2) {
+		if strings.HasSuffix(at.key, "-1") {
+			secondSlot = append(secondSlot, at)
+		}
+	}
+	cases := []struct {
+		l              *ledger
+		stock, perUser int
+		before         []attempt // accepted and confirmed before the snapshot
+		after          []attempt // accepted and confirmed after it: the restored Redis forgets them
+		next           []attempt // sent as soon as Redis is back
+	}{
+		{ // a promotion the snapshot holds
+			l: newLedger("restored"), stock: 300, perUser: 1,
+			before: attempts("old-", n1, 1),
+			after:  attempts("lost-", n2, 1),
+			next:   append(attempts("new-", 200, 1), again(attempts("lost-", 40, 1), "-again")...),
+		},
+		{ // two units per user: the second ones taken after the snapshot
+			l: newLedger("second-slot"), stock: 500, perUser: 2,
+			before: attempts("old-", n1, 1),
+			after:  append(secondSlot, attempts("lost-", n2, 1)...),
+			next: append(append(attempts("new-", 300, 1), again(attempts("old-", 40, 1), "-third")...),
+				again(attempts("lost-", 40, 1), "-again")...),
+		},
+		{ // a promotion created after the snapshot
+			l: newLedger("created-after"), stock: 300, perUser: 1,
+			after: attempts("lost-", n2, 1),
+			next:  append(attempts("new-", 200, 1), again(attempts("lost-", 40, 1), "-again")...),
+		},
+	}
+	confirm := func(l *ledger, ats []attempt) {
+		l.burst(addrs, ats, 16, nil)
 		l.settle(t, addrs, 30*time.Second)
 		e.waitDrained(t, l.promo, 30*time.Second, p, q)
+	}
+	for _, c := range cases {
+		if c.before != nil {
+			createPromotion(t, p.addr, c.l.promo, c.stock, c.perUser)
+			confirm(c.l, c.before)
+		}
+	}
+	snapshot := e.saveSnapshot(t)
+	for _, c := range cases {
+		if c.before == nil {
+			createPromotion(t, p.addr, c.l.promo, c.stock, c.perUser)
+		}
+		confirm(c.l, c.after)
 	}
 
 	// Traffic from the moment Redis is back: new users (more than the stock
 	// left) and users whose claims the restored Redis forgot, with new keys.
-	next := append(attempts("new-", 200, 1), attempts("lost-", 40, 1)...)
-	for i := len(next) - 40; i < len(next); i++ {
-		next[i].key += "-again"
-	}
-	r.Shuffle(len(next), func(i, j int) { next[i], next[j] = next[j], next[i] })
 	e.restoreSnapshot(t, snapshot)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ln.burst(addrs, next, 8, nil)
-	}()
-	lo.burst(addrs, next, 8, nil)
-	<-done
-	for _, l := range []*ledger{lo, ln} {
-		unknown := len(l.unknowns())
-		l.settle(t, addrs, 60*time.Second)
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		r.Shuffle(len(c.next), func(i, j int) { c.next[i], c.next[j] = c.next[j], c.next[i] })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.l.burst(addrs, c.next, 6, nil)
+		}()
+	}
+	wg.Wait()
+	for _, c := range cases {
+		unknown := len(c.l.unknowns())
+		c.l.settle(t, addrs, 60*time.Second)
 		codes := map[string]int{}
-		finals := l.finals()
-		for _, at := range next {
+		finals := c.l.finals()
+		for _, at := range c.next {
 			a := finals[at]
 			codes[fmt.Sprintf("%d %s", a.status, a.code)]++
 		}
-		t.Logf("%s after the restore: %d claims answered 5xx or not at all at first; final answers %v", l.promo, unknown, codes)
-		e.check(t, l, expect{promo: l.promo, stock: stock, perUser: 1, noDeadLetters: true}, p, q)
+		t.Logf("%s after the restore: %d claims answered 5xx or not at all at first; final answers %v", c.l.promo, unknown, codes)
+		e.check(t, c.l, expect{promo: c.l.promo, stock: c.stock, perUser: c.perUser, noDeadLetters: true}, p, q)
 	}
 }
 
