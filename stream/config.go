@@ -1,8 +1,10 @@
 package stream
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -317,10 +319,17 @@ func setInt[T any](dst *T, src *T) {
 	}
 }
 
-func setDur(dst *time.Duration, src *int64, unit time.Duration) {
-	if src != nil {
-		*dst = time.Duration(*src) * unit
+// setDur sets *dst to *src units, if set; a value whose duration would
+// overflow is refused, naming key.
+func setDur(errs *[]error, key string, dst *time.Duration, src *int64, unit time.Duration) {
+	if src == nil {
+		return
 	}
+	if *src > math.MaxInt64/int64(unit) || *src < math.MinInt64/int64(unit) {
+		*errs = append(*errs, fmt.Errorf("stream config: %s is out of range, got %d", key, *src))
+		return
+	}
+	*dst = time.Duration(*src) * unit
 }
 
 // UnmarshalYAML reads the `stream:` section. Fields absent from the YAML keep
@@ -340,25 +349,29 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 	if err := node.Decode(&y); err != nil {
 		return fmt.Errorf("stream config: %w", err)
 	}
+	var errs []error
 	setInt(&c.BatchSize, y.BatchSize)
 	setInt(&c.TrimAcked, y.TrimAcked)
 	setInt(&c.ReadMode, y.ReadMode)
-	setDur(&c.Block, y.BlockMS, time.Millisecond)
-	setDur(&c.PollInterval, y.PollIntervalMS, time.Millisecond)
-	setDur(&c.IdleTimeout, y.IdleTimeoutSeconds, time.Second)
+	setDur(&errs, "block_ms", &c.Block, y.BlockMS, time.Millisecond)
+	setDur(&errs, "poll_interval_ms", &c.PollInterval, y.PollIntervalMS, time.Millisecond)
+	setDur(&errs, "idle_timeout_seconds", &c.IdleTimeout, y.IdleTimeoutSeconds, time.Second)
 	setInt(&c.MinConsumers, y.MinConsumers)
 	setInt(&c.MaxConsumers, y.MaxConsumers)
 	setInt(&c.ConsecutiveActiveTrigger, y.ConsecutiveActiveTrigger)
 	setInt(&c.ConsecutiveIdleTrigger, y.ConsecutiveIdleTrigger)
-	setDur(&c.StartConsumerMinInterval, y.StartConsumerMinMS, time.Millisecond)
-	setDur(&c.StopConsumerMinInterval, y.StopConsumerMinMS, time.Millisecond)
-	setDur(&c.ReclaimMinIdle, y.ReclaimMinIdleMS, time.Millisecond)
-	setDur(&c.ReclaimInterval, y.ReclaimIntervalMS, time.Millisecond)
+	setDur(&errs, "start_consumer_min_interval_ms", &c.StartConsumerMinInterval, y.StartConsumerMinMS, time.Millisecond)
+	setDur(&errs, "stop_consumer_min_interval_ms", &c.StopConsumerMinInterval, y.StopConsumerMinMS, time.Millisecond)
+	setDur(&errs, "reclaim_min_idle_ms", &c.ReclaimMinIdle, y.ReclaimMinIdleMS, time.Millisecond)
+	setDur(&errs, "reclaim_interval_ms", &c.ReclaimInterval, y.ReclaimIntervalMS, time.Millisecond)
 	setInt(&c.MaxDeliveries, y.MaxDeliveries)
 	setInt(&c.DeadLetterMaxLen, y.DeadLetterMaxLen)
-	setDur(&c.HandlerTimeout, y.HandlerTimeoutMS, time.Millisecond)
+	setDur(&errs, "handler_timeout_ms", &c.HandlerTimeout, y.HandlerTimeoutMS, time.Millisecond)
 	setInt(&c.MaxBlockingConns, y.MaxBlockingConns)
-	setDur(&c.LeaseTTL, y.LeaseTTLMS, time.Millisecond)
+	setDur(&errs, "lease_ttl_ms", &c.LeaseTTL, y.LeaseTTLMS, time.Millisecond)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if y.ReclaimMinIdleMS != nil && y.HandlerTimeoutMS == nil {
 		// The handler deadline follows the reclaim threshold unless set.
 		c.HandlerTimeout = 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -57,17 +58,23 @@ type httpConfig struct {
 
 // validate names the first key that cannot work.
 func (h httpConfig) validate() error {
+	const none = 0 // not a duration
 	for _, v := range []struct {
-		key string
-		n   int
+		key  string
+		n    int
+		unit time.Duration
 	}{
-		{"max_in_flight", h.MaxInFlight}, {"claim_timeout_ms", h.ClaimTimeoutMS}, {"max_conns", h.MaxConns},
-		{"read_timeout_ms", h.ReadTimeoutMS}, {"write_timeout_ms", h.WriteTimeoutMS},
-		{"stream_idle_timeout_ms", h.StreamIdleTimeoutMS}, {"max_streams", h.MaxStreams},
-		{"idempotency_ttl_seconds", h.IdempotencyTTLSeconds},
+		{"max_in_flight", h.MaxInFlight, none}, {"claim_timeout_ms", h.ClaimTimeoutMS, time.Millisecond},
+		{"max_conns", h.MaxConns, none},
+		{"read_timeout_ms", h.ReadTimeoutMS, time.Millisecond}, {"write_timeout_ms", h.WriteTimeoutMS, time.Millisecond},
+		{"stream_idle_timeout_ms", h.StreamIdleTimeoutMS, time.Millisecond}, {"max_streams", h.MaxStreams, none},
+		{"idempotency_ttl_seconds", h.IdempotencyTTLSeconds, time.Second},
 	} {
 		if v.n < 0 {
 			return fmt.Errorf("http.%s must not be negative, got %d", v.key, v.n)
+		}
+		if v.unit != none && int64(v.n) > math.MaxInt64/int64(v.unit) {
+			return fmt.Errorf("http.%s is too large, got %d", v.key, v.n)
 		}
 	}
 	return nil
