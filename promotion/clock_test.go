@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 )
@@ -68,7 +69,7 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 			if _, err := real.Claim(ctx, "skew", "u1", ""); err != nil {
 				t.Fatalf("claim before the end: %v", err)
 			}
-			waitFor(t, "the promotion to drain with its claim issued", func() bool {
+			wait.For(t, 30*time.Second, "the promotion to drain with its claim issued", func() bool {
 				p, err := w.st.GetPromotion(ctx, "skew")
 				c, cerr := w.st.Counts(ctx, "skew")
 				return err == nil && cerr == nil && p.Drained && c.Issued == 1

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -54,7 +55,7 @@ func TestLostAckIsNoDeadLetter(t *testing.T) {
 	// The re-check loop sees the pending entry and starts the pool, whose
 	// reclaim finds its deliveries spent.
 
-	waitFor(t, "the redelivered entry to settle", func() bool { return groupIdle(t, w, "lost-ack") })
+	wait.For(t, 30*time.Second, "the redelivered entry to settle", func() bool { return groupIdle(t, w, "lost-ack") })
 	cs, err := m.UserClaims(ctx, "lost-ack", "u1")
 	if err != nil || len(cs) != 1 || cs[0].Status != claim.StatusIssued {
 		t.Fatalf("u1's claim: %+v %v", cs, err)
@@ -103,7 +104,7 @@ func TestUnfinishedTransitionsAreApplied(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := waitCounts(t, m, "half", 3, 0)
-			waitFor(t, "the voided unit back in stock", func() bool {
+			wait.For(t, 30*time.Second, "the voided unit back in stock", func() bool {
 				v, err = m.Get(ctx, "half")
 				return err == nil && *v.Counts.Remaining == 1
 			})
@@ -159,7 +160,7 @@ func TestReplayIntoDrainedPromotion(t *testing.T) {
 	if _, err := m.Close(ctx, "late"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the drain", func() bool {
+	wait.For(t, 30*time.Second, "the drain", func() bool {
 		p, err := w.st.GetPromotion(ctx, "late")
 		return err == nil && p.Drained
 	})

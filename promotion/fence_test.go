@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -138,7 +139,7 @@ func TestCollisionIsReranked(t *testing.T) {
 				t.Fatalf("claims of n1 and u10 got ranks %v (%v), want 9 and 10: the lost ranks", ranks, err)
 			}
 			b.m.Registry().Wake("twice")
-			waitFor(t, "n1 re-ranked and issued", func() bool {
+			wait.For(t, 30*time.Second, "n1 re-ranked and issued", func() bool {
 				rows, err := a.st.ListIssued(context.Background(), "twice", "n1")
 				return err == nil && len(rows) == 1
 			})

@@ -18,6 +18,7 @@ import (
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	_ "github.com/dibsio/dibs/store/postgres"
@@ -99,26 +100,10 @@ func (w world) manager(t *testing.T, instance string, tune func(*stream.Config))
 	return m
 }
 
-// waitFor polls cond on a ticker until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 func waitCounts(t *testing.T, m *promotion.Manager, id string, issued, failed int64) promotion.View {
 	t.Helper()
 	var v promotion.View
-	waitFor(t, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
+	wait.For(t, 30*time.Second, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
 		var err error
 		v, err = m.Get(context.Background(), id)
 		return err == nil && v.Counts.Issued == issued && v.Counts.Failed == failed && v.Counts.Pending == 0
@@ -186,7 +171,7 @@ func TestRedeliveryIssuesNothingNew(t *testing.T) {
 				}
 			}
 			m.Registry().Wake("redeliver")
-			waitFor(t, "the group to drain", func() bool { return groupIdle(t, w, "redeliver") })
+			wait.For(t, 30*time.Second, "the group to drain", func() bool { return groupIdle(t, w, "redeliver") })
 			waitCounts(t, m, "redeliver", 4, 0)
 			for i := 0; i < 3; i++ {
 				got, _ := w.st.ListIssued(ctx, "redeliver", fmt.Sprintf("u%d", i))
@@ -398,7 +383,7 @@ func TestIdleStopAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCounts(t, m, "idle", 1, 0)
-	waitFor(t, "the idle stop", func() bool { return !m.Registry().Running("idle") })
+	wait.For(t, 30*time.Second, "the idle stop", func() bool { return !m.Registry().Running("idle") })
 	if _, err := m.Claim(ctx, "idle", "u2", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +408,7 @@ func TestDrainedAfterEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCounts(t, m, "done", 2, 0)
-	waitFor(t, "the promotion to be drained", func() bool {
+	wait.For(t, 30*time.Second, "the promotion to be drained", func() bool {
 		p, err := w.st.GetPromotion(ctx, "done")
 		return err == nil && p.Drained
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
@@ -137,7 +138,7 @@ func (e *rbEnv) report(t *testing.T) promotion.RebuildReport {
 // letters as given and nothing is pending.
 func (e *rbEnv) waitSettled(t *testing.T, id string, issued, failed int64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
+	wait.For(t, 30*time.Second, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
 		v, err := e.m.Get(context.Background(), id)
 		return err == nil && v.Counts.Issued == issued && v.Counts.Failed == failed && v.Counts.Pending == 0
 	})
@@ -152,7 +153,7 @@ func (e *rbEnv) waitAcked(t *testing.T, id string, n int) {
 		fields[i] = fmt.Sprint(i + 1)
 	}
 	k := claim.KeysFor(e.prefix, id)
-	waitFor(t, fmt.Sprintf("%s: ranks 1..%d acknowledged", id, n), func() bool {
+	wait.For(t, 30*time.Second, fmt.Sprintf("%s: ranks 1..%d acknowledged", id, n), func() bool {
 		vals, err := e.client.Do(context.Background(), e.client.B().Hmget().Key(k.Status()).Field(fields...).Build()).AsStrSlice()
 		if err != nil {
 			return false

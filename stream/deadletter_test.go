@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // streamNodeMaxEntries is the server's stream-node-max-entries: how far past
@@ -47,7 +48,7 @@ func TestDeadLetterStreamBounded(t *testing.T) {
 					return Malformed(errors.New("missing field message"))
 				})
 				e.start(t, "i1", Spec{Handler: handler}, cfg)
-				waitFor(t, 20*time.Second, "every entry dead-lettered", func() bool {
+				wait.For(t, 20*time.Second, "every entry dead-lettered", func() bool {
 					return dead.Load() == int64(tc.entries) && e.pending(t) == 0
 				})
 				dl := e.dlq(t)
@@ -115,11 +116,11 @@ func TestDeadLetterCallbackDeadline(t *testing.T) {
 			t.Fatalf("callback context ended with %v, want its deadline", c.err)
 		}
 		e.add(t, 3)
-		waitFor(t, 10*time.Second, "the good entries handled", func() bool { return good.Load() == 3 })
+		wait.For(t, 10*time.Second, "the good entries handled", func() bool { return good.Load() == 3 })
 		if n := len(e.dlq(t)); n != 0 {
 			t.Fatalf("dead letters = %d, want 0 (the callback failed)", n)
 		}
-		waitFor(t, 5*time.Second, "only the bad entry pending", func() bool { return e.pending(t) == 1 })
+		wait.For(t, 5*time.Second, "only the bad entry pending", func() bool { return e.pending(t) == 1 })
 		if n := e.redisDeliveries(t, bad); n < 1 {
 			t.Fatalf("bad entry deliveries = %d", n)
 		}

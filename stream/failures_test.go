@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // failuresLen is the number of failure counts kept for the test's stream.
@@ -44,7 +45,7 @@ func TestUnknownErrorsDeadLetterAfterMaxFailures(t *testing.T) {
 		for run := 0; run < 2*int(cfg.MaxDeliveries) && len(e.dlq(t)) == 0; run++ {
 			before := failures.Load()
 			p := e.start(t, "i1", Spec{Handler: h, OnDeadLetter: rec.onDeadLetter}, cfg)
-			waitFor(t, 10*time.Second, "a failed call", func() bool { return failures.Load() > before })
+			wait.For(t, 10*time.Second, "a failed call", func() bool { return failures.Load() > before })
 			stopPool(t, p)
 		}
 		if n := failures.Load(); n != cfg.MaxDeliveries {
@@ -123,12 +124,12 @@ func TestFailureCountsAreRemoved(t *testing.T) {
 					}
 				}
 				e.start(t, "i1", spec, cfg)
-				waitFor(t, 10*time.Second, "entry 0 handled", func() bool { return calls[0].Load() == 2 })
-				waitFor(t, 10*time.Second, "entry 1 failed twice", func() bool { return calls[1].Load() >= 2 })
+				wait.For(t, 10*time.Second, "entry 0 handled", func() bool { return calls[0].Load() == 2 })
+				wait.For(t, 10*time.Second, "entry 1 failed twice", func() bool { return calls[1].Load() >= 2 })
 				if err := e.c.Do(ctx, e.c.B().Xack().Key(e.stream).Group(e.group).Id(ids[1]).Build()).Error(); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 10*time.Second, "no failure counts left", func() bool { return e.failuresLen(t) == 0 })
+				wait.For(t, 10*time.Second, "no failure counts left", func() bool { return e.failuresLen(t) == 0 })
 				if e.pending(t) != 0 || len(e.dlq(t)) != 0 {
 					t.Fatalf("pending %d, dead letters %d; want 0, 0", e.pending(t), len(e.dlq(t)))
 				}
@@ -159,7 +160,7 @@ func TestSpentEntryDeadLetteredWithoutHandler(t *testing.T) {
 			return rec.onDeadLetter(ctx, d)
 		}
 		e.start(t, "i1", Spec{Handler: h, OnDeadLetter: onDL}, cfg)
-		waitFor(t, 10*time.Second, "the dead letter", func() bool { return len(e.dlq(t)) == 1 && e.pending(t) == 0 })
+		wait.For(t, 10*time.Second, "the dead letter", func() bool { return len(e.dlq(t)) == 1 && e.pending(t) == 0 })
 		if n := calls.Load(); n != cfg.MaxDeliveries {
 			t.Fatalf("handler calls = %d, want %d", n, cfg.MaxDeliveries)
 		}

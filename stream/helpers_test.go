@@ -157,33 +157,6 @@ func stopPool(t *testing.T, p *Pool) {
 	<-p.Done()
 }
 
-// waitFor waits until cond holds, checking every few milliseconds, and fails
-// the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !eventually(timeout, cond) {
-		t.Fatalf("timed out after %s waiting for %s", timeout, what)
-	}
-}
-
-// eventually reports whether cond held within timeout.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		select {
-		case <-deadline.C:
-			return cond()
-		case <-tick.C:
-		}
-	}
-}
-
 // recorder collects what a handler saw.
 type recorder struct {
 	mu         sync.Mutex

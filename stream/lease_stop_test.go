@@ -7,6 +7,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // TestStopWithRedisDownIsBounded: a Stop without a deadline while Redis is
@@ -27,7 +28,7 @@ func TestStopWithRedisDownIsBounded(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the heartbeat's timer", func() bool { return clk.waiting(cfg.LeaseTTL / 3) })
+	wait.For(t, 5*time.Second, "the heartbeat's timer", func() bool { return clk.waiting(cfg.LeaseTTL / 3) })
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestCleanStopReleasesEveryLease(t *testing.T) {
 		if err := p.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "8 consumers", func() bool { return p.Consumers() == 8 })
+		wait.For(t, 5*time.Second, "8 consumers", func() bool { return p.Consumers() == 8 })
 		stopPool(t, p)
 		for i := 0; i < 8; i++ {
 			n, err := e.c.Do(context.Background(), e.c.B().Exists().Key(LeaseKey(e.stream, ConsumerName("clean", i))).Build()).AsInt64()

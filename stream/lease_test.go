@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // testClock is a Clock the test moves by hand. Jump moves the time without
@@ -104,8 +105,8 @@ func setupLease(t *testing.T, mode ReadMode) *leaseCase {
 		lc.rec.see(ctx, msgs)
 		return nil
 	})}, cfg)
-	waitFor(t, 5*time.Second, "the first read", func() bool { return reads.Load() >= 1 })
-	waitFor(t, 5*time.Second, "the heartbeat's timer", func() bool { return lc.clk.waiting(cfg.LeaseTTL / 3) })
+	wait.For(t, 5*time.Second, "the first read", func() bool { return reads.Load() >= 1 })
+	wait.For(t, 5*time.Second, "the heartbeat's timer", func() bool { return lc.clk.waiting(cfg.LeaseTTL / 3) })
 	return lc
 }
 
@@ -119,7 +120,7 @@ func (lc *leaseCase) freeze(t *testing.T) {
 	// Before reading again the consumer finds its lease's validity gone.
 	// (Without that check it would simply read on; the entry below then
 	// shows it.)
-	eventually(2*time.Second, func() bool { return lc.expired.Load() > 0 })
+	wait.Until(2*time.Second, func() bool { return lc.expired.Load() > 0 })
 	lc.e.add(t, 1)
 	lc.p.Wake()
 }
@@ -145,7 +146,7 @@ func TestLeaseTakenDuringFreezeStopsConsumer(t *testing.T) {
 				t.Fatal(err)
 			}
 			lc.freeze(t)
-			if eventually(300*time.Millisecond, func() bool { return lc.rec.count() > 0 || e.pending(t) > 0 }) {
+			if wait.Until(300*time.Millisecond, func() bool { return lc.rec.count() > 0 || e.pending(t) > 0 }) {
 				t.Fatalf("the consumer read past its lease: handled %d, pending %d", lc.rec.count(), e.pending(t))
 			}
 			// The heartbeat runs: the name is another process's, so the
@@ -179,12 +180,12 @@ func TestLeaseRenewedAfterFreezeResumes(t *testing.T) {
 			if lc.expired.Load() == 0 {
 				t.Fatal("the consumer did not notice its lease's validity ran out")
 			}
-			if eventually(200*time.Millisecond, func() bool { return lc.rec.count() > 0 }) {
+			if wait.Until(200*time.Millisecond, func() bool { return lc.rec.count() > 0 }) {
 				t.Fatal("the consumer read before its lease was renewed")
 			}
 			lc.clk.Fire()
-			waitFor(t, 5*time.Second, "the entry handled after the renewal", func() bool { return lc.rec.count() == 1 })
-			waitFor(t, 5*time.Second, "the entry acknowledged", func() bool { return lc.e.pending(t) == 0 })
+			wait.For(t, 5*time.Second, "the entry handled after the renewal", func() bool { return lc.rec.count() == 1 })
+			wait.For(t, 5*time.Second, "the entry acknowledged", func() bool { return lc.e.pending(t) == 0 })
 		})
 	}
 }

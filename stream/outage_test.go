@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // outage is a handler for one entry whose database is down until up is set:
@@ -39,7 +40,7 @@ func redeliverDuringOutage(t *testing.T, e env, o *outage, rec *recorder, cfg Co
 	for r := range rounds {
 		before := o.calls.Load()
 		p := e.start(t, instance(r), Spec{Handler: o.handler(), OnDeadLetter: rec.onDeadLetter}, cfg)
-		waitFor(t, 10*time.Second, fmt.Sprintf("a delivery or a dead letter in round %d", r), func() bool {
+		wait.For(t, 10*time.Second, fmt.Sprintf("a delivery or a dead letter in round %d", r), func() bool {
 			return o.calls.Load() > before || len(e.dlq(t)) > 0 || len(rec.deadLetters()) > 0
 		})
 		stopPool(t, p)
@@ -77,7 +78,7 @@ func recoverFromOutage(t *testing.T, e env, o *outage, rec *recorder, cfg Config
 	t.Helper()
 	o.up.Store(true)
 	e.start(t, instance, Spec{Handler: o.handler(), OnDeadLetter: rec.onDeadLetter}, cfg)
-	waitFor(t, 10*time.Second, "the entry handled", func() bool { return o.successes.Load() == 1 && e.pending(t) == 0 })
+	wait.For(t, 10*time.Second, "the entry handled", func() bool { return o.successes.Load() == 1 && e.pending(t) == 0 })
 	if n := len(e.dlq(t)); n > 0 || len(rec.deadLetters()) > 0 {
 		t.Fatalf("%d dead letters (%v), want none", n, rec.deadLetters())
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // Distribution: 100 entries over 4 consumers — every consumer gets some, no
@@ -45,8 +46,8 @@ func TestDistribution(t *testing.T) {
 			return nil
 		})
 		e.start(t, "i1", Spec{Handler: h}, cfg)
-		waitFor(t, 10*time.Second, "100 entries", func() bool { return rec.count() == 100 })
-		waitFor(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 10*time.Second, "100 entries", func() bool { return rec.count() == 100 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		for id, n := range rec.byID {
@@ -80,7 +81,7 @@ func TestManualAck(t *testing.T) {
 			t.Fatalf("pending while handling = %d, want 5", got)
 		}
 		close(release)
-		waitFor(t, 5*time.Second, "acks", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 5*time.Second, "acks", func() bool { return e.pending(t) == 0 })
 	})
 }
 
@@ -133,8 +134,8 @@ func TestMalformedDeadLettered(t *testing.T) {
 		}
 		rec := newRecorder()
 		e.start(t, "i1", Spec{Handler: requireMessage(rec), OnDeadLetter: rec.onDeadLetter}, fastConfig(mode))
-		waitFor(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
-		waitFor(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
 		d := e.dlq(t)[0].FieldValues
 		if d[DeadLetterFieldID] != bad || !strings.HasPrefix(d[DeadLetterFieldReason], "malformed: missing field message") ||
 			d[DeadLetterFieldDeliveries] != "1" || d["invalid-key"] != "invalid-value" {
@@ -168,8 +169,8 @@ func TestReclaimFromDeadConsumer(t *testing.T) {
 			rec.see(ctx, msgs)
 			return nil
 		})}, cfg)
-		waitFor(t, 5*time.Second, "reclaim", func() bool { return rec.count() == 5 })
-		waitFor(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 5*time.Second, "reclaim", func() bool { return rec.count() == 5 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		for _, id := range ids {
@@ -194,8 +195,8 @@ func TestMaxDeliveries(t *testing.T) {
 			return []error{errors.New("database says no")}
 		})
 		e.start(t, "i1", Spec{Handler: h, OnDeadLetter: rec.onDeadLetter}, cfg)
-		waitFor(t, 10*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
-		waitFor(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 10*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
 		d := e.dlq(t)[0].FieldValues
 		if d[DeadLetterFieldDeliveries] != "3" || !strings.Contains(d[DeadLetterFieldReason], "max deliveries (3) reached: database says no") {
 			t.Fatalf("dead letter = %v", d)
@@ -233,8 +234,8 @@ func TestErrorKinds(t *testing.T) {
 					return nil
 				})
 				e.start(t, "i1", Spec{Handler: h}, cfg)
-				waitFor(t, 10*time.Second, "success", func() bool { return calls.Load() == 4 })
-				waitFor(t, 5*time.Second, "ack", func() bool { return e.pending(t) == 0 })
+				wait.For(t, 10*time.Second, "success", func() bool { return calls.Load() == 4 })
+				wait.For(t, 5*time.Second, "ack", func() bool { return e.pending(t) == 0 })
 				rec.mu.Lock()
 				got := rec.deliveries[ids[0]]
 				rec.mu.Unlock()
@@ -257,8 +258,8 @@ func TestErrorKinds(t *testing.T) {
 					return Permanent(errors.New("promotion deleted"))
 				})
 				e.start(t, "i1", Spec{Handler: h}, fastConfig(ReadPoll))
-				waitFor(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
-				waitFor(t, 5*time.Second, "ack", func() bool { return e.pending(t) == 0 })
+				wait.For(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+				wait.For(t, 5*time.Second, "ack", func() bool { return e.pending(t) == 0 })
 				if r := e.dlq(t)[0].FieldValues[DeadLetterFieldReason]; r != "permanent: promotion deleted" {
 					t.Fatalf("reason = %q", r)
 				}
@@ -274,7 +275,7 @@ func TestErrorKinds(t *testing.T) {
 				cfg.MaxDeliveries = 1
 				h := HandlerFunc(func(context.Context, []Message) []error { panic("nil map") })
 				e.start(t, "i1", Spec{Handler: h}, cfg)
-				waitFor(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+				wait.For(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
 				if r := e.dlq(t)[0].FieldValues[DeadLetterFieldReason]; !strings.Contains(r, "handler panicked: nil map") {
 					t.Fatalf("reason = %q", r)
 				}
@@ -321,7 +322,7 @@ func TestBatchWithOneBadEntry(t *testing.T) {
 		})
 		e.start(t, "i1", Spec{Handler: h}, fastConfig(mode))
 		<-done
-		waitFor(t, 5*time.Second, "settled", func() bool { return e.pending(t) == 0 && len(e.dlq(t)) == 1 })
+		wait.For(t, 5*time.Second, "settled", func() bool { return e.pending(t) == 0 && len(e.dlq(t)) == 1 })
 		if got := e.dlq(t)[0].FieldValues[DeadLetterFieldID]; got != bad {
 			t.Fatalf("dead-lettered %s, want %s", got, bad)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // A Stop that times out leaves its pool finishing a slow handler; a new pool
@@ -71,13 +72,13 @@ func TestRestartAfterTimedOutStopNeverOverlaps(t *testing.T) {
 			ensure()
 			_ = stop() // times out too once it waits for the first pool
 			ensure()
-			if eventually(500*time.Millisecond, func() bool { return peak.Load() > 1 }) {
+			if wait.Until(500*time.Millisecond, func() bool { return peak.Load() > 1 }) {
 				t.Fatalf("the key's handler ran %d times at once", peak.Load())
 			}
 			unblock()
 			// The first pool could not acknowledge (its Stop's deadline
 			// cancelled the ack); the newest pool handles the entry again.
-			waitFor(t, 10*time.Second, "the entry handled again and acknowledged", func() bool {
+			wait.For(t, 10*time.Second, "the entry handled again and acknowledged", func() bool {
 				return calls.Load() >= 2 && e.pending(t) == 0
 			})
 			if n := peak.Load(); n != 1 {

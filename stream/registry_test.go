@@ -11,6 +11,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/redis/rueidis"
 )
 
@@ -73,7 +74,7 @@ func TestIdleStopMakesNoCalls(t *testing.T) {
 				t.Fatalf("idle stopped %v, running %v, handled %d, pending %d", p.IdleStopped(), r.Running("promo"), rec.count(), e.pending(t))
 			}
 			before := commandCalls(t, e.c, "xreadgroup")
-			if eventually(20*cfg.PollInterval, func() bool { return commandCalls(t, e.c, "xreadgroup") != before }) {
+			if wait.Until(20*cfg.PollInterval, func() bool { return commandCalls(t, e.c, "xreadgroup") != before }) {
 				t.Fatalf("XREADGROUP calls grew after idle stop: %d -> %d", before, commandCalls(t, e.c, "xreadgroup"))
 			}
 			// New work starts the pool again.
@@ -84,7 +85,7 @@ func TestIdleStopMakesNoCalls(t *testing.T) {
 			}))); err != nil || !started {
 				t.Fatalf("Ensure after idle stop = %v, %v", started, err)
 			}
-			waitFor(t, 5*time.Second, "restart handles new work", func() bool { return rec.count() == 21 })
+			wait.For(t, 5*time.Second, "restart handles new work", func() bool { return rec.count() == 21 })
 		})
 	}
 }
@@ -147,10 +148,10 @@ func TestWorkRacingIdleStop(t *testing.T) {
 				if i%20 == 0 {
 					// Let the pool go idle now and then.
 					want := stops.Load() + 1
-					eventually(time.Second, func() bool { return stops.Load() >= want })
+					wait.Until(time.Second, func() bool { return stops.Load() >= want })
 				}
 			}
-			waitFor(t, 10*time.Second, "every entry", func() bool { return rec.count() == n })
+			wait.For(t, 10*time.Second, "every entry", func() bool { return rec.count() == n })
 			if stops.Load() < 2 {
 				t.Fatalf("pool stopped %d times; the race was not exercised", stops.Load())
 			}
@@ -189,7 +190,7 @@ func TestShutdownLosesNothing(t *testing.T) {
 		defer cancel()
 		shut := make(chan error, 1)
 		go func() { shut <- r1.Shutdown(ctx) }()
-		waitFor(t, 5*time.Second, "shutdown began", func() bool { return !r1.Running("k") })
+		wait.For(t, 5*time.Second, "shutdown began", func() bool { return !r1.Running("k") })
 		close(release)
 		if err := <-shut; err != nil {
 			t.Fatalf("shutdown: %v", err)
@@ -208,8 +209,8 @@ func TestShutdownLosesNothing(t *testing.T) {
 		}))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "all entries", func() bool { return rec.count() == n })
-		waitFor(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		wait.For(t, 10*time.Second, "all entries", func() bool { return rec.count() == n })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
 	})
 }
 
@@ -302,7 +303,7 @@ func TestSameInstanceTwoProcesses(t *testing.T) {
 			rec.see(ctx, msgs)
 			return nil
 		})}, cfg)
-		waitFor(t, 5*time.Second, "resumed", func() bool { return rec.count() == 3 })
+		wait.For(t, 5*time.Second, "resumed", func() bool { return rec.count() == 3 })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		for _, id := range ids {
@@ -332,7 +333,7 @@ func TestSlowHandlerNotReclaimed(t *testing.T) {
 	e.start(t, "a", Spec{Handler: slow}, cfg)
 	e.start(t, "b", Spec{Handler: slow}, cfg)
 	e.add(t, 1)
-	waitFor(t, 5*time.Second, "handled", func() bool { return calls.Load() >= 1 && e.pending(t) == 0 })
+	wait.For(t, 5*time.Second, "handled", func() bool { return calls.Load() >= 1 && e.pending(t) == 0 })
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
@@ -355,11 +356,11 @@ func TestIdlePoolReadRate(t *testing.T) {
 			if p.Consumers() != 32 {
 				t.Fatalf("consumers = %d, want 32", p.Consumers())
 			}
-			waitFor(t, 5*time.Second, "first reads", func() bool { return reads.Load() >= 32 })
+			wait.For(t, 5*time.Second, "first reads", func() bool { return reads.Load() >= 32 })
 			const extra = 10
 			start := time.Now()
 			base := reads.Load()
-			waitFor(t, 5*time.Second, "further reads", func() bool { return reads.Load() >= base+extra })
+			wait.For(t, 5*time.Second, "further reads", func() bool { return reads.Load() >= base+extra })
 			elapsed := time.Since(start)
 			// At most one read per interval (poll mode ramps up from a quarter).
 			if min := time.Duration(extra-3) * cfg.PollInterval; elapsed < min {
@@ -386,7 +387,7 @@ func TestTrimKeepsUnfinished(t *testing.T) {
 		}
 		return nil
 	})}, cfg)
-	waitFor(t, 5*time.Second, "trimmed", func() bool { return handled.Load() == 30 && e.xlen(t, e.stream) == 20 })
+	wait.For(t, 5*time.Second, "trimmed", func() bool { return handled.Load() == 30 && e.xlen(t, e.stream) == 20 })
 	first, err := e.c.Do(context.Background(), e.c.B().Xrange().Key(e.stream).Start("-").End("+").Count(1).Build()).AsXRange()
 	if err != nil || len(first) != 1 || first[0].ID != stuck {
 		t.Fatalf("first entry = %v, %v; want the pending %s", first, err, stuck)
@@ -422,10 +423,10 @@ func TestScalingApplied(t *testing.T) {
 		return nil
 	})}, cfg)
 	e.add(t, 400)
-	waitFor(t, 10*time.Second, "scale up to 4", func() bool { return peak.Load() == 4 })
+	wait.For(t, 10*time.Second, "scale up to 4", func() bool { return peak.Load() == 4 })
 	close(release)
-	waitFor(t, 10*time.Second, "drained", func() bool { return handled.Load() == 400 })
-	waitFor(t, 10*time.Second, "scale down to 1", func() bool { return p.Consumers() == 1 })
+	wait.For(t, 10*time.Second, "drained", func() bool { return handled.Load() == 400 })
+	wait.For(t, 10*time.Second, "scale down to 1", func() bool { return p.Consumers() == 1 })
 }
 
 // Blocking reads are capped across a registry's pools: with one slot and
@@ -449,11 +450,11 @@ func TestBlockingConnsCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "the slot is in use", func() bool { return len(r.blocking) == 1 })
+	wait.For(t, 5*time.Second, "the slot is in use", func() bool { return len(r.blocking) == 1 })
 	for _, e := range envs {
 		e.add(t, 2)
 	}
-	waitFor(t, 5*time.Second, "all pools handle work", func() bool { return handled.Load() == 6 })
+	wait.For(t, 5*time.Second, "all pools handle work", func() bool { return handled.Load() == 6 })
 	if n := len(r.blocking); n > 1 {
 		t.Fatalf("blocking slots in use = %d", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // TestDeadLetterResolved: an OnDeadLetter callback that finds the work done
@@ -32,7 +33,7 @@ func TestDeadLetterResolved(t *testing.T) {
 		}
 		e.start(t, "r1", spec, fastConfig(mode))
 		e.add(t, 3)
-		waitFor(t, 10*time.Second, "the callbacks", func() bool { return called.Load() == 3 && e.pending(t) == 0 })
+		wait.For(t, 10*time.Second, "the callbacks", func() bool { return called.Load() == 3 && e.pending(t) == 0 })
 		if n := len(e.dlq(t)); n != 0 {
 			t.Fatalf("%d dead letters written for resolved entries", n)
 		}

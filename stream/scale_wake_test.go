@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // TestTrickleAfterScaleDown: a backlog scales the pool up, then entries
@@ -27,13 +28,13 @@ func TestTrickleAfterScaleDown(t *testing.T) {
 			return nil
 		})}, cfg)
 		e.add(t, 200)
-		waitFor(t, 10*time.Second, "the backlog", func() bool { return rec.count() == 200 })
+		wait.For(t, 10*time.Second, "the backlog", func() bool { return rec.count() == 200 })
 		// Partial reads scale the pool down while entries keep arriving,
 		// one at a time, each waited for.
 		for i := 1; i <= 60; i++ {
 			e.add(t, 1)
 			p.Wake()
-			waitFor(t, 5*time.Second, "the trickle", func() bool { return rec.count() == 200+i })
+			wait.For(t, 5*time.Second, "the trickle", func() bool { return rec.count() == 200+i })
 		}
 		if n := p.Consumers(); n != 1 {
 			t.Logf("%d consumers after the trickle", n)

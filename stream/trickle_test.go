@@ -7,6 +7,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // TestTrickleReadsPerMessage: with 32 consumers and entries arriving one at
@@ -36,7 +37,7 @@ func TestTrickleReadsPerMessage(t *testing.T) {
 				for i := from + 1; i <= from+n; i++ {
 					e.add(t, 1)
 					p.Wake()
-					waitFor(t, 5*time.Second, "the trickle", func() bool { return rec.count() == i })
+					wait.For(t, 5*time.Second, "the trickle", func() bool { return rec.count() == i })
 				}
 			}
 			// Warm up: every consumer drains its own entries and reads once.

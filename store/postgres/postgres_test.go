@@ -12,6 +12,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
 	"github.com/dibsio/dibs/store/storetest"
@@ -169,7 +170,7 @@ func TestOutage(t *testing.T) {
 	}
 	// The pool drops its dead connections as it meets them; wait (bounded)
 	// until a call gets through, then everything works.
-	waitFor(t, 30*time.Second, func() error { return s.Ping(ctx) })
+	wait.NoError(t, 30*time.Second, "recovery", func() error { return s.Ping(ctx) })
 	out, err := s.IssueBatch(ctx, []store.Issue{issue(1), issue(2)})
 	if err != nil {
 		t.Fatalf("IssueBatch after the restart: %v", err)
@@ -202,26 +203,6 @@ func TestUnavailableNotForBugs(t *testing.T) {
 	cancel()
 	if err := s.Ping(canceled); err == nil || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Ping with a cancelled context: %v, want a non-outage error", err)
-	}
-}
-
-// waitFor retries f on a ticker until it succeeds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("not recovered after %s: %v", timeout, err)
-		case <-tick.C:
-		}
 	}
 }
 

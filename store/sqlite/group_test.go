@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -36,22 +37,6 @@ func issues(from, to int64) []store.Issue {
 	return out
 }
 
-// waitUntil checks cond on a ticker until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting until %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // holdWriter takes the one write connection, so the group writer waits for
 // it with calls queueing up behind; release lets it go.
 func holdWriter(t *testing.T, s *Store) (release func()) {
@@ -77,7 +62,7 @@ func runCalls(t *testing.T, s *Store, ctxs []context.Context, batches [][]store.
 	for i := range batches {
 		wg.Go(func() { outs[i], errs[i] = s.IssueBatch(ctxs[i], batches[i]) })
 	}
-	waitUntil(t, "the calls queue", func() bool { return len(s.reqs) == len(batches)-1 })
+	wait.For(t, 10*time.Second, "the calls queue", func() bool { return len(s.reqs) == len(batches)-1 })
 	release()
 	wg.Wait()
 	return outs, errs
@@ -140,7 +125,7 @@ func TestGroupCallerGone(t *testing.T) {
 	for i := range batches {
 		wg.Go(func() { _, errs[i] = s.IssueBatch(ctxs[i], batches[i]) })
 	}
-	waitUntil(t, "the calls queue", func() bool { return len(s.reqs) == len(batches)-1 })
+	wait.For(t, 10*time.Second, "the calls queue", func() bool { return len(s.reqs) == len(batches)-1 })
 	cancel()
 	release()
 	wg.Wait()
