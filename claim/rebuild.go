@@ -39,6 +39,9 @@ var (
 	// ErrNotPaused means TakeOver found the promotion no longer paused:
 	// the rebuild it meant to finish is done.
 	ErrNotPaused = errors.New("claim: promotion not paused")
+	// ErrHalted means the promotion is halted for an operator (see
+	// Gate.Halt): only PauseHalted rebuilds it.
+	ErrHalted = errors.New("claim: promotion halted for an operator")
 )
 
 const (
@@ -63,6 +66,9 @@ type Mark struct {
 	Exists bool  // the meta hash exists
 	Paused bool  // claims are paused for a rebuild
 	Seq    int64 // ranks handed out
+	// Halted is why the promotion is halted for an operator (see
+	// Gate.Halt), or "".
+	Halted string
 }
 
 // Marks reads the marks of the promotions, in the order given, in one
@@ -75,7 +81,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -85,10 +91,11 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marks of %s: %w", id, err)
 		}
-		if len(meta) == 2 && !meta[0].IsNil() {
+		if len(meta) == 3 && !meta[0].IsNil() {
 			out[i].Exists = true
 			p, _ := meta[1].ToString()
 			out[i].Paused = p == "1"
+			out[i].Halted, _ = meta[2].ToString()
 		}
 		seq, err := res[2*i+1].AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {
@@ -117,13 +124,23 @@ type Rebuild struct {
 // ErrRebuilding — and takes the rebuild hold for lease (DefaultRebuildLease
 // if 0). owner names the caller in the hold, for diagnosis. It returns
 // ErrRebuildBusy if another rebuild holds the promotion and its hold has not
-// expired; a hold that expired (its owner died) is taken over.
+// expired; a hold that expired (its owner died) is taken over. A promotion
+// halted for an operator (see Gate.Halt) is left alone: ErrHalted.
 //
 // Leave p.SeqFloor 0 and raise the rank counter with Resume once the claims
 // are restored: a counter raised before the rebuild is done no longer shows
 // that Redis lost writes, should the rebuild fail.
 func (g *Gate) Pause(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
-	return g.pause(ctx, p, owner, lease, false)
+	return g.pause(ctx, p, owner, lease, false, false)
+}
+
+// PauseHalted is Pause for an operator: it also takes a promotion halted by
+// Gate.Halt, lifting the halt, so the rebuild that follows resumes it. The
+// operator decides that the database is what claims go on from: the
+// confirmed rank that caused the halt is forgotten, and the next
+// acknowledgements set it anew.
+func (g *Gate) PauseHalted(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.pause(ctx, p, owner, lease, false, true)
 }
 
 // TakeOver is Pause for a promotion found paused with no rebuild running:
@@ -131,10 +148,10 @@ func (g *Gate) Pause(ctx context.Context, p Promotion, owner string, lease time.
 // runs, and returns ErrNotPaused otherwise, so a stale observation never
 // pauses a promotion that was just resumed.
 func (g *Gate) TakeOver(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
-	return g.pause(ctx, p, owner, lease, true)
+	return g.pause(ctx, p, owner, lease, true, false)
 }
 
-func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.Duration, takeover bool) (*Rebuild, error) {
+func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.Duration, takeover, lift bool) (*Rebuild, error) {
 	if lease <= 0 {
 		lease = DefaultRebuildLease
 	}
@@ -149,8 +166,12 @@ func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.
 	if takeover {
 		only = "1"
 	}
+	lifts := "0"
+	if lift {
+		lifts = "1"
+	}
 	out, err := pauseScript.Exec(ctx, g.client, []string{g.Keys(p.ID).Meta()},
-		[]string{r.token, strconv.FormatInt(lease.Milliseconds(), 10), only}).ToString()
+		[]string{r.token, strconv.FormatInt(lease.Milliseconds(), 10), only, lifts}).ToString()
 	if err != nil {
 		return nil, fmt.Errorf("pause %s: %w", p.ID, err)
 	}
@@ -168,6 +189,8 @@ func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.
 		return nil, fmt.Errorf("pause %s: %w", p.ID, ErrSuperseded)
 	case "not_paused":
 		return nil, ErrNotPaused
+	case "halted":
+		return nil, fmt.Errorf("pause %s: %w", p.ID, ErrHalted)
 	}
 	return nil, fmt.Errorf("pause %s: unexpected outcome %q", p.ID, out)
 }
@@ -329,17 +352,23 @@ func (r *Rebuild) outcome(vals []rueidis.RedisMessage, want int) ([]int64, error
 // pauseScript pauses a promotion and takes the rebuild hold.
 //
 // KEYS: meta. ARGV: token, hold in ms, "1" to act only on a promotion that
-// is paused already (a take-over).
+// is paused already (a take-over), "1" to lift a halt (see haltScript).
 //
 // Returns "ok" ("ok_lost" if the promotion was paused by OpenPaused and
 // never held: re-created after a loss), "busy" if another token holds an
 // unexpired hold,
-// "not_paused" for a take-over of a promotion no longer paused, or
+// "not_paused" for a take-over of a promotion no longer paused, "halted"
+// for a halted promotion unless ARGV[4] lifts the halt (and forgets the
+// confirmed rank that caused it: the database is accepted as it is), or
 // "not_found" if the meta hash is gone. The hold's expiry is read against
 // Redis TIME, so the processes' clocks do not matter.
 var pauseScript = rueidis.NewLuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
 if ARGV[3] == '1' and redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 'not_paused' end
+if redis.call('HEXISTS', KEYS[1], 'halted') == 1 then
+  if ARGV[4] ~= '1' then return 'halted' end
+  redis.call('HDEL', KEYS[1], 'halted', 'confirmed')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = redis.call('HMGET', KEYS[1], 'rebuild', 'rebuild_until', 'paused')

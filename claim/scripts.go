@@ -108,19 +108,27 @@ return 1
 // ackScript acknowledges issued claims and marks them issued, in one step,
 // so a claim's status and its place in the consumer group never disagree.
 //
-// KEYS: status, stream.
+// KEYS: status, stream, meta.
 // ARGV: group, then pairs of (entry id, rank).
 //
-// A voided claim keeps its status. Returns the number of entries acked. One
-// XACK and one HSET serve the whole batch; callers send at most ackChunk
-// entries per call, well inside Lua's stack for unpack.
+// A voided claim keeps its status. The meta hash's confirmed field is raised
+// to the highest rank acked: the database held each of these claims before
+// the ack (callers ack only what it committed), so a database whose highest
+// rank is below confirmed lost rows it had (see Gate.Confirmed). Returns the
+// number of entries acked. One XACK and one HSET serve the whole batch;
+// callers send at most ackChunk entries per call, well inside Lua's stack
+// for unpack.
 var ackScript = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ids, ranks = {}, {}
+local ids, ranks, top = {}, {}, 0
 for i = 2, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
-  if ARGV[i + 1] ~= '' then ranks[#ranks + 1] = ARGV[i + 1] end
+  if ARGV[i + 1] ~= '' then
+    ranks[#ranks + 1] = ARGV[i + 1]
+    local r = tonumber(ARGV[i + 1])
+    if r and r > top then top = r end
+  end
 end
 local acked = redis.call('XACK', KEYS[2], ARGV[1], unpack(ids))
 if #ranks > 0 then
@@ -134,7 +142,28 @@ if #ranks > 0 then
   end
   if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
 end
+if top > 0 and redis.call('HEXISTS', KEYS[3], 'stock') == 1 then
+  if top > tonumber(redis.call('HGET', KEYS[3], 'confirmed') or '0') then
+    redis.call('HSET', KEYS[3], 'confirmed', top)
+  end
+end
 return acked
+`)
+
+// haltScript halts a promotion for an operator: it pauses claims and grants
+// (they answer rebuilding) and records why in the meta field halted, which
+// keeps every automatic rebuild away (pauseScript answers halted) until an
+// operator's rebuild takes it over.
+//
+// KEYS: meta. ARGV: reason.
+//
+// Returns 1 if it halted the promotion, 0 if it was halted already, -1 if
+// the meta hash is gone.
+var haltScript = rueidis.NewLuaScript(`
+if redis.call('HEXISTS', KEYS[1], 'stock') == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[1], 'halted') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'paused', 1, 'halted', ARGV[1])
+return 1
 `)
 
 // failScript marks dead-lettered claims failed. KEYS: status. ARGV: ranks.

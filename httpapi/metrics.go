@@ -14,6 +14,9 @@ type Metrics struct {
 	DeadLetters prometheus.Counter
 	// Pending is each promotion's confirmation backlog (pending + undelivered entries).
 	Pending *prometheus.GaugeVec
+	// Halted is 1 for a promotion halted for an operator because its
+	// database lost claims Redis saw confirmed, else 0.
+	Halted *prometheus.GaugeVec
 	// Shed counts requests refused with overloaded.
 	Shed prometheus.Counter
 }
@@ -38,10 +41,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dibs_pending_claims", Help: "Accepted claims not yet confirmed, by promotion.",
 		}, []string{"promotion"}),
+		Halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dibs_promotion_halted", Help: "1 while a promotion is halted because its database lost claims Redis saw confirmed.",
+		}, []string{"promotion"}),
 		Shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dibs_shed_requests_total", Help: "Requests refused with overloaded.",
 		}),
 	}
-	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Issued, m.DeadLetters, m.Pending, m.Shed)
+	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Issued, m.DeadLetters, m.Pending, m.Halted, m.Shed)
 	return m
 }

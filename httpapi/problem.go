@@ -30,23 +30,27 @@ const (
 	// CodeRequestInProgress: an admin request with this Idempotency-Key is
 	// still running.
 	CodeRequestInProgress = "request_in_progress"
+	// CodeRebuildInProgress: a rebuild of the promotion runs already, in
+	// this instance or another.
+	CodeRebuildInProgress = "rebuild_in_progress"
 )
 
 var codeStatus = map[string]int{
-	CodeInvalidRequest: http.StatusBadRequest,
-	CodeUnauthorized:   http.StatusUnauthorized,
-	CodeNotFound:       http.StatusNotFound,
-	CodeAlreadyExists:  http.StatusConflict,
-	CodeAlreadyClaimed: http.StatusConflict,
-	CodeNotStarted:     http.StatusForbidden,
-	CodeEnded:          http.StatusForbidden,
-	CodeNotAdmitted:    http.StatusForbidden,
-	CodeSoldOut:        http.StatusGone,
-	CodeTooLarge:       http.StatusRequestEntityTooLarge,
-	CodeOverloaded:     http.StatusServiceUnavailable,
-	CodeUnavailable:    http.StatusServiceUnavailable,
-	CodeMethod:         http.StatusMethodNotAllowed,
-	CodeClaimVoided:    http.StatusGone,
+	CodeInvalidRequest:    http.StatusBadRequest,
+	CodeUnauthorized:      http.StatusUnauthorized,
+	CodeNotFound:          http.StatusNotFound,
+	CodeAlreadyExists:     http.StatusConflict,
+	CodeAlreadyClaimed:    http.StatusConflict,
+	CodeRebuildInProgress: http.StatusConflict,
+	CodeNotStarted:        http.StatusForbidden,
+	CodeEnded:             http.StatusForbidden,
+	CodeNotAdmitted:       http.StatusForbidden,
+	CodeSoldOut:           http.StatusGone,
+	CodeTooLarge:          http.StatusRequestEntityTooLarge,
+	CodeOverloaded:        http.StatusServiceUnavailable,
+	CodeUnavailable:       http.StatusServiceUnavailable,
+	CodeMethod:            http.StatusMethodNotAllowed,
+	CodeClaimVoided:       http.StatusGone,
 
 	CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
 	CodeRequestInProgress:    http.StatusConflict,

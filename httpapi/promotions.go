@@ -208,6 +208,35 @@ func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// rebuildOut is the answer to a requested rebuild.
+type rebuildOut struct {
+	PromotionID     string `json:"promotion_id"`
+	Claims          int64  `json:"claims"`
+	DatabaseMaxRank int64  `json:"database_max_rank"`
+	Seq             int64  `json:"seq"`
+	Requeued        int64  `json:"requeued"`
+	TookMS          int64  `json:"took_ms"`
+}
+
+// rebuildPromotion pauses the promotion, merges the database's claims into
+// Redis and resumes it; it also lifts a halt (a database found older than
+// Redis), the operator accepting the database as it is.
+func (s *Server) rebuildPromotion(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	rep, err := s.cfg.Manager.Rebuild(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rebuildOut{
+		PromotionID: rep.PromotionID, Claims: rep.Claims, DatabaseMaxRank: rep.Floor, Seq: rep.Seq,
+		Requeued: rep.Restored.Requeued, TookMS: rep.Took.Milliseconds(),
+	})
+}
+
 func (s *Server) closePromotion(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {

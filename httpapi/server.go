@@ -236,6 +236,7 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
+	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
 	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim, true)})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getClaims)})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
@@ -369,6 +370,8 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeSoldOut, "the stock is exhausted")
 	case errors.Is(err, claim.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
+	case errors.Is(err, claim.ErrRebuildBusy):
+		return problem(CodeRebuildInProgress, "a rebuild of this promotion is running; retry once it is done").retry(1)
 	case errors.Is(err, claim.ErrRebuilding):
 		// Redis lost writes and the promotion's counters are being rebuilt
 		// from the database; nothing was taken, so a plain retry is safe.

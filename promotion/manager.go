@@ -55,6 +55,10 @@ type Config struct {
 	// promotion whose Redis state lost writes (see Manager.Rebuild), failed
 	// ones included: their report's Err is set.
 	OnRebuild func(RebuildReport)
+	// OnHalted, if set, is called on every re-check of a promotion Redis
+	// holds with whether it is halted for an operator: its database lost
+	// claims Redis saw confirmed into it (see Manager.Rebuild).
+	OnHalted func(promotionID string, halted bool)
 	// OnDrained, if set, is called once a promotion is marked drained: the
 	// Manager stops watching it, so per-promotion series can be dropped.
 	OnDrained func(promotionID string)

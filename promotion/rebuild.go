@@ -174,12 +174,18 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 		ids[i] = p.ID
 	}
 	// The fences are read before Redis's counters: a rank answered after
-	// the counters were read is above them without any loss.
+	// the counters were read is above them without any loss. Redis's
+	// confirmed ranks are read before the database: a rank confirmed after
+	// the database was read is in it without any loss.
 	known := make([]int64, len(list))
 	for i, p := range list {
 		known[i] = m.fences.get(p.ID)
 	}
-	floors, err := m.st.MaxRanks(ctx, ids)
+	confirmed, err := m.gate.Confirmed(ctx, ids)
+	var floors map[string]int64
+	if err == nil {
+		floors, err = m.st.MaxRanks(ctx, ids)
+	}
 	var marks []claim.Mark
 	if err == nil {
 		marks, err = m.gate.Marks(ctx, ids)
@@ -206,6 +212,8 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 		}
 		switch {
 		case m.rb.busy(p.ID), !mk.Exists:
+		case mk.Halted != "":
+			// Halted for an operator: only a requested rebuild resumes it.
 		case mk.Paused:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
@@ -214,9 +222,38 @@ func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refre
 			m.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
 			m.startRebuild(p, reasonBehind, false)
+		case confirmed[i] > floors[p.ID]:
+			errs = append(errs, m.halt(ctx, p.ID, confirmed[i], floors[p.ID]))
+			continue
+		}
+		if m.cfg.OnHalted != nil && mk.Exists {
+			m.cfg.OnHalted(p.ID, mk.Halted != "")
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// halt stops claims of a promotion whose database lost claims Redis saw
+// confirmed into it: the database was restored from an older backup, or
+// failed over to a lagging replica. Rebuilding from it would hand the lost
+// claims' units out again, and reconciling silently would hide that users
+// hold claims the database no longer knows; so the promotion waits for an
+// operator, who restores the database or accepts it with a requested
+// rebuild (see docs/failure-modes.md).
+func (m *Manager) halt(ctx context.Context, id string, confirmed, floor int64) error {
+	reason := fmt.Sprintf("database behind Redis: rank %d was confirmed into it, its highest rank is %d", confirmed, floor)
+	halted, err := m.gate.Halt(ctx, id, reason)
+	if err != nil {
+		return err
+	}
+	if halted {
+		m.log.Error("the database lost claims it had confirmed (restored from an older backup, or a lagging replica?): claims of the promotion are halted until an operator restores the database or requests a rebuild",
+			"promotion", id, "redis_confirmed_rank", confirmed, "database_max_rank", floor, "missing_ranks_at_least", confirmed-floor)
+	}
+	if m.cfg.OnHalted != nil {
+		m.cfg.OnHalted(id, true)
+	}
+	return nil
 }
 
 // Reasons of a rebuild, as RebuildReport.Reason gives them.
@@ -274,6 +311,8 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.P
 			}
 		case errors.Is(rep.Err, claim.ErrNotPaused):
 			m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
+		case errors.Is(rep.Err, claim.ErrHalted):
+			m.log.Debug("promotion is halted for an operator; not rebuilding it", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrRebuildBusy):
 			m.log.Debug("promotion is being rebuilt by another instance", "promotion", p.ID)
 		case ctx.Err() != nil:
@@ -291,7 +330,8 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.P
 // Rebuild pauses the promotion, rebuilds its Redis counters from the
 // database and resumes it, now, and reports what it did (an operator's
 // repair tool; the Manager rebuilds by itself when it detects a loss). It
-// returns claim.ErrRebuildBusy if a rebuild of it runs elsewhere or in this
+// also lifts a halt (see Config.OnHalted): the operator accepts the
+// database as what claims go on from. It returns claim.ErrRebuildBusy if a rebuild of it runs elsewhere or in this
 // process, or if the Manager was stopped.
 func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error) {
 	p, err := m.load(ctx, id)
@@ -325,8 +365,11 @@ func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string,
 	// raised before the rebuild is done, it would hide the loss from the
 	// next re-check if this rebuild failed in between.
 	pause := m.gate.Pause
-	if reason == reasonPaused || reason == reasonFenced {
+	switch reason {
+	case reasonPaused, reasonFenced:
 		pause = m.gate.TakeOver
+	case reasonRequested:
+		pause = m.gate.PauseHalted
 	}
 	r, err := pause(ctx, gatePromotion(p), m.cfg.Instance, DefaultRebuildHold)
 	if err != nil {

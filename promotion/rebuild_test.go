@@ -27,6 +27,7 @@ import (
 type rbEnv struct {
 	client  rueidis.Client
 	st      store.Store
+	url     string // the database's URL ("" if shared with another rbEnv)
 	prefix  string
 	m       *promotion.Manager
 	rebuilt chan promotion.RebuildReport
@@ -48,6 +49,7 @@ type rbOpts struct {
 	prefix   string
 	instance string
 	recheck  time.Duration
+	onHalted func(id string, halted bool)
 }
 
 func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
@@ -56,9 +58,9 @@ func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
 		o.client = redistest.Client(t)
 	}
 	ctx := context.Background()
-	st := o.st
+	st, url := o.st, ""
 	if st == nil {
-		url := "sqlite://" + filepath.Join(t.TempDir(), "dibs.db")
+		url = "sqlite://" + filepath.Join(t.TempDir(), "dibs.db")
 		if o.db == "postgres" {
 			url = pgtest.URL(t)
 		}
@@ -81,7 +83,7 @@ func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
 		o.recheck = 50 * time.Millisecond
 	}
 	client := o.client
-	e := &rbEnv{client: client, st: st, prefix: o.prefix, rebuilt: make(chan promotion.RebuildReport, 16)}
+	e := &rbEnv{client: client, st: st, url: url, prefix: o.prefix, rebuilt: make(chan promotion.RebuildReport, 16)}
 	var err error
 	sc := stream.DefaultConfig()
 	sc.Block = 100 * time.Millisecond
@@ -94,6 +96,7 @@ func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
 	e.m, err = promotion.New(client, st, promotion.Config{
 		Prefix: e.prefix, Instance: o.instance, Stream: &sc,
 		RecheckInterval: o.recheck, Logger: slog.New(slog.DiscardHandler),
+		OnHalted: o.onHalted,
 		OnRebuild: func(r promotion.RebuildReport) {
 			if r.Err != nil && !errors.Is(r.Err, claim.ErrRebuildBusy) {
 				t.Logf("rebuild of %s failed: %v", r.PromotionID, r.Err)

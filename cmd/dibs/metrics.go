@@ -86,6 +86,7 @@ func (m *streamMetrics) forget(s string) {
 func forgetDrained(api *httpapi.Metrics, sm *streamMetrics, prefix string) func(promotionID string) {
 	return func(id string) {
 		api.Pending.DeleteLabelValues(id)
+		api.Halted.DeleteLabelValues(id)
 		sm.forget(claim.KeysFor(prefix, id).Stream())
 	}
 }

@@ -24,6 +24,7 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	for _, id := range []string{"gone", "kept"} {
 		s := claim.KeysFor(keyPrefix, id).Stream()
 		api.Pending.WithLabelValues(id).Set(3)
+		api.Halted.WithLabelValues(id).Set(0)
 		hooks.Read(s, 0)
 		hooks.Read(s, 2)
 		hooks.Ack(s, 2)
@@ -43,12 +44,12 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		"dibs_pending_claims", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
+		"dibs_pending_claims", "dibs_promotion_halted", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
 		"dibs_stream_failures_total", "dibs_stream_dead_letters_total", "dibs_stream_consumers",
 		"dibs_stream_lag", "dibs_stream_pending",
 	} {
 		label := `stream="` + kept + `"`
-		if name == "dibs_pending_claims" {
+		if name == "dibs_pending_claims" || name == "dibs_promotion_halted" {
 			label = `promotion="kept"`
 		}
 		found := false

@@ -233,6 +233,13 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 		OnBacklog: func(id string, n int64) {
 			metrics.Pending.WithLabelValues(id).Set(float64(n))
 		},
+		OnHalted: func(id string, halted bool) {
+			v := 0.0
+			if halted {
+				v = 1
+			}
+			metrics.Halted.WithLabelValues(id).Set(v)
+		},
 		OnDrained: forgetDrained(metrics, sm, keyPrefix),
 	})
 	if err != nil {
