@@ -152,7 +152,7 @@ type DeadLetter struct {
 // counted: they hold no unit.
 type Counts struct {
 	Issued int64 // issued rows
-	Failed int64 // dead letters in state DeadFailed
+	Failed int64 // dead letters in state DeadFailed whose rank no issued row holds
 	Voided int64 // dead letters in state DeadVoided
 }
 

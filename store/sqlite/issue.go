@@ -91,13 +91,17 @@ func (s *Store) ListIssued(ctx context.Context, promotionID, userID string) ([]s
 }
 
 // Counts returns the promotion's database-side counts (zero for an unknown
-// promotion).
+// promotion). A dead letter whose rank an issued row holds (a claim that
+// collided after Redis lost writes, with no stock left to re-rank it) holds
+// no unit of its own and is left out of Failed and Voided.
 func (s *Store) Counts(ctx context.Context, promotionID string) (store.Counts, error) {
 	var c store.Counts
 	err := s.r.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM issued WHERE promotion_id = ?1),
-		(SELECT count(*) FROM dead_letters WHERE promotion_id = ?1 AND state = 'failed' AND rank > 0),
-		(SELECT count(*) FROM dead_letters WHERE promotion_id = ?1 AND state = 'voided' AND rank > 0)`,
+		(SELECT count(*) FROM dead_letters d WHERE d.promotion_id = ?1 AND d.state = 'failed' AND d.rank > 0
+			AND NOT EXISTS (SELECT 1 FROM issued i WHERE i.promotion_id = d.promotion_id AND i.rank = d.rank)),
+		(SELECT count(*) FROM dead_letters d WHERE d.promotion_id = ?1 AND d.state = 'voided' AND d.rank > 0
+			AND NOT EXISTS (SELECT 1 FROM issued i WHERE i.promotion_id = d.promotion_id AND i.rank = d.rank))`,
 		promotionID).Scan(&c.Issued, &c.Failed, &c.Voided)
 	if err != nil {
 		return store.Counts{}, wrapErr("counts "+promotionID, err)

@@ -1183,6 +1183,16 @@ func testCounts(t *testing.T, s store.Store) {
 	if _, err := s.TransitionDeadLetters(ctx, "cnt", []string{"cnt#5"}, store.DeadReplayed); err != nil {
 		t.Fatal(err)
 	}
+	// A collision's dead letter shares rank 2 with b's issued row: it holds
+	// no unit of its own, failed or voided.
+	for _, id := range []string{"cnt#2~z", "cnt#2~y"} {
+		if err := s.RecordDeadLetter(ctx, deadLetter("cnt", id, 2, at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.TransitionDeadLetters(ctx, "cnt", []string{"cnt#2~y"}, store.DeadVoided); err != nil {
+		t.Fatal(err)
+	}
 	c, err = s.Counts(ctx, "cnt")
 	if err != nil {
 		t.Fatal(err)
