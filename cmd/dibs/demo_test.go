@@ -17,10 +17,11 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testmain"
 )
 
 func TestMain(m *testing.M) {
-	redistest.RegisterCleanup(func() {
+	testmain.RegisterCleanup(func() {
 		if binDir != "" {
 			_ = os.RemoveAll(binDir)
 		}
