@@ -216,24 +216,22 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := httpapi.NewMetrics(reg)
-	sm := newStreamMetrics(reg)
+	pm := promotion.NewMetrics(reg, keyPrefix)
 	scfg := fc.Stream
-	scfg.Hooks = sm.hooks()
+	scfg.Hooks = pm.StreamHooks()
 
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix:   keyPrefix,
 		Instance: f.instance,
 		Stream:   &scfg,
 		Logger:   log,
-		OnIssued: func(_ string, n int) {
-			metrics.Issued.Add(float64(n))
+		OnIssued: func(id string, n int) {
+			pm.Issued(id, n)
 			crash(n)
 		},
-		OnDeadLetter: func(string) { metrics.DeadLetters.Inc() },
-		OnBacklog: func(id string, n int64) {
-			metrics.Pending.WithLabelValues(id).Set(float64(n))
-		},
-		OnDrained: forgetDrained(metrics, sm, keyPrefix),
+		OnDeadLetter: pm.DeadLetter,
+		OnBacklog:    pm.Backlog,
+		OnDrained:    pm.Drained,
 	})
 	if err != nil {
 		return err
