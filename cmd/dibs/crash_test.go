@@ -21,6 +21,7 @@ import (
 	"github.com/redis/rueidis"
 	_ "modernc.org/sqlite"
 
+	"github.com/dibsio/dibs/internal/demo"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
 )
@@ -73,7 +74,7 @@ func startServe(t *testing.T, redisAddr, dbURL string, env ...string) *serveProc
 			p.mu.Lock()
 			p.log.WriteString(line + "\n")
 			p.mu.Unlock()
-			if a, ok := listeningAddr(line); ok {
+			if a, ok := demo.ListeningAddr(line); ok {
 				select {
 				case addrc <- a:
 				default:
@@ -435,7 +436,7 @@ func TestEmbeddedRedisDeathStopsServe(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(dibsBinary(t), "serve", "--addr", "127.0.0.1:0", "--db", "sqlite://"+filepath.Join(dir, "dibs.db"),
 		"--admin-token", crashToken, "--data-dir", filepath.Join(dir, "data"))
-	cmd.Env = localServerEnv(os.Environ(), filepath.Join(dir, "data"))
+	cmd.Env = demo.ServerEnv(os.Environ(), filepath.Join(dir, "data"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -464,7 +465,7 @@ func TestEmbeddedRedisDeathStopsServe(t *testing.T) {
 					}
 				}
 			}
-			if _, ok := listeningAddr(line); ok {
+			if _, ok := demo.ListeningAddr(line); ok {
 				redisAddr <- seen // it serves: now take its Redis away
 			}
 		}
