@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testmain"
 )
 
 var (
@@ -67,8 +68,8 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	redistest.RegisterCleanup(func() { _ = os.RemoveAll(dir) })
-	redistest.RegisterCleanup(httpClient.CloseIdleConnections)
+	testmain.RegisterCleanup(func() { _ = os.RemoveAll(dir) })
+	testmain.RegisterCleanup(httpClient.CloseIdleConnections)
 	redistest.Main(m, toxiproxyLeaks...)
 }
 

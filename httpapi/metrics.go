@@ -2,21 +2,13 @@ package httpapi
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the Prometheus metrics of the API and the confirmation path.
+// Metrics are the Prometheus metrics of the API's requests. The
+// confirmation path's are promotion.Metrics.
 type Metrics struct {
 	// Claims counts claim requests by outcome (accepted, replayed, or a problem code).
 	Claims *prometheus.CounterVec
 	// ClaimSeconds is the latency of claim requests.
 	ClaimSeconds prometheus.Histogram
-	// Issued counts claims newly written to the database.
-	Issued prometheus.Counter
-	// DeadLetters counts dead-lettered claims.
-	DeadLetters prometheus.Counter
-	// Pending is each promotion's confirmation backlog (pending + undelivered entries).
-	Pending *prometheus.GaugeVec
-	// Halted is 1 for a promotion halted for an operator because its
-	// database lost claims Redis saw confirmed, else 0.
-	Halted *prometheus.GaugeVec
 	// Shed counts requests refused with overloaded.
 	Shed prometheus.Counter
 }
@@ -32,22 +24,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Latency of claim requests, from arrival to answer.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
-		Issued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dibs_issued_total", Help: "Claims newly issued into the database.",
-		}),
-		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dibs_dead_letters_total", Help: "Claims dead-lettered.",
-		}),
-		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dibs_pending_claims", Help: "Accepted claims not yet confirmed, by promotion.",
-		}, []string{"promotion"}),
-		Halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dibs_promotion_halted", Help: "1 while a promotion is halted because its database lost claims Redis saw confirmed.",
-		}, []string{"promotion"}),
 		Shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dibs_shed_requests_total", Help: "Requests refused with overloaded.",
 		}),
 	}
-	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Issued, m.DeadLetters, m.Pending, m.Halted, m.Shed)
+	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Shed)
 	return m
 }

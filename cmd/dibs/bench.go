@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/dibsio/dibs/bench"
+	"github.com/dibsio/dibs/internal/demo"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,8 +35,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	waves := fs.Int("waves", 0, "split the claims into this many waves released together behind a barrier (0: steady run with --concurrency workers)")
 	confirmTimeout := fs.Duration("confirm-timeout", bench.DefaultConfirmTimeout, "how long to wait for every accepted claim to be issued")
 	requestTimeout := fs.Duration("request-timeout", bench.DefaultRequestTimeout, "timeout of each HTTP request")
-	var opts runOptions
-	opts.register(fs)
+	var opts demo.Options
+	registerRunFlags(fs, &opts)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,5 +60,5 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ConfirmTimeout: *confirmTimeout,
 		RequestTimeout: *requestTimeout,
 	}
-	return runScenario(ctx, cfg, opts, stdout, stderr)
+	return demo.Run(ctx, cfg, opts, stdout, stderr)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/dibsio/dibs/internal/demo"
 )
 
 // command is one subcommand: it parses its own flags from args.
@@ -74,4 +76,29 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'dibs <command> -h' for a command's flags.")
+}
+
+// parseFlags parses args and maps failures to the CLI's conventions: -h is
+// flag.ErrHelp, anything else (already reported by the flag set) errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "dibs %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// registerRunFlags defines the output and local-server flags demo and bench
+// share.
+func registerRunFlags(fs *flag.FlagSet, o *demo.Options) {
+	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object (progress goes to stderr)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the local server's temporary directory (database, Redis AOF, log)")
+	fs.BoolVar(&o.ServerLog, "server-log", false, "stream the local server's log to stderr")
 }

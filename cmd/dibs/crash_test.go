@@ -21,97 +21,21 @@ import (
 	"github.com/redis/rueidis"
 	_ "modernc.org/sqlite"
 
+	"github.com/dibsio/dibs/internal/demo"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/servetest"
 )
 
 const crashToken = "crash-test-token"
 
-// crashConfig makes a killed process's entries come back within seconds.
-const crashConfig = `stream:
-  block_ms: 200
-  reclaim_min_idle_ms: 1500
-  lease_ttl_ms: 1500
-`
-
-// serveProc is a `dibs serve` child process.
-type serveProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-	mu   sync.Mutex
-	log  strings.Builder
-}
-
-// startServe runs dibs serve on a free port against redisAddr and dbURL and
-// waits until it listens.
-func startServe(t *testing.T, redisAddr, dbURL string, env ...string) *serveProc {
+// startServe runs dibs serve on a free port against redisAddr and dbURL,
+// with entries of a killed process coming back within seconds, and waits
+// until it listens.
+func startServe(t *testing.T, redisAddr, dbURL string, env ...string) *servetest.Proc {
 	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "dibs.yaml")
-	if err := os.WriteFile(cfg, []byte(crashConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &serveProc{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(dibsBinary(t), "serve", "--addr", "127.0.0.1:0",
-		"--redis", "redis://"+redisAddr, "--db", dbURL, "--admin-token", crashToken,
-		"--config", cfg, "--instance", "crash-node")
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			if a, ok := listeningAddr(line); ok {
-				select {
-				case addrc <- a:
-				default:
-				}
-			}
-		}
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.kill() })
-	select {
-	case p.addr = <-addrc:
-	case <-p.done:
-		t.Fatalf("dibs serve exited before listening:\n%s", p.logText())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("dibs serve did not listen within 30s:\n%s", p.logText())
-	}
-	return p
-}
-
-func (p *serveProc) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *serveProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	p.waitExit(10 * time.Second)
-}
-
-func (p *serveProc) waitExit(d time.Duration) {
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		p.t.Fatalf("dibs serve still running after %v:\n%s", d, p.logText())
-	}
+	return servetest.Start(t, servetest.Options{Binary: dibsBinary(t), Redis: redisAddr, DB: dbURL,
+		AdminToken: crashToken, Instance: "crash-node", Env: env})
 }
 
 type answer struct {
@@ -179,18 +103,18 @@ func counts(addr, promo string) (accepted, issued, pending int64, err error) {
 }
 
 // waitAllIssued waits until every accepted claim is issued.
-func waitAllIssued(t *testing.T, p *serveProc, promo string) int64 {
+func waitAllIssued(t *testing.T, p *servetest.Proc, promo string) int64 {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		acc, iss, pend, err := counts(p.addr, promo)
+		acc, iss, pend, err := counts(p.Addr, promo)
 		if err == nil && acc == iss && pend == 0 {
 			return acc
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not all issued: accepted %d issued %d pending %d (%v)\n%s", acc, iss, pend, err, p.logText())
+			t.Fatalf("not all issued: accepted %d issued %d pending %d (%v)\n%s", acc, iss, pend, err, p.LogTail(100))
 		}
 		<-tick.C
 	}
@@ -329,14 +253,14 @@ func settle(t *testing.T, addr, promo string, before map[string]answer, unknown 
 // sellOutChecked ends a crash test: clients retry what they lost, the
 // promotion sells out exactly once, every accepted claim is issued, and the
 // database holds ranks 1..stock once each.
-func sellOutChecked(t *testing.T, p *serveProc, dbPath, promo string, before map[string]answer, unknown []string, stock int) {
+func sellOutChecked(t *testing.T, p *servetest.Proc, dbPath, promo string, before map[string]answer, unknown []string, stock int) {
 	t.Helper()
-	accepted := settle(t, p.addr, promo, before, unknown, stock)
+	accepted := settle(t, p.Addr, promo, before, unknown, stock)
 	n := waitAllIssued(t, p, promo)
 	if n != int64(len(accepted)) || n != int64(stock) {
 		t.Fatalf("server accepted %d, clients hold %d, stock %d", n, len(accepted), stock)
 	}
-	p.kill()
+	p.Kill()
 	checkRows(t, dbPath, promo, n)
 }
 
@@ -349,9 +273,9 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
 	dbPath := filepath.Join(t.TempDir(), "dibs.db")
 	p := startServe(t, redis.Addr(), "sqlite://"+dbPath, "DIBS_FAILPOINT=crash-after-commit:1")
-	createPromotion(t, p.addr, "crash", 50)
-	before, unknown := burst(p.addr, "crash", userList("u", 80), 8, nil)
-	p.waitExit(30 * time.Second)
+	createPromotion(t, p.Addr, "crash", 50)
+	before, unknown := burst(p.Addr, "crash", userList("u", 80), 8, nil)
+	p.WaitExit(30 * time.Second)
 	// The process died with claims in the database that Redis still holds
 	// as pending: exactly the window between commit and acknowledgement.
 	if rows := issuedRows(t, dbPath, "crash"); rows < 1 {
@@ -382,14 +306,14 @@ func TestKillDuringClaimBurst(t *testing.T) {
 	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
 	dbPath := filepath.Join(t.TempDir(), "dibs.db")
 	p := startServe(t, redis.Addr(), "sqlite://"+dbPath)
-	createPromotion(t, p.addr, "burst", 300)
+	createPromotion(t, p.Addr, "burst", 300)
 	var once sync.Once
-	before, unknown := burst(p.addr, "burst", userList("b", 600), 32, func(answered int) {
+	before, unknown := burst(p.Addr, "burst", userList("b", 600), 32, func(answered int) {
 		if answered >= 150 {
-			once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
+			once.Do(func() { p.Signal(syscall.SIGKILL) })
 		}
 	})
-	p.waitExit(10 * time.Second)
+	p.WaitExit(10 * time.Second)
 	if len(unknown) == 0 {
 		t.Fatalf("the kill interrupted nothing (%d answers)", len(before))
 	}
@@ -405,9 +329,9 @@ func TestRedisKilledUnderAOFAlways(t *testing.T) {
 	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
 	dbPath := filepath.Join(t.TempDir(), "dibs.db")
 	p := startServe(t, redis.Addr(), "sqlite://"+dbPath)
-	createPromotion(t, p.addr, "aof", 300)
+	createPromotion(t, p.Addr, "aof", 300)
 	var once sync.Once
-	before, unknown := burst(p.addr, "aof", userList("r", 600), 32, func(answered int) {
+	before, unknown := burst(p.Addr, "aof", userList("r", 600), 32, func(answered int) {
 		if answered >= 150 {
 			once.Do(func() {
 				if err := redis.Kill(); err != nil {
@@ -435,7 +359,7 @@ func TestEmbeddedRedisDeathStopsServe(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(dibsBinary(t), "serve", "--addr", "127.0.0.1:0", "--db", "sqlite://"+filepath.Join(dir, "dibs.db"),
 		"--admin-token", crashToken, "--data-dir", filepath.Join(dir, "data"))
-	cmd.Env = localServerEnv(os.Environ(), filepath.Join(dir, "data"))
+	cmd.Env = demo.ServerEnv(os.Environ(), filepath.Join(dir, "data"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -464,7 +388,7 @@ func TestEmbeddedRedisDeathStopsServe(t *testing.T) {
 					}
 				}
 			}
-			if _, ok := listeningAddr(line); ok {
+			if _, ok := demo.ListeningAddr(line); ok {
 				redisAddr <- seen // it serves: now take its Redis away
 			}
 		}

@@ -16,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dibsio/dibs/internal/demo"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testmain"
 )
 
 func TestMain(m *testing.M) {
-	redistest.RegisterCleanup(func() {
+	testmain.RegisterCleanup(func() {
 		if binDir != "" {
 			_ = os.RemoveAll(binDir)
 		}
@@ -213,13 +215,13 @@ func TestBenchOwnServer(t *testing.T) {
 	}
 }
 
-// TestBenchTarget runs the shared local-server code directly and benches
+// TestBenchTarget runs the local server of demo and bench directly and benches
 // the server it started, twice, as an operator would with --target.
 func TestBenchTarget(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := startLocalServer(ctx, localServerConfig{Binary: dibsBinary(t)})
+	srv, err := demo.StartServer(ctx, demo.ServerConfig{Binary: dibsBinary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,91 +325,5 @@ func TestDemoFlags(t *testing.T) {
 				t.Errorf("a server was started for a bad command line:\n%s", r)
 			}
 		})
-	}
-}
-
-func TestListeningAddr(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		line string
-		addr string
-	}{
-		{`time=2026-01-02T03:04:05.000Z level=INFO msg=listening addr=127.0.0.1:41234`, "127.0.0.1:41234"},
-		{`time=2026-01-02T03:04:05.000Z level=INFO msg=listening addr=127.0.0.1:41234 admin_token=x`, "127.0.0.1:41234"},
-		{`level=INFO msg="listening" addr="[::1]:8080"`, "[::1]:8080"},
-		{`{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"listening","addr":"127.0.0.1:5000"}`, "127.0.0.1:5000"},
-		{`level=INFO msg="redis-server listening" addr=127.0.0.1:6379`, ""},
-		{`level=INFO msg=listening-soon addr=127.0.0.1:1`, ""},
-		{`level=INFO msg=started redis_addr=127.0.0.1:6379`, ""},
-		{`level=INFO msg=listening`, ""},
-		{``, ""},
-	}
-	for _, tt := range tests {
-		addr, ok := listeningAddr(tt.line)
-		if addr != tt.addr || ok != (tt.addr != "") {
-			t.Errorf("listeningAddr(%q) = %q, %v; want %q", tt.line, addr, ok, tt.addr)
-		}
-	}
-}
-
-func TestServerLog(t *testing.T) {
-	t.Parallel()
-	var forwarded bytes.Buffer
-	l := newServerLog(&forwarded)
-	if got := l.tailText(); got != "    (the server wrote nothing)" {
-		t.Fatalf("empty tail: %q", got)
-	}
-	// Lines arrive split across writes, as they do from a pipe.
-	input := "level=INFO msg=starting\nlevel=INFO msg=list"
-	input2 := "ening addr=127.0.0.1:9\nlevel=INFO msg=listening addr=127.0.0.1:10\npartial"
-	for _, s := range []string{input, input2} {
-		if n, err := l.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	select {
-	case addr := <-l.addr:
-		if addr != "127.0.0.1:9" {
-			t.Fatalf("address %q, want the first one", addr)
-		}
-	default:
-		t.Fatal("no address announced")
-	}
-	select {
-	case addr := <-l.addr:
-		t.Fatalf("a second address was announced: %q", addr)
-	default:
-	}
-	if forwarded.String() != input+input2 {
-		t.Fatalf("forwarded %q", forwarded.String())
-	}
-	want := "    level=INFO msg=starting\n    level=INFO msg=listening addr=127.0.0.1:9\n    level=INFO msg=listening addr=127.0.0.1:10\n    partial"
-	if got := l.tailText(); got != want {
-		t.Fatalf("tail:\n%s\nwant:\n%s", got, want)
-	}
-
-	// Only the last lines are kept.
-	for i := range 100 {
-		fmt.Fprintf(l, "line %d\n", i)
-	}
-	tail := l.tailText()
-	if n := strings.Count(tail, "\n") + 1; n != logTailLines {
-		t.Fatalf("tail has %d lines, want %d", n, logTailLines)
-	}
-	if !strings.HasSuffix(tail, "    line 99") || strings.Contains(tail, "line 69\n") {
-		t.Fatalf("tail is not the last lines:\n%s", tail)
-	}
-}
-
-func TestLocalServerEnv(t *testing.T) {
-	t.Parallel()
-	env := localServerEnv([]string{
-		"PATH=/usr/bin", "DIBS_REDIS_URL=redis://elsewhere:6379", "DIBS_DATABASE_URL=postgres://x",
-		"DIBS_ADDR=0.0.0.0:80", "DIBS_ADMIN_TOKEN=t", "DIBS_CONFIG=/etc/dibs.yaml", "DIBS_DATA_DIR=/var/lib/dibs",
-		"DIBS_LOG_FORMAT=json", "HOME=/root",
-	}, "/tmp/d")
-	want := []string{"PATH=/usr/bin", "DIBS_LOG_FORMAT=json", "HOME=/root", "DIBS_DATA_DIR=/tmp/d"}
-	if fmt.Sprint(env) != fmt.Sprint(want) {
-		t.Fatalf("env = %v, want %v", env, want)
 	}
 }

@@ -7,27 +7,22 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/internal/service"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dibs migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", envOr("DIBS_DATABASE_URL", "sqlite://dibs.db"), "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
+	db := fs.String("db", envOr("DIBS_DATABASE_URL", service.DefaultDB), "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
-	st, err := store.Open(ctx, *db)
-	if err != nil {
-		return fmt.Errorf("database %s: %w", redactURL(*db), err)
+	if err := service.Migrate(ctx, *db); err != nil {
+		return err
 	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("database %s: migrate: %w", redactURL(*db), err)
-	}
-	fmt.Fprintf(stdout, "schema up to date: %s\n", redactURL(*db))
+	fmt.Fprintf(stdout, "schema up to date: %s\n", service.RedactURL(*db))
 	return nil
 }

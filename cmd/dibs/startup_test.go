@@ -96,13 +96,13 @@ func TestSecondServeOnSameDatabase(t *testing.T) {
 		t.Fatalf("the refused serve made its data directory (%v)", err)
 	}
 	// The first one still serves.
-	if a, err := call(first.addr, "GET", "/readyz", ""); err != nil || a.status != 200 {
+	if a, err := call(first.Addr, "GET", "/readyz", ""); err != nil || a.status != 200 {
 		t.Fatalf("the first serve after the refusal: %+v %v", a, err)
 	}
 	// Once it is gone, the database is free again.
-	first.kill()
+	first.Kill()
 	again := startServe(t, redistest.Single(t).Addr(), "sqlite://"+dbPath)
-	again.kill()
+	again.Kill()
 }
 
 // fakeOldRedis answers like a Redis 6.2 on a free loopback port: enough of

@@ -7,7 +7,8 @@
 // when the tests run as root the servers run as the postgres user (or
 // nobody). Servers run with fsync off: they are for tests only.
 //
-// A test binary using URL must run its tests through redistest.Main, which
-// stops the shared server after the tests; a server is also killed by the
-// kernel if the test binary dies.
+// A test binary using URL runs its tests through Main (or redistest.Main,
+// if it uses Redis too: both are testmain.Main), which stops the shared
+// server after the tests; a server is also killed by the kernel if the test
+// binary dies.
 package pgtest

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testmain"
 )
 
 // Timeouts of the helpers.
@@ -23,6 +24,14 @@ const (
 	// DropTimeout bounds dropping a test's database at cleanup.
 	DropTimeout = 10 * time.Second
 )
+
+// Main runs the tests through testmain.Main, which stops the binary-wide
+// server after them and then fails the binary if goroutines leaked. A test
+// binary that also uses redistest calls redistest.Main instead: it stops
+// this server too.
+func Main(m *testing.M, opts ...goleak.Option) {
+	testmain.Main(m, opts...)
+}
 
 // shared is the binary-wide server and a small pool on its postgres
 // database that creates and drops the tests' databases.
@@ -54,7 +63,7 @@ func startShared() (*shared, error) {
 		_ = srv.remove(ctx)
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	redistest.RegisterCleanup(func() {
+	testmain.RegisterCleanup(func() {
 		admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
@@ -66,8 +75,8 @@ func startShared() (*shared, error) {
 }
 
 // URL returns the URL of a fresh, empty database for this test, created in
-// the binary-wide PostgreSQL (started on first use, stopped by
-// redistest.Main after the tests) and dropped when the test ends. Tests
+// the binary-wide PostgreSQL (started on first use, stopped by Main after
+// the tests) and dropped when the test ends. Tests
 // running in parallel each get their own database.
 func URL(t testing.TB) string {
 	t.Helper()

@@ -10,11 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dibsio/dibs/internal/pgtest"
-	"github.com/dibsio/dibs/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	redistest.Main(m)
+	pgtest.Main(m)
 }
 
 func connect(t *testing.T, url string) *pgx.Conn {

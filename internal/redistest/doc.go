@@ -7,6 +7,9 @@
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
 //
+// Main is testmain.Main with the leak exceptions of the Redis client, so it
+// also stops the servers of other helpers, such as pgtest's.
+//
 // Tests share the servers; each keeps to its own key prefix (Prefix), so they
 // run in parallel. A suite that must hold on both topologies ranges over
 // Topologies.

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dibsio/dibs/internal/redisserver"
+	"github.com/dibsio/dibs/internal/testmain"
 )
 
 // Timeouts of the helpers.
@@ -26,30 +27,6 @@ const (
 	StopTimeout = 10 * time.Second
 )
 
-var (
-	cleanupMu sync.Mutex
-	cleanups  []func() // run by Main in reverse order
-)
-
-// RegisterCleanup adds a function that Main runs after the tests, before it
-// checks for leaked goroutines. Functions run in reverse order of
-// registration, like t.Cleanup.
-func RegisterCleanup(f func()) {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	cleanups = append(cleanups, f)
-}
-
-func runCleanups() {
-	cleanupMu.Lock()
-	fs := cleanups
-	cleanups = nil
-	cleanupMu.Unlock()
-	for _, f := range slices.Backward(fs) {
-		f()
-	}
-}
-
 // leakIgnores are goroutines of libraries that end by themselves shortly
 // after their owner is closed, which goleak would otherwise report.
 var leakIgnores = []goleak.Option{
@@ -58,19 +35,11 @@ var leakIgnores = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
 }
 
-// Main runs the tests, then every function given to RegisterCleanup (which
-// stops the shared servers), then fails the binary if goroutines leaked.
-// opts are passed to goleak, for a test binary that needs to ignore some.
+// Main runs the tests through testmain.Main, which stops the shared servers
+// after them and then fails the binary if goroutines leaked. opts are passed
+// to goleak, for a test binary that needs to ignore some.
 func Main(m *testing.M, opts ...goleak.Option) {
-	code := m.Run()
-	runCleanups()
-	if code == 0 {
-		if err := goleak.Find(append(slices.Clone(leakIgnores), opts...)...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testmain.Main(m, append(slices.Clone(leakIgnores), opts...)...)
 }
 
 // logWriter is where the servers' logs go: standard error with
@@ -84,7 +53,7 @@ func logWriter() io.Writer {
 
 // stopOnCleanup registers the stop of a shared server with Main.
 func stopOnCleanup(s *redisserver.Server) {
-	RegisterCleanup(func() {
+	testmain.RegisterCleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := s.Stop(ctx); err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/pgtest"
-	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
@@ -19,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	redistest.Main(m)
+	pgtest.Main(m)
 }
 
 // newStore returns an unmigrated store on url, closed when the test ends.

@@ -1,7 +1,6 @@
-package main
+package service
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,11 +25,11 @@ func TestTuningDocLoads(t *testing.T) {
 	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fc, err := loadConfig(path)
+	fc, err := LoadFile(path)
 	if err != nil {
 		t.Fatalf("docs/tuning.md example does not load: %v", err)
 	}
-	def := defaultFileConfig()
+	def := DefaultConfig()
 	got, want := fc.Stream, def.Stream
 	got.Logger, want.Logger = nil, nil
 	if got.BatchSize != want.BatchSize || got.Block != want.Block || got.ReclaimMinIdle != want.ReclaimMinIdle ||
@@ -55,17 +54,17 @@ func TestConfigErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := loadConfig(path); err == nil {
+			if _, err := LoadFile(path); err == nil {
 				t.Fatal("want an error")
 			}
 		})
 	}
-	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Fatal("missing file: want an error")
 	}
 	empty := filepath.Join(t.TempDir(), "empty.yaml")
 	_ = os.WriteFile(empty, nil, 0o644)
-	if _, err := loadConfig(empty); err != nil {
+	if _, err := LoadFile(empty); err != nil {
 		t.Fatalf("empty file: %v", err)
 	}
 }
@@ -87,20 +86,5 @@ func TestRedisOptions(t *testing.T) {
 		if (err != nil) != c.bad || len(addrs) != c.addrs {
 			t.Errorf("%q: %v %v", c.in, addrs, err)
 		}
-	}
-}
-
-// TestConfigFileFillsUnsetFlags: addr, redis, db and data_dir from the
-// config file apply unless a flag or an environment variable gave them.
-func TestConfigFileFillsUnsetFlags(t *testing.T) {
-	fc := fileConfig{Addr: "127.0.0.1:9999", Redis: "redis://file:6379", DB: "postgres://file/db", DataDir: "/file"}
-	t.Setenv("DIBS_DATABASE_URL", "sqlite://env.db")
-	f, err := parseServeFlags([]string{"--addr", "127.0.0.1:1"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.applyFile(fc)
-	if f.addr != "127.0.0.1:1" || f.redis != "redis://file:6379" || f.db != "sqlite://env.db" || f.dataDir != "/file" {
-		t.Fatalf("got addr %q redis %q db %q data dir %q", f.addr, f.redis, f.db, f.dataDir)
 	}
 }

@@ -1,23 +1,18 @@
-package main
+package stream
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/httpapi"
-	"github.com/dibsio/dibs/stream"
-)
-
-// streamMetrics export the stream runtime's activity to Prometheus. Streams
-// are labelled by key; there is one per promotion.
-type streamMetrics struct {
+// Metrics export the activity of pools to Prometheus: the dibs_stream_*
+// series, labelled by stream key. Plug Hooks into Config.Hooks; Forget drops
+// the series of a stream that is gone.
+type Metrics struct {
 	reads, messages, acks, failures, dead *prometheus.CounterVec
 	consumers, lag, pending               *prometheus.GaugeVec
 }
 
-// newStreamMetrics creates the stream series and registers them with reg.
-func newStreamMetrics(reg prometheus.Registerer) *streamMetrics {
-	m := &streamMetrics{
+// NewMetrics creates the stream series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dibs_stream_reads_total", Help: "XREADGROUP calls, by whether they returned entries.",
 		}, []string{"stream", "result"}),
@@ -47,9 +42,9 @@ func newStreamMetrics(reg prometheus.Registerer) *streamMetrics {
 	return m
 }
 
-// hooks are the stream runtime's hooks that feed m.
-func (m *streamMetrics) hooks() stream.Hooks {
-	return stream.Hooks{
+// Hooks returns the runtime hooks that feed m, for Config.Hooks.
+func (m *Metrics) Hooks() Hooks {
+	return Hooks{
 		Read: func(s string, n int) {
 			if n == 0 {
 				m.reads.WithLabelValues(s, "empty").Inc()
@@ -69,24 +64,13 @@ func (m *streamMetrics) hooks() stream.Hooks {
 	}
 }
 
-// forget deletes every series of stream key s.
-func (m *streamMetrics) forget(s string) {
+// Forget deletes every series of stream key s.
+func (m *Metrics) Forget(s string) {
 	match := prometheus.Labels{"stream": s}
 	for _, v := range []*prometheus.MetricVec{
 		m.reads.MetricVec, m.messages.MetricVec, m.acks.MetricVec, m.failures.MetricVec, m.dead.MetricVec,
 		m.consumers.MetricVec, m.lag.MetricVec, m.pending.MetricVec,
 	} {
 		v.DeletePartialMatch(match)
-	}
-}
-
-// forgetDrained returns the promotion manager's OnDrained hook: a drained
-// promotion costs nothing afterwards, so its series go too (its pending
-// gauge and every series of its stream, whose keys start with prefix).
-func forgetDrained(api *httpapi.Metrics, sm *streamMetrics, prefix string) func(promotionID string) {
-	return func(id string) {
-		api.Pending.DeleteLabelValues(id)
-		api.Halted.DeleteLabelValues(id)
-		sm.forget(claim.KeysFor(prefix, id).Stream())
 	}
 }

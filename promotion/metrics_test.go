@@ -1,4 +1,4 @@
-package main
+package promotion_test
 
 import (
 	"net/http/httptest"
@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // TestDrainedPromotionSeriesAreDropped: once a promotion is drained, its
@@ -17,14 +17,16 @@ import (
 // promotions' series stay.
 func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	t.Parallel()
+	const prefix = "m:"
 	reg := prometheus.NewRegistry()
-	api := httpapi.NewMetrics(reg)
-	sm := newStreamMetrics(reg)
-	hooks := sm.hooks()
+	m := promotion.NewMetrics(reg, prefix)
+	hooks := m.StreamHooks()
 	for _, id := range []string{"gone", "kept"} {
-		s := claim.KeysFor(keyPrefix, id).Stream()
-		api.Pending.WithLabelValues(id).Set(3)
-		api.Halted.WithLabelValues(id).Set(0)
+		s := claim.KeysFor(prefix, id).Stream()
+		m.Backlog(id, 3)
+		m.Halted(id, id == "gone")
+		m.Issued(id, 2)
+		m.DeadLetter(id)
 		hooks.Read(s, 0)
 		hooks.Read(s, 2)
 		hooks.Ack(s, 2)
@@ -33,11 +35,11 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		hooks.Consumers(s, 1)
 		hooks.Lag(s, 0, 1)
 	}
-	forgetDrained(api, sm, keyPrefix)("gone")
+	m.Drained("gone")
 
 	text := exposition(t, reg)
-	gone := claim.KeysFor(keyPrefix, "gone").Stream()
-	kept := claim.KeysFor(keyPrefix, "kept").Stream()
+	gone := claim.KeysFor(prefix, "gone").Stream()
+	kept := claim.KeysFor(prefix, "kept").Stream()
 	for _, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, `"gone"`) || strings.Contains(line, `"`+gone+`"`) {
 			t.Errorf("a drained promotion's series is still exported: %s", line)
@@ -58,6 +60,12 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%s of the other promotion is missing:\n%s", name, text)
+		}
+	}
+	// The totals are not per promotion: they stay.
+	for _, want := range []string{"dibs_issued_total 4\n", "dibs_dead_letters_total 2\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, text)
 		}
 	}
 }

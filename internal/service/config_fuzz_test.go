@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"os"
@@ -10,8 +10,8 @@ import (
 	"github.com/dibsio/dibs/httpapi"
 )
 
-// FuzzLoadConfig feeds arbitrary files to the loader of `dibs serve
-// --config`. A bad file is an error, never a panic; a file that loads loads
+// FuzzLoadConfig feeds arbitrary files to LoadFile, the loader of `dibs
+// serve --config`. A bad file is an error, never a panic; a file that loads loads
 // the same way twice; and the durations of its http section are the ones
 // it wrote, not values wrapped around by an overflow.
 func FuzzLoadConfig(f *testing.F) {
@@ -30,11 +30,11 @@ func FuzzLoadConfig(f *testing.F) {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fc, err := loadConfig(path)
+		fc, err := LoadFile(path)
 		if err != nil {
 			return
 		}
-		again, err := loadConfig(path)
+		again, err := LoadFile(path)
 		if err != nil || !reflect.DeepEqual(fc, again) {
 			t.Fatalf("loaded %+v, then %+v, %v", fc, again, err)
 		}

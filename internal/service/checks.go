@@ -1,11 +1,16 @@
-package main
+package service
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/redis/rueidis"
@@ -15,7 +20,8 @@ import (
 	"github.com/dibsio/dibs/stream"
 )
 
-// The checks dibs serve runs before it starts anything.
+// The checks the service runs before it starts anything, and the small
+// parsers they share.
 
 // unusedClient is a Redis client that is never called.
 type unusedClient struct{ rueidis.Client }
@@ -26,6 +32,53 @@ type unusedClient struct{ rueidis.Client }
 func checkStreamConfig(cfg stream.Config) error {
 	_, err := stream.NewRegistry(unusedClient{}, "check", cfg)
 	return err
+}
+
+// redisOptions parses --redis: a redis:// or rediss:// URL, or a comma list
+// of host:port seeds (Redis Cluster). Empty means the embedded server.
+func redisOptions(s string) ([]string, rueidis.ClientOption, error) {
+	opt := rueidis.ClientOption{DisableCache: true}
+	switch {
+	case s == "":
+		return nil, opt, nil
+	case strings.HasPrefix(s, "redis://"), strings.HasPrefix(s, "rediss://"), strings.HasPrefix(s, "unix://"):
+		o, err := rueidis.ParseURL(s)
+		if err != nil {
+			return nil, opt, fmt.Errorf("--redis: %w", err)
+		}
+		o.DisableCache = true
+		return o.InitAddress, o, nil
+	case strings.Contains(s, "://"):
+		return nil, opt, fmt.Errorf("--redis: unsupported scheme in %q (want redis://, rediss:// or host:port list)", s)
+	}
+	addrs := strings.Split(s, ",")
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			return nil, opt, fmt.Errorf("--redis: %q is not host:port", a)
+		}
+	}
+	opt.InitAddress = addrs
+	return addrs, opt, nil
+}
+
+// failpoint returns the crash hook named by spec (see Config.Failpoint).
+// Empty means no failpoint.
+func failpoint(spec string) (func(issued int), error) {
+	if spec == "" {
+		return func(int) {}, nil
+	}
+	name, arg, _ := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(arg)
+	if name != "crash-after-commit" || err != nil || n < 1 {
+		return nil, fmt.Errorf("DIBS_FAILPOINT: unknown failpoint %q (want crash-after-commit:N)", spec)
+	}
+	var total atomic.Int64
+	return func(issued int) {
+		if total.Add(int64(issued)) >= int64(n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never reach the acknowledgement
+		}
+	}, nil
 }
 
 // checkDataDir reports a data directory the embedded redis-server could not
@@ -78,4 +131,24 @@ func lockDatabase(dbURL string) (release func(), err error) {
 		return nil, fmt.Errorf("database %s: %w", dbURL, err)
 	}
 	return func() { _ = f.Close() }, nil
+}
+
+// RedactURL hides a password in a database URL.
+func RedactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			cred := rest[:at]
+			if c := strings.Index(cred, ":"); c >= 0 {
+				return s[:i+3] + cred[:c] + ":***" + rest[at:]
+			}
+		}
+	}
+	return s
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

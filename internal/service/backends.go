@@ -1,6 +1,6 @@
-package main
+package service
 
-// The database backends dibs serve and dibs migrate can open.
+// The database backends the service and Migrate can open.
 import (
 	_ "github.com/dibsio/dibs/store/postgres"
 	_ "github.com/dibsio/dibs/store/sqlite"

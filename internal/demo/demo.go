@@ -1,0 +1,85 @@
+// Package demo runs a load scenario the way dibs demo and dibs bench do:
+// against a running server, or against a throw-away local `dibs serve` it
+// starts as a child process (a private redis-server and a SQLite file in a
+// temporary directory) and stops around the run.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dibsio/dibs/bench"
+)
+
+// Options are the output and local-server settings of a run.
+type Options struct {
+	// JSON prints the report as one JSON object; progress goes to stderr.
+	JSON bool
+	// Keep keeps the local server's temporary directory.
+	Keep bool
+	// ServerLog streams the local server's log to stderr.
+	ServerLog bool
+}
+
+// Run runs cfg against cfg.Target, or, when that is empty, against a
+// throw-away local server it starts and stops around the run. It prints
+// progress and the report, and returns nil only if every check passed and
+// the local server (if any) stopped cleanly.
+func Run(ctx context.Context, cfg bench.Config, opts Options, stdout, stderr io.Writer) error {
+	progress := stdout
+	if opts.JSON {
+		progress = stderr
+	}
+	cfg.Progress = progress
+
+	var srv *Server
+	if cfg.Target == "" {
+		// Find a bad flag before paying for a server.
+		probe := cfg
+		probe.Target, probe.AdminToken = "http://127.0.0.1:1", "x"
+		if err := probe.Validate(); err != nil {
+			return err
+		}
+		var logTo io.Writer
+		if opts.ServerLog {
+			logTo = stderr
+		}
+		fmt.Fprintln(progress, "starting a local dibs server (embedded Redis and SQLite) ...")
+		var err error
+		srv, err = StartServer(ctx, ServerConfig{Keep: opts.Keep, LogTo: logTo})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "server listening on %s, data in %s\n", srv.URL, srv.Dir)
+		cfg.Target, cfg.AdminToken = srv.URL, srv.AdminToken
+	}
+
+	rep, runErr := bench.Run(ctx, cfg)
+	var stopErr error
+	if srv != nil {
+		stopErr = srv.Stop()
+		if opts.Keep {
+			fmt.Fprintf(progress, "kept %s\n", srv.Dir)
+		}
+	}
+	if runErr != nil {
+		// stopErr says why when the run failed because the server died.
+		return errors.Join(runErr, stopErr)
+	}
+
+	fmt.Fprintln(progress)
+	var werr error
+	if opts.JSON {
+		werr = rep.WriteJSON(stdout)
+	} else {
+		werr = rep.WriteText(stdout)
+	}
+	var checkErr error
+	if !rep.OK() {
+		checkErr = fmt.Errorf("invariant checks failed: %s", strings.Join(rep.Failed(), ", "))
+	}
+	return errors.Join(checkErr, werr, stopErr)
+}

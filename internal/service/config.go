@@ -1,0 +1,242 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/stream"
+)
+
+// Defaults of the settings dibs serve also takes as flags.
+const (
+	// DefaultAddr is the HTTP listen address.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultDB is the database: a SQLite file in the working directory.
+	DefaultDB = "sqlite://dibs.db"
+	// DefaultDataDir is the data directory of the embedded redis-server.
+	DefaultDataDir = "dibs-data"
+)
+
+// Config is what the service runs with. Its YAML form is the file given to
+// dibs serve with --config (docs/tuning.md); the fields without a YAML name
+// come from flags and the environment only. Start from DefaultConfig or
+// LoadFile: the zero Stream leaves trim_acked off.
+type Config struct {
+	// Addr is the HTTP listen address; port 0 picks a free port. Defaults
+	// to DefaultAddr.
+	Addr string `yaml:"addr"`
+	// Redis is a redis:// or rediss:// URL, or a comma list of host:port
+	// seeds of a Redis Cluster (--redis). Empty starts a private
+	// redis-server in DataDir: the embedded default.
+	Redis string `yaml:"redis"`
+	// DB is the database URL, sqlite://PATH or postgres://... Defaults to
+	// DefaultDB.
+	DB string `yaml:"db"`
+	// DataDir is the data directory of the embedded redis-server
+	// (--data-dir). Defaults to DefaultDataDir.
+	DataDir string `yaml:"data_dir"`
+	// Stream tunes the promotions' confirmation pools; its Hooks are the
+	// service's metrics. Defaults to stream.DefaultConfig() in
+	// DefaultConfig and LoadFile.
+	Stream stream.Config `yaml:"stream"`
+	// HTTP tunes the API. Zero fields keep the API's defaults.
+	HTTP HTTPConfig `yaml:"http"`
+	// EmbeddedRedis tunes the embedded redis-server.
+	EmbeddedRedis EmbeddedRedisConfig `yaml:"embedded_redis"`
+	// WaitingRoom is the reserved waiting_room section of the file: the
+	// file format documents it, so a file holding it loads, but nothing
+	// reads it yet.
+	WaitingRoom reservedWaitingRoom `yaml:"waiting_room"`
+
+	// AdminToken is the bearer token of the admin endpoints. Defaults to a
+	// random one, logged once at start.
+	AdminToken string `yaml:"-"`
+	// Instance names this process's stream consumers; a restarted instance
+	// with the same name resumes its own pending entries. Defaults to
+	// DefaultInstance().
+	Instance string `yaml:"-"`
+	// Failpoint names a crash hook for crash tests with real processes:
+	// "crash-after-commit:N" kills the process with SIGKILL once N claims
+	// were committed to the database, before they are acknowledged in
+	// Redis. Defaults to none.
+	Failpoint string `yaml:"-"`
+	// Logger receives the service's logs. Defaults to slog.Default().
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// HTTPConfig is the `http:` section of the file; zero means the API's
+// default.
+type HTTPConfig struct {
+	// MaxInFlight bounds concurrent claim and grant requests.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// ClaimTimeoutMS is the deadline of one claim's Redis call.
+	ClaimTimeoutMS int `yaml:"claim_timeout_ms"`
+	// MaxConns caps the connections the instance holds open at once;
+	// further clients wait in the kernel's accept queue.
+	MaxConns int `yaml:"max_conns"`
+	// ReadTimeoutMS and WriteTimeoutMS are the deadlines of a request that
+	// is not streamed.
+	ReadTimeoutMS  int `yaml:"read_timeout_ms"`
+	WriteTimeoutMS int `yaml:"write_timeout_ms"`
+	// StreamIdleTimeoutMS is how far each line or event of a streamed
+	// request pushes its deadlines ahead.
+	StreamIdleTimeoutMS int `yaml:"stream_idle_timeout_ms"`
+	// MaxStreams bounds concurrent streamed requests.
+	MaxStreams int `yaml:"max_streams"`
+	// IdempotencyTTLSeconds is how long an admin request's answer is kept
+	// for retries with its Idempotency-Key.
+	IdempotencyTTLSeconds int `yaml:"idempotency_ttl_seconds"`
+}
+
+// EmbeddedRedisConfig is the `embedded_redis:` section of the file.
+type EmbeddedRedisConfig struct {
+	// AppendFsync is the embedded redis-server's appendfsync: everysec or
+	// always. Defaults to everysec.
+	AppendFsync string `yaml:"appendfsync"`
+}
+
+// reservedWaitingRoom holds the keys of the waiting_room section, which
+// nothing reads yet.
+type reservedWaitingRoom struct {
+	TickMS  int `yaml:"tick_ms"`
+	Workers int `yaml:"workers"`
+}
+
+// DefaultConfig is the configuration of a file that sets nothing.
+func DefaultConfig() Config {
+	return Config{Stream: stream.DefaultConfig()}
+}
+
+// LoadFile reads the YAML file at path over DefaultConfig; unknown keys
+// are errors. An empty path is DefaultConfig.
+func LoadFile(path string) (Config, error) {
+	c := DefaultConfig()
+	if path == "" {
+		return c, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.EmbeddedRedis.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.HTTP.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// withDefaults fills in the zero values.
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.DB == "" {
+		c.DB = DefaultDB
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.EmbeddedRedis.AppendFsync == "" {
+		c.EmbeddedRedis.AppendFsync = "everysec"
+	}
+	if c.Instance == "" {
+		c.Instance = DefaultInstance()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Stream.Logger == nil {
+		c.Stream.Logger = c.Logger
+	}
+	return c
+}
+
+// validate reports the first setting that cannot work, naming it. It needs
+// neither Redis nor the database.
+func (c Config) validate() error {
+	if _, _, err := redisOptions(c.Redis); err != nil {
+		return err
+	}
+	if err := checkStreamConfig(c.Stream); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.EmbeddedRedis.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.HTTP.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if _, err := failpoint(c.Failpoint); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DefaultInstance is the default instance name: the host name, else "dibs".
+func DefaultInstance() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "dibs"
+	}
+	return h
+}
+
+func (e EmbeddedRedisConfig) validate() error {
+	switch e.AppendFsync {
+	case "", "everysec", "always":
+		return nil
+	}
+	return errors.New("embedded_redis.appendfsync must be everysec or always")
+}
+
+// validate names the first key that cannot work.
+func (h HTTPConfig) validate() error {
+	const none = 0 // not a duration
+	for _, v := range []struct {
+		key  string
+		n    int
+		unit time.Duration
+	}{
+		{"max_in_flight", h.MaxInFlight, none}, {"claim_timeout_ms", h.ClaimTimeoutMS, time.Millisecond},
+		{"max_conns", h.MaxConns, none},
+		{"read_timeout_ms", h.ReadTimeoutMS, time.Millisecond}, {"write_timeout_ms", h.WriteTimeoutMS, time.Millisecond},
+		{"stream_idle_timeout_ms", h.StreamIdleTimeoutMS, time.Millisecond}, {"max_streams", h.MaxStreams, none},
+		{"idempotency_ttl_seconds", h.IdempotencyTTLSeconds, time.Second},
+	} {
+		if v.n < 0 {
+			return fmt.Errorf("http.%s must not be negative, got %d", v.key, v.n)
+		}
+		if v.unit != none && int64(v.n) > math.MaxInt64/int64(v.unit) {
+			return fmt.Errorf("http.%s is too large, got %d", v.key, v.n)
+		}
+	}
+	return nil
+}
+
+// apply sets the API's tunables from h.
+func (h HTTPConfig) apply(c *httpapi.Config) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	c.MaxInFlight = h.MaxInFlight
+	c.ClaimTimeout = ms(h.ClaimTimeoutMS)
+	c.ReadTimeout = ms(h.ReadTimeoutMS)
+	c.WriteTimeout = ms(h.WriteTimeoutMS)
+	c.StreamIdleTimeout = ms(h.StreamIdleTimeoutMS)
+	c.MaxStreams = h.MaxStreams
+	c.IdempotencyTTL = time.Duration(h.IdempotencyTTLSeconds) * time.Second
+}

@@ -1,0 +1,323 @@
+// Package service assembles dibs serve: the database, Redis (an embedded
+// redis-server unless one is given), the promotion manager with its
+// confirmation pools, the HTTP API and the metrics, started and stopped in
+// order.
+//
+//	svc, err := service.New(cfg) // checks what needs neither Redis nor the database
+//	err = svc.Start(ctx)         // opens, starts and listens; logs "listening addr=..."
+//	err = svc.Wait(ctx)          // until ctx ends or the service fails on its own
+//	err = svc.Stop(ctx)          // drains requests, then consumers, then closes
+//
+// Run does all four.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/internal/redisserver"
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/stream"
+)
+
+// KeyPrefix is the Redis key prefix of everything the service keeps.
+const KeyPrefix = claim.DefaultPrefix
+
+// Timeouts of the service's steps; Stop's ctx can only shorten them.
+const (
+	// RedisCheckTimeout bounds each of the PING and the version check of
+	// Redis at start.
+	RedisCheckTimeout = 5 * time.Second
+	// DrainTimeout bounds the drain of the HTTP requests in flight.
+	DrainTimeout = 15 * time.Second
+	// ConsumersStopTimeout bounds the stop of the manager and its pools:
+	// in-flight batches finish, the rest stays pending in Redis.
+	ConsumersStopTimeout = 30 * time.Second
+	// RedisStopTimeout bounds the stop of the embedded redis-server.
+	RedisStopTimeout = 10 * time.Second
+)
+
+// Service is a running dibs serve. Create it with New, then Start it.
+type Service struct {
+	cfg        Config
+	log        *slog.Logger
+	crash      func(issued int)
+	redisAddrs []string
+	redisOpt   rueidis.ClientOption
+
+	// Written by Start before it returns, read by Wait and Stop after it.
+	mu          sync.Mutex // serialises Start and Stop
+	started     bool
+	stopped     bool
+	ln          net.Listener
+	hs          *http.Server
+	mgr         *promotion.Manager
+	served      chan struct{}           // closed once hs.Serve returned
+	serveErr    error                   // hs.Serve's result; written before served is closed
+	redisExited <-chan struct{}         // closed if the embedded redis-server dies; nil otherwise
+	closers     []func(context.Context) // what Start opened below the manager, closed in reverse by Stop
+}
+
+// New checks cfg as far as it can without Redis or the database.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	addrs, opt, _ := redisOptions(cfg.Redis) // checked by validate
+	crash, _ := failpoint(cfg.Failpoint)
+	return &Service{cfg: cfg, log: cfg.Logger, crash: crash, redisAddrs: addrs, redisOpt: opt}, nil
+}
+
+// Run runs the service until ctx is done, then drains gracefully. It
+// returns why the service could not start or failed on its own; nil after
+// a stop asked for by ctx.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	err = s.Wait(ctx)
+	_ = s.Stop(context.WithoutCancel(ctx)) // its problems are logged
+	return err
+}
+
+// Start opens the database, starts or reaches Redis, starts the manager and
+// serves the API. Everything that can be checked without Redis is checked,
+// and the listen address bound, before the embedded redis-server starts.
+// On failure Start closes what it opened. It starts a service once.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		return errors.New("service: start after stop")
+	case s.started:
+		return errors.New("service: already started")
+	}
+	if err := s.start(ctx); err != nil {
+		s.closeAll(context.WithoutCancel(ctx))
+		return err
+	}
+	s.started = true
+	return nil
+}
+
+func (s *Service) start(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	if cfg.Redis == "" {
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func(context.Context) { _ = ln.Close() })
+	unlock, err := lockDatabase(cfg.DB)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func(context.Context) { unlock() })
+	st, err := openStore(ctx, cfg.DB)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func(context.Context) { _ = st.Close() })
+
+	if cfg.Redis == "" {
+		srv, err := startEmbeddedRedis(ctx, cfg.DataDir, cfg.EmbeddedRedis.AppendFsync, log)
+		if err != nil {
+			return err
+		}
+		s.closers = append(s.closers, func(ctx context.Context) {
+			sctx, cancel := context.WithTimeout(ctx, RedisStopTimeout)
+			defer cancel()
+			if err := srv.Stop(sctx); err != nil {
+				log.Warn("stopping redis-server", "err", err)
+			}
+		})
+		s.redisExited = srv.Exited()
+		s.redisAddrs = []string{srv.Addr()}
+		s.redisOpt.InitAddress = s.redisAddrs
+	}
+	where := strings.Join(s.redisAddrs, ",")
+	client, err := rueidis.NewClient(s.redisOpt)
+	if err != nil {
+		return fmt.Errorf("redis at %s unreachable: %w", where, err)
+	}
+	s.closers = append(s.closers, func(context.Context) { client.Close() })
+	pctx, cancel := context.WithTimeout(ctx, RedisCheckTimeout)
+	err = client.Do(pctx, client.B().Ping().Build()).Error()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("redis at %s unreachable: %w", where, err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, RedisCheckTimeout)
+	err = stream.CheckServer(vctx, client)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("redis at %s: %w", where, err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	apiMetrics := httpapi.NewMetrics(reg)
+	pm := promotion.NewMetrics(reg, KeyPrefix)
+	scfg := cfg.Stream
+	scfg.Hooks = pm.StreamHooks()
+	mgr, err := promotion.New(client, st, promotion.Config{
+		Prefix:   KeyPrefix,
+		Instance: cfg.Instance,
+		Stream:   &scfg,
+		Logger:   log,
+		OnIssued: func(id string, n int) {
+			pm.Issued(id, n)
+			s.crash(n)
+		},
+		OnDeadLetter: pm.DeadLetter,
+		OnBacklog:    pm.Backlog,
+		OnHalted:     pm.Halted,
+		OnDrained:    pm.Drained,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	s.mgr = mgr
+
+	token := cfg.AdminToken
+	if token == "" {
+		token = randomToken()
+		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
+	}
+	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
+		Metrics: apiMetrics, Gatherer: reg, Logger: log}
+	cfg.HTTP.apply(&hcfg)
+	api, err := httpapi.New(hcfg)
+	if err != nil {
+		return err
+	}
+	// Read and write deadlines are set per request by the API (a streamed
+	// request pushes them ahead as it goes), so the server sets none.
+	s.hs = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s.served = make(chan struct{})
+	go func() {
+		s.serveErr = s.hs.Serve(httpapi.LimitListener(ln, cfg.HTTP.MaxConns))
+		close(s.served)
+	}()
+	log.Info("listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// Addr is the address the API listens on; nil before Start.
+func (s *Service) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Wait blocks until ctx is done or the started service fails on its own:
+// the HTTP server stops serving, or the embedded redis-server exits. It
+// returns nil when ctx ended, else the failure. Before Start it waits for
+// ctx alone.
+func (s *Service) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	served, redisExited := s.served, s.redisExited
+	s.mu.Unlock()
+	select {
+	case <-served:
+		return fmt.Errorf("http server: %w", s.serveErr)
+	case <-ctx.Done():
+		return nil
+	case <-redisExited:
+		// Nothing can work without it; exit so a supervisor restarts dibs,
+		// which restarts redis-server on the same AOF.
+		s.log.Error("embedded redis-server exited; shutting down")
+		return errors.New("the embedded redis-server exited unexpectedly; restart dibs")
+	}
+}
+
+// Stop drains the requests in flight, then stops the manager and its pools
+// (unfinished entries stay pending in Redis for the next start), then
+// closes Redis and the database. Each step is bounded by its own timeout
+// and by ctx; what goes wrong is logged. It returns ctx.Err() if ctx ended
+// first. Safe to call twice or before Start.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	if s.started {
+		s.log.Info("shutting down: draining requests and consumers")
+		hctx, cancel := context.WithTimeout(ctx, DrainTimeout)
+		if err := s.hs.Shutdown(hctx); err != nil {
+			s.log.Warn("http drain", "err", err)
+		}
+		cancel()
+		<-s.served
+	}
+	s.closeAll(ctx)
+	return ctx.Err()
+}
+
+// closeAll stops the manager, then closes what Start opened, in reverse.
+func (s *Service) closeAll(ctx context.Context) {
+	if s.mgr != nil {
+		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
+		if err := s.mgr.Stop(mctx); err != nil {
+			s.log.Warn("stopping consumers", "err", err)
+		}
+		cancel()
+		s.mgr = nil
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i](ctx)
+	}
+	s.closers = nil
+}
+
+func startEmbeddedRedis(ctx context.Context, dataDir, fsync string, log *slog.Logger) (*redisserver.Server, error) {
+	dir, err := filepath.Abs(filepath.Join(dataDir, "redis"))
+	if err != nil {
+		return nil, err
+	}
+	srv, err := redisserver.Start(ctx, redisserver.Options{Dir: dir, AppendFsync: fsync, Lock: true})
+	if err != nil {
+		return nil, fmt.Errorf("embedded redis-server: %w", err)
+	}
+	log.Info("started private redis-server", "addr", srv.Addr(), "dir", dir, "appendfsync", fsync)
+	return srv, nil
+}
