@@ -137,7 +137,9 @@ func TestSlowReaderIsCutAtWriteDeadline(t *testing.T) {
 // is applied in full; a JSON body as slow is cut.
 func TestStreamedUploadOutlivesDeadlines(t *testing.T) {
 	t.Parallel()
-	const deadline = 200 * time.Millisecond
+	// Long enough for the admin and read requests around the uploads to be
+	// answered on a loaded machine; the uploads take three times as long.
+	const deadline = time.Second
 	e := setupWith(t, single, func(c *httpapi.Config) {
 		c.ReadTimeout = deadline
 		c.WriteTimeout = deadline
