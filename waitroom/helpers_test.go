@@ -11,6 +11,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -90,6 +91,25 @@ func (f fixture) startAdmission(t *testing.T) int64 {
 // later is an opening far enough ahead that nobody is let in before
 // startAdmission.
 var later = time.Now().Add(time.Hour)
+
+// admitUntil ticks until n users are admitted in total and returns the
+// last tick and the tokens handed out on the way, by user.
+func (f fixture) admitUntil(t *testing.T, n int64) (TickResult, map[string]string) {
+	t.Helper()
+	tokens := map[string]string{}
+	var res TickResult
+	wait.For(t, 5*time.Second, strconv.FormatInt(n, 10)+" admitted", func() bool {
+		var err error
+		if res, err = f.rooms.Tick(context.Background(), f.id); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range res.New {
+			tokens[a.Pass.User] = a.Token
+		}
+		return res.Admitted >= n
+	})
+	return res, tokens
+}
 
 // eachTopology runs f on the single node and on the Cluster, in parallel.
 func eachTopology(t *testing.T, f func(t *testing.T, tp redistest.Topology)) {

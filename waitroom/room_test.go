@@ -229,15 +229,7 @@ func TestSoldOutAndEndedEndTheWait(t *testing.T) {
 		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: later})
 		users := f.join(t, 10)
 		f.startAdmission(t)
-		var res TickResult
-		wait.For(t, 5*time.Second, "3 admitted", func() bool {
-			var err error
-			res, err = f.rooms.Tick(ctx, f.id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res.Admitted == 3
-		})
+		f.admitUntil(t, 3)
 		for _, u := range users[:3] {
 			st, err := f.rooms.Status(ctx, f.id, u, true)
 			if err != nil || st.Status != StatusAdmitted || st.Token == "" {
@@ -289,15 +281,7 @@ func TestAbandonedHeadIsSkipped(t *testing.T) {
 		if st, err := f.rooms.Status(ctx, f.id, users[0], true); err != nil || st.Status != StatusAbandoned {
 			t.Fatalf("u1 before admission reached it: %+v, %v", st, err)
 		}
-		var res TickResult
-		wait.For(t, 5*time.Second, "one admission", func() bool {
-			var err error
-			res, err = f.rooms.Tick(ctx, f.id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res.Admitted == 1
-		})
+		res, _ := f.admitUntil(t, 1)
 		if len(res.New) != 1 || res.New[0].Pass.User != "u2" || res.Skipped != 1 {
 			t.Fatalf("first admission: %+v; want u2 with u1 skipped", res)
 		}
@@ -322,17 +306,7 @@ func TestPasses(t *testing.T) {
 		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: later})
 		users := f.join(t, 3)
 		f.startAdmission(t)
-		tokens := map[string]string{}
-		wait.For(t, 5*time.Second, "3 admitted", func() bool {
-			res, err := f.rooms.Tick(ctx, f.id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, a := range res.New {
-				tokens[a.Pass.User] = a.Token
-			}
-			return res.Admitted == 3
-		})
+		_, tokens := f.admitUntil(t, 3)
 		st, err := f.rooms.Join(ctx, f.id, users[0])
 		if err != nil || st.Status != StatusAdmitted || st.Token != tokens[users[0]] {
 			t.Fatalf("u1 joining again once admitted: %+v, %v; want the same token", st, err)
@@ -418,25 +392,11 @@ func TestExpiredPassGivesItsUnitBack(t *testing.T) {
 		f.open(t, Settings{AdmitPerSecond: 1000, EntryTTL: 50 * time.Millisecond, OpensAt: later})
 		f.join(t, 2)
 		f.startAdmission(t)
-		var first TickResult
-		wait.For(t, 5*time.Second, "u1 admitted", func() bool {
-			var err error
-			if first, err = f.rooms.Tick(ctx, f.id); err != nil {
-				t.Fatal(err)
-			}
-			return first.Admitted == 1
-		})
+		first, _ := f.admitUntil(t, 1)
 		if first.Live != 1 {
 			t.Fatalf("one unit, one live pass: %+v", first)
 		}
-		var res TickResult
-		wait.For(t, 5*time.Second, "u2 admitted once u1's pass expired", func() bool {
-			var err error
-			if res, err = f.rooms.Tick(ctx, f.id); err != nil {
-				t.Fatal(err)
-			}
-			return res.Admitted == 2
-		})
+		res, _ := f.admitUntil(t, 2)
 		if len(res.New) != 1 || res.New[0].Pass.User != "u2" || res.Now < first.New[0].Pass.ExpiresAt.UnixMilli() {
 			t.Fatalf("second admission %+v before u1's pass expired at %v", res, first.New[0].Pass.ExpiresAt)
 		}
