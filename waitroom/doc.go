@@ -1,0 +1,61 @@
+// Package waitroom is the waiting room in front of a promotion: users join a
+// line in order, are let in at a fixed rate that stays exact with any number
+// of instances and never beyond what the stock can serve, and get a signed,
+// single-use pass that the claim spends.
+//
+// # State and rules
+//
+// A room's keys (see [Keys]) share the promotion's hash tag with the claim
+// keys, so one script reads the claim meta and rank counter next to the
+// room. [Rooms.Join] hands out places from a Redis-side sequence (O(1));
+// joining again keeps the place while the user checks in ([Rooms.Status])
+// at least every [Settings].AbandonAfter. [Rooms.Tick] runs one script that
+// reads Redis TIME and lets in users in order of place until the total let
+// in is
+//
+//	min(⌊admit_per_second × (now − opening)⌋, admitted + remaining − live)
+//
+// with remaining = stock + voided − seq (claim keys) and live the passes
+// neither spent nor expired: an expired pass gives its unit back, a late tick
+// catches up, and two ticks at once never let anyone in twice. A user
+// reached by admission who stopped checking in is skipped; joining again
+// puts them at the back. A sold-out or ended promotion answers
+// [StatusSoldOut] or [StatusEnded] to every waiting user at once, and joins
+// get [ErrSoldOut] or [ErrEnded]; if stock comes back, admission resumes.
+//
+// # Passes
+//
+// An admitted user gets an entry token ([Signer]): URL-safe base64 of the
+// key id, promotion, user, pass id and expiry, signed with HMAC-SHA256 by
+// the first of one or two keys ([ParseKeys]: "id:base64secret,…", the form
+// of DIBS_WAITROOM_SECRET). Verify rejects a forged token with [ErrForged],
+// another user's or promotion's with [ErrNotYours], an expired one with
+// [ErrExpired]. A pass lets in once: [SpendScript] marks it spent in Redis
+// and answers [ErrSpent] after that.
+//
+// # Wiring the claim
+//
+// The claim script spends the pass in the step that takes the unit, by
+// including [PassLua] at its top and taking three more keys,
+// [Keys.SpendKeys] (Passes, Live, Meta of the room, all in the promotion's
+// slot), and the pass id of the token verified in Go as one more argument.
+// In order:
+//
+//  1. answer a retry whose Idempotency-Key matched before any pass check,
+//     as today;
+//  2. check the window (ended, not started) as today;
+//  3. r = wr_pass_check(passes, pass_id, user, now); if r, return
+//     {'not_admitted', r} and write nothing;
+//  4. check the per-user limit and the stock as today (sold out writes
+//     nothing: the pass stays live until it expires);
+//  5. take the unit and call wr_pass_spend(passes, live, meta, pass_id).
+//
+// # Scheduler
+//
+// A [Scheduler] ticks every active room (the registry set that
+// [Rooms.Open] adds to; never KEYS or SCAN) every TickInterval through a
+// bounded worker pool with caller-runs back-pressure; a round that overruns
+// makes the next ticks skip, never queue. A lease per room (SET PX,
+// renewed each tick) lets one instance tick it; another takes it over once
+// the lease lapses, or at once when the holder stops.
+package waitroom

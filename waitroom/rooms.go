@@ -1,0 +1,364 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Status is a user's standing in a room.
+type Status string
+
+// Statuses of a user.
+const (
+	// StatusWaiting: in line; Position says where.
+	StatusWaiting Status = "waiting"
+	// StatusAdmitted: let in; the pass lets the user claim once until it
+	// expires.
+	StatusAdmitted Status = "admitted"
+	// StatusUsed: the user's pass was spent by a claim.
+	StatusUsed Status = "used"
+	// StatusExpired: the user's pass expired unspent; joining again takes a
+	// place at the back.
+	StatusExpired Status = "expired"
+	// StatusAbandoned: the user stopped checking in and lost the place;
+	// joining again takes a place at the back.
+	StatusAbandoned Status = "abandoned"
+	// StatusSoldOut: the stock is gone; nobody else is let in.
+	StatusSoldOut Status = "sold_out"
+	// StatusEnded: the promotion ended or was closed.
+	StatusEnded Status = "ended"
+)
+
+// Standing is a user's standing in a room, as Join and Status answer it.
+type Standing struct {
+	// Status is the user's status.
+	Status Status
+	// Place is the user's place in order of joining (waiting users only).
+	Place int64
+	// Position is the live place in line, 1 = next to be let in: the
+	// user's place minus the places admission has passed. Users ahead who
+	// abandoned are counted until admission reaches and skips them, so it
+	// is an upper bound that only falls. 0 unless waiting.
+	Position int64
+	// Wait estimates the time until the user is let in, from the admission
+	// rate and the measured speed of the line (waiting users only).
+	Wait Estimate
+	// StockExpectedToLast tells whether the units neither taken nor
+	// promised to a live pass cover everyone up to the user (waiting users
+	// only).
+	StockExpectedToLast bool
+	// Pass is the user's latest pass (admitted, used, expired).
+	Pass Pass
+	// Token is the signed entry token of Pass (admitted users only).
+	Token string
+	// Now is Redis TIME when the answer was made.
+	Now time.Time
+}
+
+// Rooms holds the waiting rooms of promotions in Redis. It is safe for
+// concurrent use.
+type Rooms struct {
+	client rueidis.Client
+	cfg    Config
+	signer *Signer
+}
+
+// New returns Rooms on client.
+func New(client rueidis.Client, cfg Config) (*Rooms, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	signer, err := NewSigner(cfg.Keys...)
+	if err != nil {
+		return nil, err
+	}
+	return &Rooms{client: client, cfg: cfg, signer: signer}, nil
+}
+
+// Keys returns the keys of promotion id's room.
+func (r *Rooms) Keys(id string) Keys { return KeysFor(r.cfg.Prefix, id) }
+
+// Signer returns the signer of entry tokens.
+func (r *Rooms) Signer() *Signer { return r.signer }
+
+// registry is the set of rooms the scheduler ticks.
+func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
+
+// Open creates promotion id's room with s, or updates the entry TTL and the
+// abandonment time of the room that exists, and registers it with the
+// scheduler. The promotion's claim state (claim.Gate.Open) should exist
+// first; until it does, joins answer ErrNotFound. Open reports whether it
+// created the room.
+func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
+	s = s.withDefaults()
+	if err := s.validate(); err != nil {
+		return false, err
+	}
+	k := r.Keys(id)
+	var opens int64
+	if !s.OpensAt.IsZero() {
+		opens = s.OpensAt.UnixMilli()
+	}
+	n, err := openScript.Exec(ctx, r.client, []string{k.Meta(), k.ClaimMeta()}, []string{
+		strconv.FormatInt(s.AdmitPerSecond, 10),
+		strconv.FormatInt(s.EntryTTL.Milliseconds(), 10),
+		strconv.FormatInt(s.AbandonAfter.Milliseconds(), 10),
+		strconv.FormatInt(opens, 10),
+	}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("open waiting room %s: %w", id, err)
+	}
+	if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.registry()).Member(id).Build()).Error(); err != nil {
+		return false, fmt.Errorf("register waiting room %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// Unregister removes promotion id's room from the scheduler's registry; its
+// state stays for status lookups. The scheduler unregisters rooms whose
+// promotion ended by itself.
+func (r *Rooms) Unregister(ctx context.Context, id string) error {
+	if err := r.client.Do(ctx, r.client.B().Srem().Key(r.registry()).Member(id).Build()).Error(); err != nil {
+		return fmt.Errorf("unregister waiting room %s: %w", id, err)
+	}
+	return nil
+}
+
+// Active lists the rooms in the scheduler's registry.
+func (r *Rooms) Active(ctx context.Context) ([]string, error) {
+	ids, err := r.client.Do(ctx, r.client.B().Smembers().Key(r.registry()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("list waiting rooms: %w", err)
+	}
+	return ids, nil
+}
+
+// Join puts userID in line in promotion id's room, or answers the standing
+// of a user already there: joining again, from any number of tabs, keeps
+// the place. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
+// cannot join.
+func (r *Rooms) Join(ctx context.Context, id, userID string) (Standing, error) {
+	vals, err := joinScript.Exec(ctx, r.client, r.Keys(id).room(), []string{userID}).ToArray()
+	if err != nil {
+		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
+	}
+	st, err := r.standing(id, userID, vals)
+	if err != nil {
+		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
+	}
+	return st, nil
+}
+
+// Status answers userID's standing in promotion id's room; checkIn records
+// that the user is still there (a waiting user who does not check in for the
+// room's AbandonAfter loses the place). Users who never joined get
+// ErrNotJoined. Ended and sold-out promotions answer StatusEnded and
+// StatusSoldOut to every user who has not spent a pass.
+func (r *Rooms) Status(ctx context.Context, id, userID string, checkIn bool) (Standing, error) {
+	ci := "0"
+	if checkIn {
+		ci = "1"
+	}
+	vals, err := statusScript.Exec(ctx, r.client, r.Keys(id).room(), []string{userID, ci}).ToArray()
+	if err != nil {
+		return Standing{}, fmt.Errorf("status in %s of %s: %w", id, userID, err)
+	}
+	st, err := r.standing(id, userID, vals)
+	if err != nil {
+		return Standing{}, fmt.Errorf("status in %s of %s: %w", id, userID, err)
+	}
+	return st, nil
+}
+
+// standing decodes the reply of the join and status scripts.
+func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standing, error) {
+	if len(vals) == 0 {
+		return Standing{}, errors.New("empty script reply")
+	}
+	status, err := vals[0].ToString()
+	if err != nil {
+		return Standing{}, err
+	}
+	if len(vals) == 1 {
+		if e, ok := outcomes[status]; ok {
+			return Standing{}, e
+		}
+		return Standing{}, fmt.Errorf("unexpected outcome %q", status)
+	}
+	if len(vals) < 10 {
+		return Standing{}, fmt.Errorf("short script reply (%d values)", len(vals))
+	}
+	var n [8]int64 // place, cursor, pass, exp, remaining, live, now, rate
+	for i := range n {
+		if n[i], err = vals[i+1].AsInt64(); err != nil {
+			return Standing{}, err
+		}
+	}
+	place, cursor, pass, exp, remaining, live, now, rate := n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]
+	measured := 0.0
+	if s, _ := vals[9].ToString(); s != "" {
+		measured, _ = strconv.ParseFloat(s, 64)
+	}
+	st := Standing{Status: Status(status), Now: time.UnixMilli(now).UTC()}
+	if pass > 0 {
+		st.Pass = Pass{Promotion: id, User: userID, ID: pass, ExpiresAt: time.UnixMilli(exp).UTC()}
+	}
+	switch st.Status {
+	case StatusWaiting:
+		st.Place = place
+		st.Position = max(place-cursor, 1)
+		st.Wait = EstimateWait(st.Position, rate, measured)
+		st.StockExpectedToLast = StockExpectedToLast(st.Position, remaining-live)
+	case StatusAdmitted:
+		st.Token = r.signer.Sign(st.Pass)
+	}
+	return st, nil
+}
+
+// TickResult is what one tick of a room did and saw.
+type TickResult struct {
+	// State is the promotion's state: "open", "paused" (its counters are
+	// being rebuilt: nobody is let in meanwhile), "sold_out" or "ended".
+	State string
+	// Now is the Redis TIME the tick used, in ms since the epoch.
+	Now int64
+	// Allowed is ⌊rate × (Now − opening) / 1000⌋: the admissions time
+	// allows so far.
+	Allowed int64
+	// Admitted is the passes handed out in total after the tick.
+	Admitted int64
+	// Cursor is the last place admission has passed.
+	Cursor int64
+	// Skipped is the places passed without admission in total (abandoned
+	// users, and places left by users who joined again).
+	Skipped int64
+	// Remaining is the stock not yet taken (stock + voided − seq).
+	Remaining int64
+	// Live is the passes unspent and unexpired after the tick.
+	Live int64
+	// New are the users let in by this tick, in order.
+	New []Admission
+}
+
+// Tick advances admission in promotion id's room to what Redis TIME and the
+// stock allow (see tickScript). Any number of callers may tick one room at
+// once: each admission happens once. ErrNotFound if the room is missing.
+func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
+	batch := strconv.Itoa(r.cfg.TickBatch)
+	vals, err := tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch}).ToArray()
+	if err != nil {
+		return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+	}
+	if len(vals) == 0 {
+		return TickResult{}, fmt.Errorf("tick %s: empty script reply", id)
+	}
+	state, err := vals[0].ToString()
+	if err != nil {
+		return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+	}
+	if state == "not_found" {
+		return TickResult{}, ErrNotFound
+	}
+	if len(vals) < 8 || (len(vals)-8)%3 != 0 {
+		return TickResult{}, fmt.Errorf("tick %s: malformed script reply (%d values)", id, len(vals))
+	}
+	var n [7]int64
+	for i := range n {
+		if n[i], err = vals[i+1].AsInt64(); err != nil {
+			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+		}
+	}
+	res := TickResult{State: state, Now: n[0], Admitted: n[1], Cursor: n[2], Skipped: n[3],
+		Allowed: n[4], Remaining: n[5], Live: n[6]}
+	for i := 8; i+2 < len(vals); i += 3 {
+		user, err1 := vals[i].ToString()
+		pass, err2 := vals[i+1].AsInt64()
+		exp, err3 := vals[i+2].AsInt64()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return res, fmt.Errorf("tick %s: %w", id, err)
+		}
+		p := Pass{Promotion: id, User: user, ID: pass, ExpiresAt: time.UnixMilli(exp).UTC()}
+		res.New = append(res.New, Admission{Pass: p, Token: r.signer.Sign(p)})
+	}
+	return res, nil
+}
+
+// Verify checks an entry token of userID for promotion id against the
+// local clock (see Signer.Verify); the spend, judged against Redis TIME,
+// has the last word.
+func (r *Rooms) Verify(id, userID, token string) (Pass, error) {
+	return r.signer.Verify(id, userID, token, time.Now())
+}
+
+// Spend verifies token and spends its pass: it lets its user in once. It
+// answers ErrForged, ErrNotYours, ErrExpired, ErrSpent or ErrUnknownPass
+// when the token does not let userID in. The claim path spends the pass
+// inside the claim script instead (see PassLua), so that the pass and the
+// unit go together; Spend is the same check on its own.
+func (r *Rooms) Spend(ctx context.Context, id, userID, token string) (Pass, error) {
+	p, err := r.Verify(id, userID, token)
+	if err != nil {
+		return Pass{}, err
+	}
+	out, err := SpendScript.Exec(ctx, r.client, r.Keys(id).SpendKeys(),
+		[]string{strconv.FormatInt(p.ID, 10), userID}).ToString()
+	if err != nil {
+		return Pass{}, fmt.Errorf("spend pass %d of %s in %s: %w", p.ID, userID, id, err)
+	}
+	if out == "ok" {
+		return p, nil
+	}
+	if e, ok := outcomes[out]; ok {
+		return Pass{}, e
+	}
+	return Pass{}, fmt.Errorf("spend pass %d of %s in %s: unexpected outcome %q", p.ID, userID, id, out)
+}
+
+// Counts are a room's counters, for the promotion object and metrics.
+type Counts struct {
+	// Joined is the places handed out.
+	Joined int64
+	// Waiting is the places not yet reached by admission (users who
+	// abandoned ahead of being reached included).
+	Waiting int64
+	// Admitted is the passes handed out.
+	Admitted int64
+	// PassesSpent is the passes spent by claims.
+	PassesSpent int64
+	// PassesExpired is the passes that expired unspent and gave their unit
+	// back.
+	PassesExpired int64
+	// Abandoned is the places skipped by admission.
+	Abandoned int64
+}
+
+// Counts reads promotion id's room counters; ErrNotFound if it is missing.
+func (r *Rooms) Counts(ctx context.Context, id string) (Counts, error) {
+	k := r.Keys(id)
+	res := r.client.DoMulti(ctx,
+		r.client.B().Hmget().Key(k.Meta()).Field("admitted", "cursor", "skipped", "spent", "expired").Build(),
+		r.client.B().Get().Key(k.Seq()).Build())
+	vals, err := res[0].ToArray()
+	if err != nil {
+		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
+	}
+	if len(vals) < 5 || vals[0].IsNil() {
+		return Counts{}, ErrNotFound
+	}
+	var n [5]int64
+	for i := range n {
+		n[i], _ = vals[i].AsInt64()
+	}
+	joined, err := res[1].AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
+	}
+	return Counts{Joined: joined, Waiting: joined - n[1], Admitted: n[0], Abandoned: n[2],
+		PassesSpent: n[3], PassesExpired: n[4]}, nil
+}

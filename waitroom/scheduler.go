@@ -1,0 +1,272 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// releaseTimeout bounds giving the leases up when the scheduler stops.
+const releaseTimeout = time.Second
+
+// Scheduler advances admission in every active room every TickInterval:
+// each tick lists the rooms of the registry set (never KEYS or SCAN) and
+// hands each room's tick to a bounded worker pool; when no worker is idle
+// the round runs the room itself (caller-runs), so a full pool slows the
+// rounds down instead of queueing work. At most one round runs at a time: a
+// tick that comes while the previous round still runs is skipped, never
+// queued behind it. Across instances a room is ticked by the holder of its
+// lease (Keys.Lease), which another instance takes over once it lapses.
+type Scheduler struct {
+	rooms *Rooms
+	loop  *loop
+
+	// mu guards the lifecycle fields below; the scheduler's state belongs
+	// to the loop goroutine.
+	mu      sync.Mutex
+	cancel  context.CancelFunc // set by Start, nil before
+	done    chan struct{}      // closed when the loop returned
+	stopped bool
+}
+
+// NewScheduler returns the scheduler of rooms, configured by rooms' Config.
+func NewScheduler(rooms *Rooms) *Scheduler {
+	s := &Scheduler{rooms: rooms}
+	s.loop = &loop{
+		interval: rooms.cfg.TickInterval,
+		workers:  rooms.cfg.Workers,
+		list:     s.active,
+		work:     s.tickRoom,
+		finish:   s.release,
+	}
+	return s
+}
+
+// Start starts the scheduler. It returns an error if it was started or
+// stopped before.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil || s.stopped {
+		return errors.New("waitroom: scheduler already started")
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		s.loop.run(ctx)
+	}()
+	return nil
+}
+
+// Stop stops the scheduler: no new round starts, the round in flight is
+// cancelled and waited for, and the leases of this instance are given up so
+// another instance takes its rooms at once. It returns ctx.Err() if ctx ends
+// first. It is safe to call twice, and before Start.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats counts what the scheduler did.
+type Stats struct {
+	// Rounds is the rounds completed.
+	Rounds int64
+	// Overruns is the ticks skipped because the previous round still ran.
+	Overruns int64
+	// CallerRuns is the room ticks the round ran itself, the pool being
+	// full.
+	CallerRuns int64
+}
+
+// Stats returns the scheduler's counters.
+func (s *Scheduler) Stats() Stats { return s.loop.stats() }
+
+// active lists the registry's rooms, logging a failure.
+func (s *Scheduler) active(ctx context.Context) ([]string, error) {
+	ids, err := s.rooms.Active(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.rooms.cfg.Logger.Warn("waiting room registry", "err", err)
+	}
+	return ids, err
+}
+
+// tickRoom is one room's work: take or renew the lease, tick, hand the
+// admitted users to OnAdmit, and unregister a room whose promotion ended.
+func (s *Scheduler) tickRoom(ctx context.Context, id string) {
+	r := s.rooms
+	k := r.Keys(id)
+	held, err := leaseScript.Exec(ctx, r.client, []string{k.Lease()},
+		[]string{r.cfg.Instance, strconv.FormatInt(r.cfg.LeaseTTL.Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("waiting room lease", "promotion", id, "err", err)
+		}
+		return
+	}
+	if held == 0 {
+		return
+	}
+	res, err := r.Tick(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s.unregister(ctx, id)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("waiting room tick", "promotion", id, "err", err)
+		}
+		return
+	}
+	if len(res.New) > 0 && r.cfg.OnAdmit != nil {
+		r.cfg.OnAdmit(id, res.New)
+	}
+	if res.State == "ended" {
+		s.unregister(ctx, id)
+	}
+}
+
+func (s *Scheduler) unregister(ctx context.Context, id string) {
+	if err := s.rooms.Unregister(ctx, id); err != nil && ctx.Err() == nil {
+		s.rooms.cfg.Logger.Warn("waiting room unregister", "promotion", id, "err", err)
+	}
+	s.release(ctx, []string{id})
+}
+
+// release gives up this instance's leases of rooms.
+func (s *Scheduler) release(ctx context.Context, rooms []string) {
+	r := s.rooms
+	for _, id := range rooms {
+		if ctx.Err() != nil {
+			return
+		}
+		err := releaseScript.Exec(ctx, r.client, []string{r.Keys(id).Lease()}, []string{r.cfg.Instance}).Error()
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("waiting room lease release", "promotion", id, "err", err)
+		}
+	}
+}
+
+// loop is the scheduler's timing core, apart from Redis: list and work are
+// injected, so tests drive it with testing/synctest.
+type loop struct {
+	interval time.Duration
+	workers  int
+	list     func(ctx context.Context) ([]string, error)
+	work     func(ctx context.Context, room string)
+	// finish is called once the loop stopped, with the rooms of the last
+	// round, for giving their leases up. Optional.
+	finish func(ctx context.Context, rooms []string)
+
+	// Counters: written by the loop and round goroutines, read by stats.
+	rounds, overruns, callerRuns atomic.Int64
+}
+
+func (l *loop) stats() Stats {
+	return Stats{Rounds: l.rounds.Load(), Overruns: l.overruns.Load(), CallerRuns: l.callerRuns.Load()}
+}
+
+// job is one room's tick in a round.
+type job struct {
+	room string
+	wg   *sync.WaitGroup
+}
+
+// run owns the scheduler's state (the round in flight, the rooms of the
+// last round) until ctx ends; then it waits for the round in flight and the
+// workers.
+func (l *loop) run(ctx context.Context) {
+	// Unbuffered: a job goes to an idle worker or is run by the round.
+	jobs := make(chan job)
+	var workers sync.WaitGroup
+	for range l.workers {
+		workers.Go(func() {
+			for j := range jobs {
+				l.work(ctx, j.room)
+				j.wg.Done()
+			}
+		})
+	}
+	t := time.NewTicker(l.interval)
+	var (
+		round chan []string // delivers the round's rooms when it ends; nil when none runs
+		last  []string
+	)
+	defer func() {
+		t.Stop()
+		if round != nil {
+			if rooms := <-round; rooms != nil {
+				last = rooms
+			}
+		}
+		close(jobs)
+		workers.Wait()
+		if l.finish != nil && len(last) > 0 {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			l.finish(fctx, last)
+			cancel()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if round != nil {
+				l.overruns.Add(1)
+				continue
+			}
+			round = make(chan []string, 1)
+			go l.round(ctx, jobs, round)
+		case rooms := <-round:
+			round = nil
+			if rooms != nil {
+				last = rooms
+			}
+			l.rounds.Add(1)
+		}
+	}
+}
+
+// round ticks every listed room once, through the pool or itself, and sends
+// the rooms on done when all their ticks have returned.
+func (l *loop) round(ctx context.Context, jobs chan<- job, done chan<- []string) {
+	rooms, err := l.list(ctx)
+	if err != nil {
+		done <- nil
+		return
+	}
+	var wg sync.WaitGroup
+	for _, room := range rooms {
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		j := job{room: room, wg: &wg}
+		select {
+		case jobs <- j:
+		default:
+			l.callerRuns.Add(1)
+			l.work(ctx, room)
+			wg.Done()
+		}
+	}
+	wg.Wait()
+	done <- rooms
+}

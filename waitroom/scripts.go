@@ -1,0 +1,334 @@
+package waitroom
+
+import "github.com/redis/rueidis"
+
+// The room scripts (open, join, status, tick) take the keys of Keys.room, in
+// this order:
+//
+//	KEYS[1] Meta   KEYS[2] Seq      KEYS[3] Place   KEYS[4] ByPlace
+//	KEYS[5] Seen   KEYS[6] Admitted KEYS[7] Passes  KEYS[8] Live
+//	KEYS[9] ClaimMeta               KEYS[10] ClaimSeq
+//
+// All carry the promotion's hash tag, so each script touches one slot.
+
+// prelude holds the Lua helpers the room scripts share.
+//
+// room_state reads the promotion's claim meta and rank counter against
+// Redis TIME: the state ('open', 'paused', 'sold_out', 'ended' or
+// 'not_found'), the stock remaining (stock + voided − seq, at least 0) and
+// the live passes (unspent and unexpired). Sold out means nothing remains
+// and no live pass may give a unit back.
+//
+// standing reads one user's place in the room: the status ('admitted',
+// 'used', 'expired', 'waiting', 'abandoned' or 'not_joined'), the place
+// (0 when not waiting), the latest pass id and its expiry (0 when none).
+//
+// reply builds the common answer of join and status:
+// {status, place, cursor, pass id, expires ms, remaining, live, now ms,
+// rate, measured rate (a string, places per second, "" when unmeasured)}.
+const prelude = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function room_state(now)
+  local live = redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf')
+  local c = redis.call('HMGET', KEYS[9], 'stock', 'voided', 'closed', 'ends_ms', 'paused')
+  if not c[1] then return 'not_found', 0, live end
+  if c[3] == '1' or now >= tonumber(c[4]) then return 'ended', 0, live end
+  local seq = tonumber(redis.call('GET', KEYS[10]) or '0')
+  local remaining = tonumber(c[1]) + tonumber(c[2] or '0') - seq
+  if remaining < 0 then remaining = 0 end
+  if c[5] == '1' then return 'paused', remaining, live end
+  if remaining == 0 and live == 0 then return 'sold_out', 0, live end
+  return 'open', remaining, live
+end
+local function standing(user, now, abandon)
+  local adm = redis.call('HGET', KEYS[6], user)
+  if adm then
+    local pass, exp = string.match(adm, '^(%d+):(%d+)$')
+    local p = redis.call('HGET', KEYS[7], pass) or 'x'
+    local st = string.sub(p, 1, 1)
+    if st == 's' then return 'used', 0, tonumber(pass), tonumber(exp) end
+    if st == 'u' and tonumber(exp) > now then return 'admitted', 0, tonumber(pass), tonumber(exp) end
+    return 'expired', 0, tonumber(pass), tonumber(exp)
+  end
+  local place = redis.call('HGET', KEYS[3], user)
+  local seen = redis.call('HGET', KEYS[5], user)
+  if place then
+    if tonumber(seen or '0') + abandon <= now then return 'abandoned', 0, 0, 0 end
+    return 'waiting', tonumber(place), 0, 0
+  end
+  if seen then return 'abandoned', 0, 0, 0 end
+  return 'not_joined', 0, 0, 0
+end
+local function reply(st, place, pass, exp, now, remaining, live, m)
+  return {st, place, tonumber(m[6] or '0'), pass, exp, remaining, live, now,
+    tonumber(m[1]), m[7] or ''}
+end
+local function room_meta()
+  return redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'ttl_ms', 'abandon_ms',
+    'admitted', 'cursor', 'm_rate', 'skipped', 'm_ms', 'm_cur')
+end
+`
+
+// openScript creates a room, or updates the settings of one that exists.
+//
+// KEYS: Meta, ClaimMeta. ARGV: rate (users per second), entry ttl (ms),
+// abandon after (ms), opening (ms; 0 means the promotion's starts_ms, or
+// Redis TIME when the claim meta is missing).
+//
+// The rate and the opening are fixed when the room is created, so the
+// admission count stays a function of time alone; an update changes the
+// entry ttl and the abandonment time. Returns 1 if the room was created, 0
+// if it existed.
+var openScript = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'ttl_ms', ARGV[2], 'abandon_ms', ARGV[3])
+  return 0
+end
+local open = tonumber(ARGV[4])
+if open == 0 then
+  local s = redis.call('HGET', KEYS[2], 'starts_ms')
+  if s then
+    open = tonumber(s)
+  else
+    local t = redis.call('TIME')
+    open = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+end
+redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'ttl_ms', ARGV[2], 'abandon_ms', ARGV[3],
+  'open_ms', open, 'admitted', 0, 'cursor', 0, 'skipped', 0, 'spent', 0, 'expired', 0, 'pass_seq', 0)
+return 1
+`)
+
+// joinScript puts a user in line, idempotently.
+//
+// KEYS: see above. ARGV: user id.
+//
+// A user already waiting (and not abandoned) keeps the place and checks in;
+// an admitted user (or one whose pass was spent) is answered as such. A user
+// who never joined, was skipped as abandoned, stopped checking in, or let a
+// pass expire takes a new place at the back: INCR of Seq, O(1). Returns the
+// reply of the prelude, or {outcome} with outcome not_found, ended or
+// sold_out (no new place is handed out when nobody can be let in).
+var joinScript = rueidis.NewLuaScript(prelude + `
+local m = room_meta()
+if not m[1] then return {'not_found'} end
+local now = now_ms()
+local state, remaining, live = room_state(now)
+if state == 'not_found' or state == 'ended' then return {state} end
+local user = ARGV[1]
+local st, place, pass, exp = standing(user, now, tonumber(m[4]))
+if st == 'admitted' or st == 'used' then return reply(st, 0, pass, exp, now, remaining, live, m) end
+if st == 'waiting' then
+  redis.call('HSET', KEYS[5], user, now)
+  return reply(st, place, 0, 0, now, remaining, live, m)
+end
+if state == 'sold_out' then return {'sold_out'} end
+place = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[3], user, place)
+redis.call('HSET', KEYS[4], place, user)
+redis.call('HSET', KEYS[5], user, now)
+redis.call('HDEL', KEYS[6], user)
+return reply('waiting', place, 0, 0, now, remaining, live, m)
+`)
+
+// statusScript answers a user's standing and, for a waiting user, records
+// a check-in.
+//
+// KEYS: see above. ARGV: user id, check in (1 or 0).
+//
+// A promotion that ended answers 'ended', and one sold out 'sold_out', to
+// every user who has not spent a pass, at once: the state is derived from
+// the claim meta on every call. Returns the reply of the prelude with status
+// one of waiting, admitted, used, expired, abandoned, sold_out, ended; or
+// {outcome} with outcome not_found or not_joined. O(1) but for ZCOUNT's
+// O(log n).
+var statusScript = rueidis.NewLuaScript(prelude + `
+local m = room_meta()
+if not m[1] then return {'not_found'} end
+local now = now_ms()
+local state, remaining, live = room_state(now)
+if state == 'not_found' then return {state} end
+local user = ARGV[1]
+local st, place, pass, exp = standing(user, now, tonumber(m[4]))
+if st == 'not_joined' then return {st} end
+if st ~= 'used' then
+  if state == 'ended' then
+    st = 'ended'
+  elseif state == 'sold_out' and st ~= 'admitted' then
+    st = 'sold_out'
+  end
+end
+if st == 'waiting' and ARGV[2] == '1' then redis.call('HSET', KEYS[5], user, now) end
+return reply(st, place, pass, exp, now, remaining, live, m)
+`)
+
+// tickScript advances admission to what Redis TIME allows.
+//
+// KEYS: see above. ARGV: the most places to examine, and the most expired
+// passes to reclaim, in this call.
+//
+// It first reclaims expired unspent passes (marks them x; their units count
+// as available again at once, since only unexpired passes count as live).
+// Then, if the promotion is open, it lets in users in order of place until
+// admitted (the total of passes ever handed out) reaches
+//
+//	min(⌊rate × (now − open_ms) / 1000⌋, admitted + remaining − live)
+//
+// where remaining = stock + voided − seq from the claim keys and live the
+// unspent unexpired passes. A user reached who stopped checking in for
+// abandon_ms, or who took a later place since, is skipped (counted in
+// skipped) and costs no admission. Since the count is a function of Redis
+// TIME and the stored total, a late tick catches up and concurrent ticks
+// never admit twice. Each admitted user gets the next pass id, expiring
+// ttl_ms after now.
+//
+// Returns {state, now, admitted, cursor, skipped, allowed, remaining, live,
+// then user, pass id, expiry (ms) for each user admitted by this call}, with
+// state one of open, paused, sold_out, ended; or {'not_found'}.
+var tickScript = rueidis.NewLuaScript(prelude + `
+local m = room_meta()
+if not m[1] then return {'not_found'} end
+local now = now_ms()
+local batch = tonumber(ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+if #gone > 0 then
+  local n = 0
+  for _, p in ipairs(gone) do
+    local v = redis.call('HGET', KEYS[7], p)
+    if v and string.sub(v, 1, 1) == 'u' then
+      redis.call('HSET', KEYS[7], p, 'x' .. string.sub(v, 2))
+      n = n + 1
+    end
+  end
+  redis.call('ZREM', KEYS[8], unpack(gone))
+  if n > 0 then redis.call('HINCRBY', KEYS[1], 'expired', n) end
+end
+local state, remaining, live = room_state(now)
+local rate, open = tonumber(m[1]), tonumber(m[2])
+local ttl, abandon = tonumber(m[3]), tonumber(m[4])
+local admitted, cursor, skipped = tonumber(m[5]), tonumber(m[6]), tonumber(m[8] or '0')
+local allowed = 0
+if now > open then
+  local x = rate * (now - open)
+  allowed = (x - x % 1000) / 1000
+end
+local out = {state, now, 0, 0, 0, allowed, remaining, 0}
+if state == 'open' then
+  local want = math.min(allowed - admitted, remaining - live)
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local steps = 0
+  while want > 0 and cursor < last and steps < batch do
+    steps = steps + 1
+    cursor = cursor + 1
+    local user = redis.call('HGET', KEYS[4], cursor)
+    redis.call('HDEL', KEYS[4], cursor)
+    if user and redis.call('HGET', KEYS[3], user) == tostring(cursor) then
+      redis.call('HDEL', KEYS[3], user)
+      if tonumber(redis.call('HGET', KEYS[5], user) or '0') + abandon <= now then
+        skipped = skipped + 1
+      else
+        local pass = redis.call('HINCRBY', KEYS[1], 'pass_seq', 1)
+        local exp = now + ttl
+        redis.call('HSET', KEYS[7], pass, 'u:' .. exp .. ':' .. user)
+        redis.call('ZADD', KEYS[8], exp, pass)
+        redis.call('HSET', KEYS[6], user, pass .. ':' .. exp)
+        admitted = admitted + 1
+        live = live + 1
+        want = want - 1
+        out[#out + 1] = user
+        out[#out + 1] = pass
+        out[#out + 1] = exp
+      end
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+local mark = tonumber(m[9] or '0')
+if mark == 0 then
+  redis.call('HSET', KEYS[1], 'm_ms', now, 'm_cur', cursor)
+elseif now - mark >= 2000 then
+  local r = (cursor - tonumber(m[10] or '0')) * 1000 / (now - mark)
+  redis.call('HSET', KEYS[1], 'm_ms', now, 'm_cur', cursor, 'm_rate', tostring(r))
+end
+redis.call('HSET', KEYS[1], 'admitted', admitted, 'cursor', cursor, 'skipped', skipped)
+out[3], out[4], out[5], out[8] = admitted, cursor, skipped, live
+return out
+`)
+
+// PassLua is the Lua source of the single-use pass check, for the claim
+// script to include at its top so it spends a pass in the atomic step that
+// takes the unit. It defines two local functions:
+//
+//	wr_pass_check(passes, pass, user, now) -> nil | outcome
+//	wr_pass_spend(passes, live, meta, pass)
+//
+// passes, live and meta are the key names Keys.Passes, Keys.Live and
+// Keys.Meta (pass them as KEYS, see Keys.SpendKeys); pass is the pass id
+// from the verified token (decimal string), user the claiming user, now
+// Redis TIME in ms. wr_pass_check returns nil for a live unspent pass of
+// user, or one of 'unknown', 'not_yours', 'spent', 'expired'; it writes
+// nothing. wr_pass_spend marks the pass spent, removes it from the live set
+// and counts it in the room meta's spent field; call it only after
+// wr_pass_check returned nil in the same script.
+const PassLua = `
+local function wr_pass_check(passes, pass, user, now)
+  local v = redis.call('HGET', passes, pass)
+  if not v then return 'unknown' end
+  local st, exp, owner = string.match(v, '^(%a):(%d+):(.*)$')
+  if owner ~= user then return 'not_yours' end
+  if st == 's' then return 'spent' end
+  if st ~= 'u' or tonumber(exp) <= now then return 'expired' end
+  return nil
+end
+local function wr_pass_spend(passes, live, meta, pass)
+  local v = redis.call('HGET', passes, pass)
+  redis.call('HSET', passes, pass, 's' .. string.sub(v, 2))
+  redis.call('ZREM', live, pass)
+  redis.call('HINCRBY', meta, 'spent', 1)
+end
+`
+
+// SpendScript checks that a pass is live, unspent and its user's, and marks
+// it spent, in one step: the standalone form of PassLua.
+//
+// KEYS: Passes, Live, Meta (Keys.SpendKeys). ARGV: pass id, user id.
+//
+// Returns "ok" when it spent the pass, or one of "unknown", "not_yours",
+// "spent", "expired" (nothing written). Expiry is judged against Redis
+// TIME. Rooms.Spend runs it after verifying the token's signature.
+var SpendScript = rueidis.NewLuaScript(PassLua + `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local r = wr_pass_check(KEYS[1], ARGV[1], ARGV[2], now)
+if r then return r end
+wr_pass_spend(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return 'ok'
+`)
+
+// leaseScript takes or renews a room's tick lease.
+//
+// KEYS: Lease. ARGV: holder id, ttl (ms). Returns 1 if the caller holds the
+// lease for ttl from now, 0 if another holder has it.
+var leaseScript = rueidis.NewLuaScript(`
+local h = redis.call('GET', KEYS[1])
+if h == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if h then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// releaseScript gives a room's tick lease up if the caller holds it.
+// KEYS: Lease. ARGV: holder id. Returns 1 if it released, 0 otherwise.
+var releaseScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
