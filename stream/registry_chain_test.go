@@ -48,17 +48,17 @@ func TestRestartAfterTimedOutStopNeverOverlaps(t *testing.T) {
 			r := newRegistry(t, e.c, "i1", fastConfig(mode))
 			var releaseOnce sync.Once
 			unblock := func() { releaseOnce.Do(func() { close(release) }) }
-			t.Cleanup(unblock) // before the registry's shutdown, even on failure
+			t.Cleanup(unblock) // before the registry's Stop, even on failure
 			ensure := func() {
 				t.Helper()
-				if _, err := r.Ensure(context.Background(), "k", e.spec(h)); err != nil {
+				if _, err := r.Run(context.Background(), "k", e.spec(h)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			stop := func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 				defer cancel()
-				return r.Stop(ctx, "k")
+				return r.StopPool(ctx, "k")
 			}
 			ensure()
 			select {

@@ -24,14 +24,14 @@ func newRegistry(t *testing.T, c rueidis.Client, instance string, cfg Config) *R
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := r.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
 		}
 		r.mu.Lock()
-		left := len(r.pools) + len(r.stopping)
+		left := len(r.pools)
 		r.mu.Unlock()
 		if left != 0 {
-			t.Errorf("%d pools left after shutdown", left)
+			t.Errorf("%d pools left after Stop", left)
 		}
 	})
 	return r
@@ -57,12 +57,12 @@ func TestIdleStopMakesNoCalls(t *testing.T) {
 			cfg.MinConsumers, cfg.MaxConsumers = 4, 4
 			rec := newRecorder()
 			r := newRegistry(t, e.c, "i1", cfg)
-			started, err := r.Ensure(context.Background(), "promo", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+			started, err := r.Run(context.Background(), "promo", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
 				rec.see(ctx, msgs)
 				return nil
 			})))
 			if err != nil || !started {
-				t.Fatalf("Ensure = %v, %v", started, err)
+				t.Fatalf("Run = %v, %v", started, err)
 			}
 			p := r.Pool("promo")
 			select {
@@ -79,11 +79,11 @@ func TestIdleStopMakesNoCalls(t *testing.T) {
 			}
 			// New work starts the pool again.
 			e.add(t, 1)
-			if started, err := r.Ensure(context.Background(), "promo", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+			if started, err := r.Run(context.Background(), "promo", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
 				rec.see(ctx, msgs)
 				return nil
 			}))); err != nil || !started {
-				t.Fatalf("Ensure after idle stop = %v, %v", started, err)
+				t.Fatalf("Run after idle stop = %v, %v", started, err)
 			}
 			wait.For(t, 5*time.Second, "restart handles new work", func() bool { return rec.count() == 21 })
 		})
@@ -91,29 +91,31 @@ func TestIdleStopMakesNoCalls(t *testing.T) {
 }
 
 // The idle stop is called off when work arrives while it is being decided.
-func TestIdleGateRejectsAfterWake(t *testing.T) {
+func TestIdleStopCalledOffByRun(t *testing.T) {
 	tp := redistest.Topologies(t)[0]
 	e := setup(t, tp)
 	r := newRegistry(t, e.c, "i1", fastConfig(ReadPoll))
-	if _, err := r.Ensure(context.Background(), "k", e.spec(PerMessage(func(context.Context, Message) error { return nil }))); err != nil {
+	if _, err := r.Run(context.Background(), "k", e.spec(PerMessage(func(context.Context, Message) error { return nil }))); err != nil {
 		t.Fatal(err)
 	}
 	p := r.Pool("k")
-	seq := p.wakeSeq.Load()
-	if _, err := r.Ensure(context.Background(), "k", e.spec(nil)); err != nil {
-		t.Fatal(err) // a running pool is only woken; the spec is not looked at
+	seq := p.wakeSeqNow()
+	if started, err := r.Run(context.Background(), "k", e.spec(nil)); err != nil || started {
+		t.Fatalf("Run of a running pool = %v, %v; want it woken", started, err) // the spec is not looked at
 	}
 	if p.commitIdle(seq) {
-		t.Fatal("idle stop committed although Ensure came after the group check")
+		t.Fatal("idle stop committed although Run came after the group check")
 	}
-	if !p.commitIdle(p.wakeSeq.Load()) {
+	if !p.commitIdle(p.wakeSeqNow()) {
 		t.Fatal("idle stop refused without new work")
 	}
 	if r.Running("k") {
-		t.Fatal("pool still registered after an idle stop")
+		t.Fatal("pool still running after an idle stop")
 	}
-	p.beginStop()
-	<-p.Done()
+	if p.wake() {
+		t.Fatal("a pool that decided to stop took a wake")
+	}
+	stopPool(t, p)
 }
 
 // New work racing idle stops is never stranded: a pool that stops itself
@@ -142,7 +144,7 @@ func TestWorkRacingIdleStop(t *testing.T) {
 			const n = 200
 			for i := range n {
 				e.add(t, 1)
-				if _, err := r.Ensure(context.Background(), "k", spec); err != nil {
+				if _, err := r.Run(context.Background(), "k", spec); err != nil {
 					t.Fatal(err)
 				}
 				if i%20 == 0 {
@@ -159,9 +161,9 @@ func TestWorkRacingIdleStop(t *testing.T) {
 	}
 }
 
-// Shutdown stops reading, lets in-flight handlers finish, and loses nothing:
+// Stop stops reading, lets in-flight handlers finish, and loses nothing:
 // a new process handles the rest.
-func TestShutdownLosesNothing(t *testing.T) {
+func TestRegistryStopLosesNothing(t *testing.T) {
 	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
 		e := setup(t, tp)
 		const n = 50
@@ -182,28 +184,28 @@ func TestShutdownLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r1.Ensure(context.Background(), "k", e.spec(slow)); err != nil {
+		if _, err := r1.Run(context.Background(), "k", e.spec(slow)); err != nil {
 			t.Fatal(err)
 		}
 		<-entered
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		shut := make(chan error, 1)
-		go func() { shut <- r1.Shutdown(ctx) }()
-		wait.For(t, 5*time.Second, "shutdown began", func() bool { return !r1.Running("k") })
+		go func() { shut <- r1.Stop(ctx) }()
+		wait.For(t, 5*time.Second, "the stop began", func() bool { return !r1.Running("k") })
 		close(release)
 		if err := <-shut; err != nil {
 			t.Fatalf("shutdown: %v", err)
 		}
-		if _, err := r1.Ensure(context.Background(), "k", e.spec(slow)); !errors.Is(err, ErrShutdown) {
-			t.Fatalf("Ensure after shutdown = %v, want ErrShutdown", err)
+		if _, err := r1.Run(context.Background(), "k", e.spec(slow)); !errors.Is(err, ErrShutdown) {
+			t.Fatalf("Run after stop = %v, want ErrShutdown", err)
 		}
 		first := rec.count()
 		if first == 0 || first == n {
-			t.Fatalf("handled %d before shutdown; want some but not all", first)
+			t.Fatalf("handled %d before the stop; want some but not all", first)
 		}
 		r2 := newRegistry(t, e.c, "i1", cfg)
-		if _, err := r2.Ensure(context.Background(), "k", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+		if _, err := r2.Run(context.Background(), "k", e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
 			rec.see(ctx, msgs)
 			return nil
 		}))); err != nil {
@@ -214,29 +216,29 @@ func TestShutdownLosesNothing(t *testing.T) {
 	})
 }
 
-// Stop and Shutdown are idempotent and safe together.
+// StopPool and Stop are idempotent and safe together.
 func TestStopIdempotent(t *testing.T) {
 	e := setup(t, redistest.Topologies(t)[0])
 	r := newRegistry(t, e.c, "i1", fastConfig(ReadBlock))
-	if _, err := r.Ensure(context.Background(), "k", e.spec(PerMessage(func(context.Context, Message) error { return nil }))); err != nil {
+	if _, err := r.Run(context.Background(), "k", e.spec(PerMessage(func(context.Context, Message) error { return nil }))); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := r.Stop(ctx, "k"); err != nil {
+			if err := r.StopPool(ctx, "k"); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Go(func() {
-		if err := r.Shutdown(ctx); err != nil {
+		if err := r.Stop(ctx); err != nil {
 			t.Error(err)
 		}
 	})
 	wg.Wait()
-	if err := r.Stop(ctx, "k"); err != nil || r.Running("k") {
+	if err := r.StopPool(ctx, "k"); err != nil || r.Running("k") {
 		t.Fatalf("stop again = %v, running %v", err, r.Running("k"))
 	}
 	p, err := NewPool(e.c, "i1", e.spec(PerMessage(func(context.Context, Message) error { return nil })), fastConfig(ReadBlock))
@@ -266,14 +268,12 @@ func TestSameInstanceTwoProcesses(t *testing.T) {
 			b := e.start(t, "same", Spec{Handler: noop}, cfg)
 			names := map[string]bool{}
 			for _, p := range []*Pool{a, b} {
-				p.mu.Lock()
-				for _, c := range p.consumers {
+				for _, c := range p.liveConsumers() {
 					if names[c.name] {
 						t.Errorf("consumer name %s used by both processes", c.name)
 					}
 					names[c.name] = true
 				}
-				p.mu.Unlock()
 			}
 			if len(names) != 4 {
 				t.Fatalf("consumer names %v, want 4 distinct", names)
@@ -443,7 +443,7 @@ func TestBlockingConnsCapped(t *testing.T) {
 	for i := range 3 {
 		e := setup(t, tp)
 		envs = append(envs, e)
-		if _, err := r.Ensure(context.Background(), strconv.Itoa(i), e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+		if _, err := r.Run(context.Background(), strconv.Itoa(i), e.spec(HandlerFunc(func(ctx context.Context, msgs []Message) []error {
 			handled.Add(int32(len(msgs)))
 			return nil
 		}))); err != nil {
