@@ -193,9 +193,9 @@ func errNoLease(p *Pool) error {
 
 // Start creates the group if needed, leases the initial consumer names and
 // starts the consumers. It fails with ErrLeaseUnavailable when every name
-// is held by other live processes; a second Start fails with
-// [startstop.ErrStarted], a Start after Stop with [startstop.ErrStopped]. A
-// pool whose Start failed is done.
+// is held by other live processes. A second Start fails, and so does a
+// Start after Stop: a stopped pool is done for good. A pool whose Start
+// failed is done.
 func (p *Pool) Start(ctx context.Context) error {
 	ready := make(chan error, 1)
 	err := p.life.Start(func(stopping <-chan struct{}) {
