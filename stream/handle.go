@@ -19,35 +19,13 @@ import (
 // FailuresKey); how often Redis delivered it does not matter.
 func (p *Pool) handle(c *consumer, msgs []Message) {
 	ctx := context.WithValue(p.hardCtx, consumerKey{}, c.name)
-	mayAck := func() bool {
-		_, ok := p.holdLease(c, true)
-		return ok
+	run, ok := p.settleSpent(ctx, c, msgs)
+	if !ok {
+		return
 	}
-	run := make([]Message, 0, len(msgs))
-	early := p.callbackDeadline(ctx)
-	defer early.release()
-	for _, m := range msgs {
-		switch {
-		case m.Fields == nil:
-			if !mayAck() {
-				return
-			}
-			p.deadLetter(ctx, early, m, m.Failures, reasonDeleted, true)
-		case m.Failures >= p.cfg.MaxDeliveries:
-			// Its last counted failure was not dead-lettered (the callback
-			// or Redis failed then): finish that now.
-			if !mayAck() {
-				return
-			}
-			p.deadLetter(ctx, early, m, m.Failures, fmt.Sprintf("max deliveries (%d) reached: %d handler failures", p.cfg.MaxDeliveries, m.Failures), true)
-		default:
-			run = append(run, m)
-		}
-	}
-	early.release()
 	for round := 1; len(run) > 0; round++ {
 		errs := callHandler(ctx, p.spec.Handler, p.cfg.HandlerTimeout, run)
-		if !mayAck() {
+		if !p.mayAck(c) {
 			return
 		}
 		cb := p.callbackDeadline(ctx)
@@ -87,7 +65,7 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 		d := backoff(round, 100*time.Millisecond, max(p.cfg.ReclaimMinIdle/4, time.Millisecond))
 		p.log.Warn("stream handler reported a transient failure; pausing", "entries", len(retry), "pause", d)
 		p.pause(d)
-		if !p.sleep(c, d) || !mayAck() {
+		if !p.sleep(c, d) || !p.mayAck(c) {
 			return // stopping: the entries stay pending
 		}
 		if err := p.touch(ctx, c.name, retry); err != nil {
@@ -152,4 +130,38 @@ func (p *Pool) xack(ctx context.Context, msgs []Message, counted []string) error
 		}
 	}
 	return nil
+}
+
+// mayAck reports whether c may settle entries now: it holds its lease.
+func (p *Pool) mayAck(c *consumer) bool {
+	_, ok := p.holdLease(c, true)
+	return ok
+}
+
+// settleSpent dead-letters, without calling the handler, the entries that
+// must not run again: deleted from the stream while pending, or whose last
+// counted failure reached MaxDeliveries but was not dead-lettered then (the
+// callback or Redis failed). It returns the entries left to run, and false
+// if c lost its lease meanwhile.
+func (p *Pool) settleSpent(ctx context.Context, c *consumer, msgs []Message) ([]Message, bool) {
+	run := make([]Message, 0, len(msgs))
+	cb := p.callbackDeadline(ctx)
+	defer cb.release()
+	for _, m := range msgs {
+		var reason string
+		switch {
+		case m.Fields == nil:
+			reason = reasonDeleted
+		case m.Failures >= p.cfg.MaxDeliveries:
+			reason = fmt.Sprintf("max deliveries (%d) reached: %d handler failures", p.cfg.MaxDeliveries, m.Failures)
+		default:
+			run = append(run, m)
+			continue
+		}
+		if !p.mayAck(c) {
+			return nil, false
+		}
+		p.deadLetter(ctx, cb, m, m.Failures, reason, true)
+	}
+	return run, true
 }

@@ -360,10 +360,13 @@ func (p *Pool) isClosing() bool {
 	return p.closing
 }
 
-// halted reports whether the supervisor began stopping the pool.
+// halted reports whether the pool is stopping: the supervisor halted it, or
+// Stop began (it cancels readCtx before the supervisor sees it).
 func (p *Pool) halted() bool {
 	select {
 	case <-p.halt:
+		return true
+	case <-p.readCtx.Done():
 		return true
 	default:
 		return false

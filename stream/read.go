@@ -90,6 +90,8 @@ func (p *Pool) awaitTurn(c *consumer) (turn, bool) {
 		return t, true
 	case <-p.halt:
 		return turn{}, false
+	case <-p.readCtx.Done():
+		return turn{}, false
 	case <-c.quit:
 		return turn{}, false
 	}
@@ -106,15 +108,15 @@ func (p *Pool) readFailed(c *consumer, err error) {
 	}
 }
 
-// quitting reports whether consumer c must return.
+// quitting reports whether consumer c must return: the supervisor halted
+// the pool, Stop began (it cancels readCtx before the supervisor sees it), or
+// c alone was told to quit.
 func (p *Pool) quitting(c *consumer) bool {
 	select {
-	case <-p.halt:
-		return true
 	case <-c.quit:
 		return true
 	default:
-		return false
+		return p.halted()
 	}
 }
 
@@ -127,6 +129,8 @@ func (p *Pool) sleep(c *consumer, d time.Duration) bool {
 	case <-p.cfg.Clock.After(d):
 		return true
 	case <-p.halt:
+		return false
+	case <-p.readCtx.Done():
 		return false
 	case <-c.quit:
 		return false

@@ -1,5 +1,7 @@
 package stream
 
+import "context"
+
 // Reclaiming: entries left pending too long by a consumer that died (or
 // whose handler failed) are taken over with XAUTOCLAIM and handled again;
 // the same pass deletes stale failure counts, trims acknowledged entries and
@@ -55,15 +57,25 @@ func (p *Pool) reclaim(c *consumer) {
 	}
 	// The housekeeping below is cut short by Stop (readCtx): a Stop without
 	// a deadline must not wait for it on an unreachable Redis.
-	ctx = p.readCtx
+	p.housekeep(p.readCtx)
+}
+
+// housekeep deletes stale failure counts, trims acknowledged entries and
+// samples the lag; failures are logged unless the pool is stopping.
+func (p *Pool) housekeep(ctx context.Context) {
+	warn := func(msg string, err error) {
+		if ctx.Err() == nil {
+			p.log.Warn(msg, "err", err)
+		}
+	}
 	if n, err := p.sweepFailures(ctx); err != nil {
-		p.log.Warn("stream failure-count sweep failed", "err", err)
+		warn("stream failure-count sweep failed", err)
 	} else if n > 0 {
 		p.log.Debug("stream failure counts of finished entries deleted", "counts", n)
 	}
 	if p.cfg.TrimAcked {
 		if err := trimScript.Exec(ctx, p.client, []string{p.spec.Stream}, nil).Error(); err != nil {
-			p.log.Warn("stream trim failed", "err", err)
+			warn("stream trim failed", err)
 		}
 	}
 	if h := p.cfg.Hooks.Lag; h != nil {

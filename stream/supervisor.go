@@ -209,6 +209,7 @@ func (s *supervisor) setup(ctx context.Context) error {
 	if len(s.consumers) == 0 {
 		return errNoLease(p)
 	}
+	s.publish() // before Start returns: Consumers counts them
 	return nil
 }
 
@@ -221,7 +222,6 @@ func (s *supervisor) run(stopping <-chan struct{}) {
 	s.lastMsg = now
 	p.nextReclaim.Store(now.UnixNano())
 	s.scale.Consumers = len(s.consumers)
-	s.publish()
 	for _, c := range s.consumers {
 		s.launch(c)
 	}
