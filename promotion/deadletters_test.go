@@ -33,7 +33,7 @@ func TestLostAckIsNoDeadLetter(t *testing.T) {
 	// it cannot take the entry first: the claim's status still pending, and
 	// its entry pending in the group, held by a consumer that died after
 	// many deliveries.
-	if err := m.Registry().Stop(ctx, "lost-ack"); err != nil {
+	if err := m.Registry().StopPool(ctx, "lost-ack"); err != nil {
 		t.Fatal(err)
 	}
 	k := claim.KeysFor(w.prefix, "lost-ack")

@@ -166,7 +166,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.wg.Wait()
 	m.rb.stop()
-	return m.reg.Shutdown(ctx)
+	return m.reg.Stop(ctx)
 }
 
 func (m *Manager) loop(ctx context.Context) {
@@ -380,10 +380,10 @@ func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
 	}
 	spec := m.specLocked(p)
 	m.mu.Unlock()
-	// Ensure wakes a running pool under the registry's lock, which also
+	// Run wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	if _, err := m.reg.Ensure(ctx, p.ID, spec); err != nil {
+	if _, err := m.reg.Run(ctx, p.ID, spec); err != nil {
 		return fmt.Errorf("start pool of %s: %w", p.ID, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,6 +124,108 @@ func TestDeadLetterCallbackDeadline(t *testing.T) {
 		wait.For(t, 5*time.Second, "only the bad entry pending", func() bool { return e.pending(t) == 1 })
 		if n := e.redisDeliveries(t, bad); n < 1 {
 			t.Fatalf("bad entry deliveries = %d", n)
+		}
+	})
+}
+
+// requireMessage is a handler that reports entries without a "message"
+// field as malformed.
+func requireMessage(rec *recorder) Handler {
+	return PerMessage(func(ctx context.Context, m Message) error {
+		if _, ok := m.Fields["message"]; !ok {
+			return Malformed(errors.New("missing field message"))
+		}
+		rec.see(ctx, []Message{m})
+		return nil
+	})
+}
+
+// A malformed entry: a malformed entry is dead-lettered at once with
+// its reason (not silently acknowledged); the good ones are handled.
+func TestMalformedDeadLettered(t *testing.T) {
+	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
+		e := setup(t, tp)
+		e.add(t, 3)
+		bad, err := e.c.Do(context.Background(), e.c.B().Xadd().Key(e.stream).Id("*").FieldValue().
+			FieldValue("invalid-key", "invalid-value").Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		e.start(t, "i1", Spec{Handler: requireMessage(rec), OnDeadLetter: rec.onDeadLetter}, fastConfig(mode))
+		wait.For(t, 5*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		d := e.dlq(t)[0].FieldValues
+		if d[DeadLetterFieldID] != bad || !strings.HasPrefix(d[DeadLetterFieldReason], "malformed: missing field message") ||
+			d[DeadLetterFieldDeliveries] != "1" || d["invalid-key"] != "invalid-value" {
+			t.Fatalf("dead letter entry = %v", d)
+		}
+		if dl, ok := rec.deadLetters()[bad]; !ok || dl.Deliveries != 1 {
+			t.Fatalf("dead-letter callback = %+v (%v)", dl, ok)
+		}
+		if rec.count() != 3 {
+			t.Fatalf("handled %d good entries, want 3", rec.count())
+		}
+	})
+}
+
+// An entry that keeps failing is dead-lettered after MaxDeliveries, with the
+// reason and the count.
+func TestMaxDeliveries(t *testing.T) {
+	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
+		e := setup(t, tp)
+		ids := e.add(t, 1)
+		cfg := quickReclaimConfig(mode)
+		cfg.MaxDeliveries = 3
+		rec := newRecorder()
+		h := HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+			rec.see(ctx, msgs)
+			return []error{errors.New("database says no")}
+		})
+		e.start(t, "i1", Spec{Handler: h, OnDeadLetter: rec.onDeadLetter}, cfg)
+		wait.For(t, 10*time.Second, "dead letter", func() bool { return len(e.dlq(t)) == 1 })
+		wait.For(t, 5*time.Second, "nothing pending", func() bool { return e.pending(t) == 0 })
+		d := e.dlq(t)[0].FieldValues
+		if d[DeadLetterFieldDeliveries] != "3" || !strings.Contains(d[DeadLetterFieldReason], "max deliveries (3) reached: database says no") {
+			t.Fatalf("dead letter = %v", d)
+		}
+		if n := rec.calls(ids[0]); n != 3 {
+			t.Fatalf("handler calls = %d, want 3", n)
+		}
+		rec.mu.Lock()
+		got := rec.deliveries[ids[0]]
+		rec.mu.Unlock()
+		if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+			t.Fatalf("deliveries seen %v, want [1 2 3]", got)
+		}
+	})
+}
+
+// TestDeadLetterResolved: an OnDeadLetter callback that finds the work done
+// acknowledges the entry itself and returns ErrResolved; no dead letter is
+// written and nothing stays pending.
+func TestDeadLetterResolved(t *testing.T) {
+	t.Parallel()
+	eachCase(t, func(t *testing.T, tp redistest.Topology, mode ReadMode) {
+		e := setup(t, tp)
+		var called atomic.Int32
+		spec := Spec{
+			Handler: PerMessage(func(context.Context, Message) error {
+				return Permanent(errors.New("refused"))
+			}),
+			OnDeadLetter: func(ctx context.Context, d DeadLetter) error {
+				called.Add(1)
+				if err := e.c.Do(ctx, e.c.B().Xack().Key(e.stream).Group(e.group).Id(d.ID).Build()).Error(); err != nil {
+					return err
+				}
+				return ErrResolved
+			},
+		}
+		e.start(t, "r1", spec, fastConfig(mode))
+		e.add(t, 3)
+		wait.For(t, 10*time.Second, "the callbacks", func() bool { return called.Load() == 3 && e.pending(t) == 0 })
+		if n := len(e.dlq(t)); n != 0 {
+			t.Fatalf("%d dead letters written for resolved entries", n)
 		}
 	})
 }

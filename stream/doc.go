@@ -50,7 +50,21 @@
 // entry, so a database writer can insert a batch in one statement; or use
 // [PerMessage]. Handlers must be idempotent: delivery is at least once.
 //
-// A [Registry] never runs two pools of one key at once: a pool started while
-// an earlier one of the same key is still stopping (its Stop timed out with a
-// handler still running) waits until every earlier one is done.
+// Inside a pool one supervisor goroutine owns the consumer set, the scale
+// state, the poller role and the idle decision; the consumers report each
+// read and their exit to it over a bounded channel, and after a read that
+// found nothing wait for its go-ahead. A heartbeat goroutine renews the
+// leases.
+//
+// A [Registry] keeps one pool per key: [Registry.Run] makes sure a key's
+// pool runs (it wakes a running pool, and starts a new one otherwise),
+// [Registry.Wake] only wakes a running pool, [Registry.StopPool] stops one
+// key's pool and [Registry.Stop] every pool. A registry never runs two pools
+// of one key at once: a pool started while an earlier one of the same key
+// is still stopping (its Stop timed out with a handler still running) waits
+// until every earlier one is done.
+//
+// [Pool] and [Registry] answer Start and Stop alike: Stop waits until the
+// goroutines are done or ctx's deadline (then it returns ctx.Err()), is safe
+// to call twice and before Start, and nothing starts again after Stop.
 package stream

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// A registry runs one pool per promotion; Ensure starts it on demand (and
+// A registry runs one pool per promotion; Run starts it on demand (and
 // again after it stopped itself when idle).
 func ExampleRegistry() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
@@ -22,7 +22,7 @@ func ExampleRegistry() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer reg.Shutdown(context.Background())
+	defer reg.Stop(context.Background())
 
 	issue := stream.PerMessage(func(ctx context.Context, m stream.Message) error {
 		claimID, ok := m.Fields["claim_id"]
@@ -36,7 +36,7 @@ func ExampleRegistry() {
 	if err := stream.CreateGroup(ctx, client, "dibs:{promo-1}:claims", "issuers"); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := reg.Ensure(ctx, "promo-1", stream.Spec{
+	if _, err := reg.Run(ctx, "promo-1", stream.Spec{
 		Stream: "dibs:{promo-1}:claims", Group: "issuers", Handler: issue,
 	}); err != nil {
 		log.Fatal(err)

@@ -2,11 +2,14 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/wait"
 )
@@ -188,4 +191,230 @@ func TestLeaseRenewedAfterFreezeResumes(t *testing.T) {
 			wait.For(t, 5*time.Second, "the entry acknowledged", func() bool { return lc.e.pending(t) == 0 })
 		})
 	}
+}
+
+// Two live processes with the same instance name never share a consumer
+// name; a restarted process resumes its own pending entries.
+func TestSameInstanceTwoProcesses(t *testing.T) {
+	for _, tp := range redistest.Topologies(t) {
+		t.Run(tp.Name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, tp)
+			cfg := fastConfig(ReadPoll)
+			cfg.MinConsumers, cfg.MaxConsumers = 2, 2
+			noop := PerMessage(func(context.Context, Message) error { return nil })
+			a := e.start(t, "same", Spec{Handler: noop}, cfg)
+			b := e.start(t, "same", Spec{Handler: noop}, cfg)
+			names := map[string]bool{}
+			for _, p := range []*Pool{a, b} {
+				for _, c := range p.liveConsumers() {
+					if names[c.name] {
+						t.Errorf("consumer name %s used by both processes", c.name)
+					}
+					names[c.name] = true
+				}
+			}
+			if len(names) != 4 {
+				t.Fatalf("consumer names %v, want 4 distinct", names)
+			}
+		})
+	}
+	t.Run("restart resumes own entries", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, redistest.Topologies(t)[0])
+		ids := e.add(t, 3)
+		cfg := fastConfig(ReadPoll)
+		cfg.ReclaimMinIdle = time.Hour // only the own-PEL drain can redeliver
+		cfg.HandlerTimeout = time.Second
+		failed := make(chan struct{}, 8)
+		cfg.Hooks.Failure = func(string, string) { failed <- struct{}{} }
+		first := e.start(t, "i1", Spec{Handler: PerMessage(func(context.Context, Message) error { return errors.New("down") })}, cfg)
+		for range 3 {
+			<-failed
+		}
+		stopPool(t, first)
+		if e.pending(t) != 3 {
+			t.Fatalf("pending after first run = %d, want 3", e.pending(t))
+		}
+		cfg.Hooks.Failure = nil
+		rec := newRecorder()
+		e.start(t, "i1", Spec{Handler: HandlerFunc(func(ctx context.Context, msgs []Message) []error {
+			rec.see(ctx, msgs)
+			return nil
+		})}, cfg)
+		wait.For(t, 5*time.Second, "resumed", func() bool { return rec.count() == 3 })
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, id := range ids {
+			if c := rec.byConsumer["i1-consumer-0"]; c != 3 {
+				t.Fatalf("entries by i1-consumer-0 = %d, want 3", c)
+			}
+			if d := rec.deliveries[id]; len(d) != 1 || d[0] != 2 {
+				t.Fatalf("deliveries of %s = %v, want [2]", id, d)
+			}
+		}
+	})
+}
+
+// TestStopWithRedisDownIsBounded: a Stop without a deadline while Redis is
+// down finishes: no lease renewal waits for a Redis that does not answer.
+func TestStopWithRedisDownIsBounded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Fresh(t, redisserver.Options{AppendFsync: "off"})
+	e := setup(t, redistest.Topology{Name: "fresh", Addrs: []string{srv.Addr()}})
+	cfg := fastConfig(ReadPoll)
+	cfg.LeaseTTL = 600 * time.Millisecond
+	clk := newTestClock()
+	cfg.Clock = clk
+	p, err := NewPool(e.c, "down", Spec{Stream: e.stream, Group: e.group,
+		Handler: HandlerFunc(func(context.Context, []Message) []error { return nil })}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 5*time.Second, "the heartbeat's timer", func() bool { return clk.waiting(cfg.LeaseTTL / 3) })
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat pass runs into the outage, then the pool is stopped.
+	clk.Jump(cfg.LeaseTTL / 3)
+	clk.Fire()
+	go func() { _ = p.Stop(context.Background()) }()
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop without a deadline hung while Redis was down")
+	}
+}
+
+// TestCleanStopReleasesEveryLease: after a clean Stop no lease key is left,
+// however a heartbeat pass interleaves with the consumers' exits, so a
+// restarted process can take its names at once.
+func TestCleanStopReleasesEveryLease(t *testing.T) {
+	t.Parallel()
+	e := setup(t, redistest.Topologies(t)[0])
+	cfg := fastConfig(ReadBlock)
+	cfg.MinConsumers, cfg.MaxConsumers = 8, 8
+	cfg.LeaseTTL = 60 * time.Millisecond
+	left := 0
+	for round := 0; round < 40; round++ {
+		p, err := NewPool(e.c, "clean", Spec{Stream: e.stream, Group: e.group,
+			Handler: HandlerFunc(func(context.Context, []Message) []error { return nil })}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, 5*time.Second, "8 consumers", func() bool { return p.Consumers() == 8 })
+		stopPool(t, p)
+		for i := 0; i < 8; i++ {
+			n, err := e.c.Do(context.Background(), e.c.B().Exists().Key(LeaseKey(e.stream, ConsumerName("clean", i))).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			left += int(n)
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d lease keys left behind after clean stops", left)
+	}
+}
+
+// renew plays one heartbeat pass: it extends c's validity to valid from now
+// (if positive) and wakes the consumers waiting for a renewal.
+func renew(p *Pool, c *consumer, valid time.Duration) {
+	if valid > 0 {
+		c.validUntil.Store(time.Now().Add(valid).UnixNano())
+	}
+	p.renewMu.Lock()
+	close(p.renewed)
+	p.renewed = make(chan struct{})
+	p.renewMu.Unlock()
+}
+
+// holdLease against the bubble's clock: a consumer whose lease validity ran
+// out sends nothing until a heartbeat pass renews it, gives up when the
+// lease is lost, and a stopping pool waits for one pass at most. No Redis
+// call is made: the test plays the heartbeat.
+func TestHoldLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	newCase := func(t *testing.T) (*Pool, *consumer, *atomic.Int32) {
+		t.Helper()
+		cfg := fastConfig(ReadPoll)
+		var expired atomic.Int32
+		cfg.Hooks.Failure = func(_, kind string) {
+			if kind == FailureLeaseExpired {
+				expired.Add(1)
+			}
+		}
+		p, err := newPool(noRedis{}, "lease", Spec{Stream: "s", Group: "g", Handler: PerMessage(func(context.Context, Message) error { return nil })},
+			cfg.withDefaults(), "token", make(chan struct{}, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.hardCancel)
+		c := newConsumer(0, "lease-consumer-0", "s:lease:lease-consumer-0")
+		c.validUntil.Store(time.Now().Add(time.Second).UnixNano())
+		return p, c, &expired
+	}
+	t.Run("valid", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, c, expired := newCase(t)
+			left, ok := p.holdLease(c, false)
+			if !ok || left != time.Second || expired.Load() != 0 {
+				t.Fatalf("holdLease = %s, %v (expired reports %d); want 1s, true, none", left, ok, expired.Load())
+			}
+		})
+	})
+	t.Run("expired waits for the renewal", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, c, expired := newCase(t)
+			time.Sleep(2 * time.Second) // the process froze past its lease
+			go func() {
+				time.Sleep(3 * time.Second)
+				renew(p, c, 0) // a failed pass: still expired
+				time.Sleep(time.Second)
+				renew(p, c, 2*time.Second)
+			}()
+			start := time.Now()
+			left, ok := p.holdLease(c, false)
+			if !ok || left != 2*time.Second || time.Since(start) != 4*time.Second {
+				t.Fatalf("holdLease = %s, %v after %s; want 2s, true after the second pass (4s)", left, ok, time.Since(start))
+			}
+			if n := expired.Load(); n != 1 {
+				t.Fatalf("lease-expired reports = %d, want 1", n)
+			}
+		})
+	})
+	t.Run("lost while waiting", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, c, _ := newCase(t)
+			time.Sleep(2 * time.Second)
+			go func() {
+				time.Sleep(time.Second)
+				c.loseLease()
+			}()
+			if _, ok := p.holdLease(c, true); ok {
+				t.Fatal("holdLease held a lost lease")
+			}
+		})
+	})
+	t.Run("a stopping pool waits for one pass at most", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, c, _ := newCase(t)
+			close(p.halt)
+			time.Sleep(2 * time.Second)
+			go func() {
+				time.Sleep(time.Second)
+				renew(p, c, 0) // Redis unreachable: the pass renewed nothing
+			}()
+			start := time.Now()
+			if _, ok := p.holdLease(c, true); ok || time.Since(start) != time.Second {
+				t.Fatalf("holdLease for an ack = %v after %s; want false after the one pass (1s)", ok, time.Since(start))
+			}
+		})
+	})
 }

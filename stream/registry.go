@@ -5,32 +5,40 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/redis/rueidis"
 )
 
-// Registry runs one pool per key (a promotion id) in this process. Pools
-// start on demand (Ensure), stop themselves when idle and drained, and start
-// again when new work arrives; one lock and a generation number per pool make
-// an idle stop, an explicit Stop and new work racing each other safe.
+// Registry runs one pool per key (a promotion id) in this process. Run
+// makes sure a key's pool runs: it wakes a running pool and starts one
+// otherwise. Pools stop themselves when idle and drained, and Run starts
+// them again when new work arrives; a pool's own lock orders a Wake against
+// its idle stop, so new work is never left to a pool that is stopping.
+//
+// The registry talks to its pools through their methods only. Its own
+// goroutine starts with the first Run; Stop stops every pool through it.
 type Registry struct {
+	// Set by NewRegistry; read-only afterwards.
 	client   rueidis.Client
 	instance string
 	cfg      Config
 	token    string        // lease value shared by this registry's pools
 	blocking chan struct{} // XREADGROUP BLOCK slots across all pools
 
-	mu     sync.Mutex
-	gen    uint64
-	closed bool
-	pools  map[string]*Pool // running pools
-	// stopping holds the newest stopping pool of each key, until it is done.
-	// A pool is done only after every earlier pool of its key (see
-	// startAfter), so waiting for this one waits for all of them.
-	stopping map[string]*Pool
+	// life runs the loop that, on Stop, stops every pool and waits for
+	// them. It starts with the first Run; Stop before that only ends it.
+	life startstop.Base
+
+	mu sync.Mutex // guards pools
+	// pools holds the newest pool of each key: running, stopping, or done
+	// and not yet pruned. A pool is done only after every earlier pool of
+	// its key (see Pool.startAfter), so the newest one stands for all.
+	// Written by Run and by the loop on Stop; read by every method.
+	pools map[string]*Pool
 }
 
 // NewRegistry returns a registry whose pools use client and cfg; instance
-// names this process in consumer names.
+// names this process in consumer names. It starts nothing.
 func NewRegistry(client rueidis.Client, instance string, cfg Config) (*Registry, error) {
 	if client == nil {
 		return nil, errors.New("stream: client is required")
@@ -45,117 +53,96 @@ func NewRegistry(client rueidis.Client, instance string, cfg Config) (*Registry,
 	return &Registry{
 		client: client, instance: instance, cfg: cfg, token: newToken(),
 		blocking: make(chan struct{}, cfg.MaxBlockingConns),
-		pools:    make(map[string]*Pool), stopping: make(map[string]*Pool),
+		pools:    make(map[string]*Pool),
 	}, nil
 }
 
-// Ensure starts the pool for key if it is not running and returns true if it
-// started one. When the pool runs it is woken instead (see Wake), which also
-// calls off an idle stop being decided at that moment; a pool that already
-// stopped itself is started again, after every earlier pool of key is done
-// (one whose Stop timed out may still be finishing a handler). Starting is
-// asynchronous: group creation and leases happen in the background, and a
-// failure there is logged and leaves the key free for the next Ensure.
-func (r *Registry) Ensure(ctx context.Context, key string, spec Spec) (bool, error) {
+// Run makes sure key's pool runs, and reports whether it started one. A
+// running pool is woken instead (see Pool.Wake), which also calls off an
+// idle stop being decided at that moment; a pool that stopped, or is
+// stopping, is followed by a new one, which starts after every earlier pool
+// of key is done (one whose Stop timed out may still be finishing a
+// handler). Starting is asynchronous: group creation and leases happen in
+// the background, and a failure there is logged and leaves the key free for
+// the next Run. Run fails with ErrShutdown once Stop was called.
+func (r *Registry) Run(ctx context.Context, key string, spec Spec) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if err := r.life.Start(r.loop); errors.Is(err, startstop.ErrStopped) {
 		return false, ErrShutdown
 	}
-	if p := r.pools[key]; p != nil {
-		if !p.closing.Load() {
-			p.Wake()
-			return false, nil
-		}
-		// It is stopping by itself (lost its leases): replace it.
-		delete(r.pools, key)
-		r.stopping[key] = p
+	select {
+	case <-r.life.Stopping():
+		return false, ErrShutdown
+	default:
+	}
+	prev := r.pools[key]
+	if prev != nil && prev.wake() {
+		return false, nil
 	}
 	p, err := newPool(r.client, r.instance, spec, r.cfg, r.token, r.blocking)
 	if err != nil {
 		return false, err
 	}
-	r.gen++
-	p.gen = r.gen
-	p.gate = r.idleGate(key)
-	p.onStopped = r.stopped(key)
-	p.startAfter(r.stopping[key])
+	r.prune()
+	if prev != nil && isDone(prev) {
+		prev = nil
+	}
+	p.startAfter(prev)
 	r.pools[key] = p
 	return true, nil
 }
 
-// idleGate commits an idle stop of key's pool under the registry lock: only
-// if the pool is still the current one for key and no Ensure or Wake came
-// since the pool read its group state.
-func (r *Registry) idleGate(key string) func(p *Pool, seq uint64) bool {
-	return func(p *Pool, seq uint64) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.pools[key] != p || p.gen == 0 || p.wakeSeq.Load() != seq || p.closing.Load() {
-			return false
+// prune forgets the pools that are done. The caller holds r.mu.
+func (r *Registry) prune() {
+	for key, p := range r.pools {
+		if isDone(p) {
+			delete(r.pools, key)
 		}
-		p.closing.Store(true)
-		delete(r.pools, key)
-		r.stopping[key] = p
-		return true
 	}
 }
 
-// stopped forgets key's pool p once it is done (whatever stopped it).
-func (r *Registry) stopped(key string) func(p *Pool) {
-	return func(p *Pool) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.pools[key] == p {
-			delete(r.pools, key)
-		}
-		if r.stopping[key] == p {
-			delete(r.stopping, key)
-		}
+func isDone(p *Pool) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
 	}
 }
 
 // Wake tells key's running pool that new work exists; no-op if it is not
-// running.
+// running. It never starts a pool: that is Run.
 func (r *Registry) Wake(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if p := r.pools[key]; p != nil {
+	if p := r.Pool(key); p != nil {
 		p.Wake()
 	}
 }
 
 // Running reports whether key's pool is running (started and not stopping).
-func (r *Registry) Running(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p := r.pools[key]
-	return p != nil && !p.closing.Load()
-}
+func (r *Registry) Running(key string) bool { return r.Pool(key) != nil }
 
 // Pool returns key's running pool, or nil.
 func (r *Registry) Pool(key string) *Pool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pools[key]
+	p := r.pools[key]
+	r.mu.Unlock()
+	if p == nil || p.isClosing() {
+		return nil
+	}
+	return p
 }
 
-// Stop stops key's pool (see Pool.Stop) and waits until ctx is done for it
-// and for any earlier pool of key still stopping (whose handlers are
-// cancelled too at ctx's deadline). Idempotent; safe concurrently with the
-// pool's own idle stop.
-func (r *Registry) Stop(ctx context.Context, key string) error {
+// StopPool stops key's pool (see Pool.Stop) and waits until ctx is done for
+// it and for any earlier pool of key still stopping (whose handlers are
+// cancelled too at ctx's deadline). The next Run of key starts a new pool.
+// Idempotent; safe concurrently with the pool's own idle stop.
+func (r *Registry) StopPool(ctx context.Context, key string) error {
 	r.mu.Lock()
 	p := r.pools[key]
-	if p != nil {
-		delete(r.pools, key)
-		r.stopping[key] = p
-	} else {
-		p = r.stopping[key]
-	}
 	r.mu.Unlock()
 	if p == nil {
 		return nil
@@ -163,29 +150,40 @@ func (r *Registry) Stop(ctx context.Context, key string) error {
 	return p.Stop(ctx)
 }
 
-// Shutdown stops every pool: reading stops everywhere, handlers in flight
-// may finish until ctx's deadline, and whatever is unfinished stays pending
-// for the next start. Ensure fails with ErrShutdown afterwards. Idempotent.
-func (r *Registry) Shutdown(ctx context.Context) error {
-	r.mu.Lock()
-	r.closed = true
-	all := make([]*Pool, 0, len(r.pools)+len(r.stopping))
-	for key, p := range r.pools {
-		delete(r.pools, key)
-		if prev := r.stopping[key]; prev != nil {
-			all = append(all, prev)
+// Stop stops every pool: reading stops everywhere, handlers in flight may
+// finish until ctx's deadline (then their contexts are cancelled and Stop
+// returns ctx.Err()), and whatever is unfinished stays pending for the next
+// start. Run fails with ErrShutdown afterwards. Safe to call twice, and
+// before any Run.
+func (r *Registry) Stop(ctx context.Context) error {
+	err := r.life.Stop(ctx)
+	if err != nil {
+		r.mu.Lock()
+		for _, p := range r.pools {
+			p.cancelHandlers()
 		}
-		r.stopping[key] = p
+		r.mu.Unlock()
 	}
-	for _, p := range r.stopping {
+	return err
+}
+
+// loop is the registry's goroutine: on Stop it tells every pool to stop,
+// waits until each is done, and forgets them.
+func (r *Registry) loop(stopping <-chan struct{}) {
+	<-stopping
+	r.mu.Lock()
+	all := make([]*Pool, 0, len(r.pools))
+	for _, p := range r.pools {
 		all = append(all, p)
 	}
 	r.mu.Unlock()
-	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, p := range all {
-		wg.Go(func() { errs[i] = p.Stop(ctx) })
+	for _, p := range all {
+		p.beginStop()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	for _, p := range all {
+		<-p.Done()
+	}
+	r.mu.Lock()
+	clear(r.pools)
+	r.mu.Unlock()
 }
