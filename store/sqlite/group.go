@@ -62,7 +62,7 @@ func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 	case s.reqs <- r:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("sqlite: %s: %w", op, ctx.Err())
-	case <-s.loopCtx.Done():
+	case <-s.life.Stopping():
 		return nil, fmt.Errorf("sqlite: %s: %w", op, ErrClosed)
 	}
 	select {
@@ -75,7 +75,7 @@ func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		// The batch may still be written; the caller retries and then
 		// sees Duplicate outcomes.
 		return nil, fmt.Errorf("sqlite: %s: %w", op, ctx.Err())
-	case <-s.loopDone:
+	case <-s.life.Done():
 		// The loop may have answered just before it stopped.
 		select {
 		case res := <-r.done:
@@ -90,13 +90,12 @@ func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 }
 
 // groupLoop is the group writer: it owns the grouping and runs until Close.
-func (s *Store) groupLoop() {
-	defer close(s.loopDone)
+func (s *Store) groupLoop(stopping <-chan struct{}) {
 	for {
 		select {
 		case first := <-s.reqs:
 			s.runGroup(first)
-		case <-s.loopCtx.Done():
+		case <-stopping:
 			return
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
@@ -178,10 +179,10 @@ type Store struct {
 	// loop goroutine, started by New and stopped by Close, runs them.
 	reqs           chan *issueReq
 	maxGroupIssues int
+	life           startstop.Base  // runs the group loop
 	inserts        *insertStmts    // the loop's prepared inserts; closed by Close
 	loopCtx        context.Context // cancelled by Close: aborts a running group
 	stopLoop       context.CancelFunc
-	loopDone       chan struct{}
 	closeOnce      sync.Once
 	closeErr       error
 	groups         atomic.Int64 // transactions the loop ran; read by tests
@@ -239,10 +240,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		reqs:           make(chan *issueReq, cfg.GroupQueue),
 		maxGroupIssues: cfg.MaxGroupIssues,
 		inserts:        newInsertStmts(w),
-		loopDone:       make(chan struct{}),
 	}
 	s.loopCtx, s.stopLoop = context.WithCancel(context.Background())
-	go s.groupLoop()
+	if err := s.life.Start(s.groupLoop); err != nil {
+		s.stopLoop()
+		return nil, errors.Join(fmt.Errorf("sqlite: start the group writer: %w", err), r.Close(), w.Close())
+	}
 	return s, nil
 }
 
@@ -259,7 +262,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopLoop()
-		<-s.loopDone
+		_ = s.life.Stop(context.Background()) // no deadline: the loop returns once its group is aborted
 		s.closeErr = errors.Join(s.inserts.close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr

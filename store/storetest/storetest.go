@@ -1142,8 +1142,9 @@ func testVoidSkipsIssued(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	equalDeadLetters(t, "still failed", failed, []store.DeadLetter{d1, d3})
-	if c, err := s.Counts(ctx, "vi"); err != nil || c != (store.Counts{Issued: 2, Failed: 2, Voided: 1}) {
-		t.Fatalf("Counts = %+v, %v; want 2 issued, 2 failed, 1 voided", c, err)
+	// Listed for an admin, but their units are counted once, as issued.
+	if c, err := s.Counts(ctx, "vi"); err != nil || c != (store.Counts{Issued: 2, Failed: 0, Voided: 1}) {
+		t.Fatalf("Counts = %+v, %v; want 2 issued, 0 failed, 1 voided", c, err)
 	}
 
 	moved, err = s.TransitionDeadLetters(ctx, "vi", nil, store.DeadReplayed)
