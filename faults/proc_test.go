@@ -136,6 +136,20 @@ func (p *dibsProc) kill() {
 	p.waitExit(10 * time.Second)
 }
 
+// stop sends SIGTERM, as a rolling restart does, and waits until the
+// process has drained and exited; it must exit 0.
+func (p *dibsProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitExit(60 * time.Second)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			p.t.Errorf("%s: dibs serve exited %d after SIGTERM:\n%s", p.name, code, p.logTail(20))
+		}
+	default:
+	}
+}
+
 // waitExit waits until the process has exited.
 func (p *dibsProc) waitExit(d time.Duration) {
 	select {
