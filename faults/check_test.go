@@ -24,8 +24,8 @@ import (
 // connections to them (never through a proxy).
 type env struct {
 	t     *testing.T
-	redis *redisserver.Server
-	dbURL string // the test's database, as the test reaches it
+	redis *redisserver.Server // nil on a Cluster
+	dbURL string              // the test's database, as the test reaches it
 	rdb   rueidis.Client
 	pool  *pgxpool.Pool
 }
@@ -35,11 +35,29 @@ type env struct {
 // empty).
 func newEnv(t *testing.T, dbURL string) *env {
 	t.Helper()
-	e := &env{t: t, redis: redistest.Fresh(t, redisserver.Options{AppendFsync: "always"}), dbURL: dbURL}
+	srv := redistest.Fresh(t, redisserver.Options{AppendFsync: "always"})
+	e := connectEnv(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true}, dbURL)
+	e.redis = srv
+	return e
+}
+
+// newClusterEnv gives the test a fresh database in the shared PostgreSQL and
+// connects to it and to the Redis Cluster whose seeds are addrs. Its redis
+// is nil: the test holds the Cluster's nodes.
+func newClusterEnv(t *testing.T, addrs []string) *env {
+	t.Helper()
+	return connectEnv(t, rueidis.ClientOption{InitAddress: addrs, DisableCache: true}, "")
+}
+
+// connectEnv connects the test to Redis with opt and to the database dbURL
+// (a fresh one in the shared PostgreSQL if empty).
+func connectEnv(t *testing.T, opt rueidis.ClientOption, dbURL string) *env {
+	t.Helper()
+	e := &env{t: t, dbURL: dbURL}
 	if e.dbURL == "" {
 		e.dbURL = pgtest.URL(t)
 	}
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.redis.Addr()}, DisableCache: true, ForceSingleClient: true})
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +106,11 @@ type expect struct {
 	// soldOut: demand exceeded the stock and every claim was settled, so
 	// exactly stock claims were accepted.
 	soldOut bool
+	// window, if not nil, tells the claims answered 202 that the fault may
+	// have lost for good — Redis lost them before any instance read them
+	// from the work stream. check returns those it finds lost instead of
+	// failing; any other 202 neither issued nor dead-lettered fails.
+	window func(attempt, answer) bool
 }
 
 // groupState is what Redis says about a promotion's work stream.
@@ -216,8 +239,9 @@ func (e *env) rows(ctx context.Context, promo string) (issued, dead []row, err e
 }
 
 // check waits until nothing is pending, then checks the invariants from the
-// database and Redis against what the clients were told.
-func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
+// database and Redis against what the clients were told. It returns the
+// claims answered 202 that are lost within x.window.
+func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) (lost []attempt) {
 	t.Helper()
 	e.waitDrained(t, x.promo, pick(90*time.Second, 180*time.Second), procs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -268,13 +292,16 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 		}
 	}
 	// Every claim answered 202 is issued or visibly dead-lettered: under its
-	// own claim id, or (a claim re-ranked or resolved after Redis lost
-	// history) as an issued claim of its user.
+	// own claim id and user (a dead letter whose id another claim holds is
+	// stored as <claim id>~<user>), or (a claim re-ranked or resolved after
+	// Redis lost history) as an issued claim of its user. A claim id alone
+	// is not enough: after a loss, its rank may be another user's.
 	rows := map[string]bool{}
 	for _, r := range issued {
-		rows[r.claimID] = true
+		rows[r.claimID+"~"+r.user] = true
 	}
 	for _, d := range dead {
+		rows[d.claimID+"~"+d.user] = true
 		rows[d.claimID] = true
 	}
 	accepted := l.accepted()
@@ -282,11 +309,15 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 	resolved := 0
 	for at, a := range accepted {
 		answeredUsers[at.user] = true
-		if rows[a.claimID] {
+		if rows[a.claimID+"~"+at.user] {
 			continue
 		}
 		if byUser[at.user] > 0 {
 			resolved++
+			continue
+		}
+		if x.window != nil && x.window(at, a) {
+			lost = append(lost, at)
 			continue
 		}
 		t.Errorf("claim %s of %s answered 202 (%v) is neither issued nor dead-lettered", a.claimID, at.user, a)
@@ -336,8 +367,9 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 			}
 		}
 	}
-	t.Logf("%s: %d issued, %d dead letters, %d claims answered 202 (%d resolved to another claim of the user), Redis seq %d",
-		x.promo, len(issued), len(dead), len(accepted), resolved, seq)
+	t.Logf("%s: %d issued, %d dead letters, %d claims answered 202 (%d resolved to another claim of the user, %d lost in the fault's window), Redis seq %d",
+		x.promo, len(issued), len(dead), len(accepted), resolved, len(lost), seq)
+	return lost
 }
 
 // outageAnswers checks the answers of claims sent while Redis was out of

@@ -189,6 +189,58 @@ func (l *ledger) burst(addrs []string, ats []attempt, workers int, onAnswer func
 	wg.Wait()
 }
 
+// timed is an answer with when its request was sent and answered, and the
+// instance that answered.
+type timed struct {
+	sent, done time.Time
+	via        string
+	at         attempt
+	a          answer
+}
+
+// trickle sends the claim of a new user every interval — prefix0,
+// prefix1, … with keys k-prefix0, … — through addrs in turn, each in its
+// own goroutine, until stop is closed. It calls onAnswer (if not nil) with
+// the number of answers so far and each answer; once stop is closed and
+// every request answered, the channel it returns yields the answers.
+func (l *ledger) trickle(addrs []string, prefix string, interval time.Duration, stop <-chan struct{}, onAnswer func(int, timed)) <-chan []timed {
+	out := make(chan []timed, 1)
+	go func() {
+		var (
+			as []timed
+			mu sync.Mutex
+			wg sync.WaitGroup
+		)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				wg.Wait()
+				out <- as
+				return
+			case <-tick.C:
+			}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				u := fmt.Sprintf("%s%d", prefix, i)
+				a := timed{sent: time.Now(), via: addrs[i%len(addrs)], at: attempt{user: u, key: "k-" + u}}
+				a.a = l.claim(context.Background(), a.via, a.at)
+				a.done = time.Now()
+				mu.Lock()
+				as = append(as, a)
+				n := len(as)
+				mu.Unlock()
+				if onAnswer != nil {
+					onAnswer(n, a)
+				}
+			}(i)
+		}
+	}()
+	return out
+}
+
 // settle retries every unknown attempt with its key through addrs until
 // each has a definitive answer, as a client that lost its answer does.
 func (l *ledger) settle(t *testing.T, addrs []string, within time.Duration) {

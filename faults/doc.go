@@ -3,7 +3,9 @@
 // real redis-server and PostgreSQL, put in-process Toxiproxy proxies between
 // them, break things — kill -9 of dibs or of redis-server, Redis or the
 // database unreachable, read-only or slow, one instance partitioned from
-// Redis, Redis restored from an older snapshot — and after every fault check
+// Redis, Redis restored from an older snapshot, a Redis Cluster replica
+// promoted while it lags, instances of the previous release replaced one by
+// one by this tree's during a claim run — and after every fault check
 // the invariants from the database and Redis themselves: accepted claims
 // within the stock, every claim answered 202 issued or visibly
 // dead-lettered, no claim issued twice, the per-user limit held, nothing

@@ -26,10 +26,12 @@ const fastRecovery = `stream:
 
 // serveOpts are the settings of one `dibs serve` process.
 type serveOpts struct {
-	redis    string // host:port, dibs's view of Redis (maybe a proxy)
-	db       string // database URL, dibs's view (maybe through a proxy)
-	instance string // --instance; defaults to "node"
-	config   string // YAML for --config; defaults to fastRecovery
+	redis    string   // host:port, dibs's view of Redis (maybe a proxy)
+	cluster  []string // host:port seeds of a Redis Cluster, instead of redis
+	bin      string   // the dibs binary; defaults to the one built from this tree
+	db       string   // database URL, dibs's view (maybe through a proxy)
+	instance string   // --instance; defaults to "node"
+	config   string   // YAML for --config; defaults to fastRecovery
 }
 
 // logLine is one line a dibs process logged (JSON), with when the test read it.
@@ -66,9 +68,16 @@ func startDibs(t *testing.T, o serveOpts) *dibsProc {
 	if err := os.WriteFile(cfg, []byte(o.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if o.bin == "" {
+		o.bin = dibsBin
+	}
+	redis := "redis://" + o.redis
+	if o.cluster != nil {
+		redis = strings.Join(o.cluster, ",")
+	}
 	p := &dibsProc{t: t, name: o.instance, done: make(chan struct{})}
-	p.cmd = exec.Command(dibsBin, "serve", "--addr", "127.0.0.1:0",
-		"--redis", "redis://"+o.redis, "--db", o.db, "--admin-token", adminToken,
+	p.cmd = exec.Command(o.bin, "serve", "--addr", "127.0.0.1:0",
+		"--redis", redis, "--db", o.db, "--admin-token", adminToken,
 		"--config", cfg, "--instance", o.instance, "--log-format", "json")
 	p.cmd.Env = os.Environ()
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -125,6 +134,20 @@ func parseLogLine(s string) logLine {
 func (p *dibsProc) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	p.waitExit(10 * time.Second)
+}
+
+// stop sends SIGTERM, as a rolling restart does, and waits until the
+// process has drained and exited; it must exit 0.
+func (p *dibsProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitExit(60 * time.Second)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			p.t.Errorf("%s: dibs serve exited %d after SIGTERM:\n%s", p.name, code, p.logTail(20))
+		}
+	default:
+	}
 }
 
 // waitExit waits until the process has exited.

@@ -80,33 +80,8 @@ func TestRedisUnreachable(t *testing.T) {
 	cut := time.Now()
 	x.blackhole()
 	t.Logf("blackhole for %v, then resets for %v", hole, resets)
-	during := make(chan []timed, 1)
 	stop := make(chan struct{})
-	go func() {
-		var as []timed
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				wg.Wait()
-				during <- as
-				return
-			case <-tick.C:
-			}
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				sent := time.Now()
-				a := l.claim(context.Background(), p.addr, attempt{user: fmt.Sprintf("during-%d", i), key: fmt.Sprintf("k-during-%d", i)})
-				mu.Lock()
-				defer mu.Unlock()
-				as = append(as, timed{sent: sent, done: time.Now(), a: a})
-			}(i)
-		}
-	}()
+	during := l.trickle([]string{p.addr}, "during-", 50*time.Millisecond, stop, nil)
 	<-time.After(hole) // the outage itself
 	if st := readiness(p.addr); st != http.StatusServiceUnavailable {
 		t.Errorf("/readyz answered %d while Redis was out of reach, want 503", st)
@@ -135,12 +110,6 @@ func TestRedisUnreachable(t *testing.T) {
 	l.settle(t, []string{p.addr}, 60*time.Second)
 	l.checkReplays(t, p.addr)
 	e.check(t, l, expect{promo: promo, stock: stock, perUser: 1, noDeadLetters: true, exact: true}, p)
-}
-
-// timed is an answer with when its request was sent and answered.
-type timed struct {
-	sent, done time.Time
-	a          answer
 }
 
 // within returns the answers of requests sent and answered in [from, to].

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -26,7 +27,7 @@ const clusterPollInterval = 50 * time.Millisecond
 var cluster = sync.OnceValues(func() ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	nodes, err := startClusterNodes(ctx)
+	nodes, err := startClusterNodes(ctx, redisserver.Options{AppendFsync: "off", Log: logWriter()}, stopOnCleanup)
 	if err != nil {
 		return nil, fmt.Errorf("redistest: start cluster nodes: %w", err)
 	}
@@ -40,25 +41,23 @@ var cluster = sync.OnceValues(func() ([]string, error) {
 	return addrs, nil
 })
 
-// startClusterNodes starts one cluster-enabled server per slot range, in
-// parallel; each started one is stopped by Main whatever happens next.
-func startClusterNodes(ctx context.Context) ([]*redisserver.Server, error) {
+// startClusterNodes starts one cluster-enabled server with options o per
+// slot range, in parallel; each started one is handed to stopLater, which
+// arranges its stop whatever happens next.
+func startClusterNodes(ctx context.Context, o redisserver.Options, stopLater func(*redisserver.Server)) ([]*redisserver.Server, error) {
+	o.Cluster = true
 	nodes := make([]*redisserver.Server, len(clusterSlots))
 	errs := make([]error, len(clusterSlots))
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Go(func() {
-			nodes[i], errs[i] = redisserver.Start(ctx, redisserver.Options{
-				AppendFsync: "off",
-				Cluster:     true,
-				Log:         logWriter(),
-			})
+			nodes[i], errs[i] = redisserver.Start(ctx, o)
 		})
 	}
 	wg.Wait()
 	for _, n := range nodes {
 		if n != nil {
-			stopOnCleanup(n)
+			stopLater(n)
 		}
 	}
 	return nodes, errors.Join(errs...)
@@ -76,11 +75,7 @@ func formCluster(ctx context.Context, nodes []*redisserver.Server) error {
 		}
 	}()
 	for i, n := range nodes {
-		c, err := rueidis.NewClient(rueidis.ClientOption{
-			InitAddress:       []string{n.Addr()},
-			DisableCache:      true,
-			ForceSingleClient: true,
-		})
+		c, err := nodeClient(n)
 		if err != nil {
 			return fmt.Errorf("connect %s: %w", n.Addr(), err)
 		}
@@ -96,16 +91,11 @@ func formCluster(ctx context.Context, nodes []*redisserver.Server) error {
 		}
 		// Meeting every earlier node, not just the first, saves gossip rounds.
 		for _, peer := range nodes[:i] {
-			host, port, err := net.SplitHostPort(peer.Addr())
+			meet, err := meetCmd(c, peer)
 			if err != nil {
 				return err
 			}
-			p, err := strconv.ParseInt(port, 10, 64)
-			if err != nil {
-				return err
-			}
-			cmds = append(cmds, c.B().ClusterMeet().Ip(host).Port(p).
-				ClusterBusPort(int64(peer.ClusterPort())).Build())
+			cmds = append(cmds, meet)
 		}
 		for _, r := range c.DoMulti(ctx, cmds...) {
 			if err := r.Error(); err != nil {
@@ -114,19 +104,7 @@ func formCluster(ctx context.Context, nodes []*redisserver.Server) error {
 		}
 	}
 
-	tick := time.NewTicker(clusterPollInterval)
-	defer tick.Stop()
-	for {
-		err := clusterReady(ctx, clients, len(nodes))
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w; last check: %w", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
+	return pollCluster(ctx, func() error { return clusterReady(ctx, clients, len(nodes)) })
 }
 
 // clusterReady checks that every node reports cluster_state:ok and knows
@@ -171,4 +149,210 @@ func healthyMasters(nodes string) int {
 		}
 	}
 	return n
+}
+
+// OwnCluster is a three-master Redis Cluster started for one test alone, for
+// tests that stop, kill or fail over its nodes. Every node, replicas
+// included, is stopped when the test ends.
+type OwnCluster struct {
+	t testing.TB
+	// Masters are the nodes that own the slot ranges at the start, in slot
+	// order: Masters[0] serves slots 0-5460.
+	Masters []*redisserver.Server
+}
+
+// FreshCluster starts and forms a three-master Cluster for this test alone,
+// with persistence as o.AppendFsync says (none if empty). o.Dir is ignored:
+// each node gets a temporary directory of its own.
+func FreshCluster(t testing.TB, o redisserver.Options) *OwnCluster {
+	t.Helper()
+	if o.AppendFsync == "" {
+		o.AppendFsync = "off"
+	}
+	if o.Log == nil {
+		o.Log = logWriter()
+	}
+	o.Dir = ""
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	nodes, err := startClusterNodes(ctx, o, func(s *redisserver.Server) { stopWhenDone(t, s) })
+	if err != nil {
+		t.Fatalf("redistest: start cluster nodes: %v", err)
+	}
+	if err := formCluster(ctx, nodes); err != nil {
+		t.Fatalf("redistest: form cluster: %v", err)
+	}
+	return &OwnCluster{t: t, Masters: nodes}
+}
+
+// stopWhenDone stops s when the test ends.
+func stopWhenDone(t testing.TB, s *redisserver.Server) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("redistest: stop %s: %v", s.Addr(), err)
+		}
+	})
+}
+
+// Addrs returns the masters' addresses, the seeds to give a Cluster client.
+func (c *OwnCluster) Addrs() []string {
+	out := make([]string, len(c.Masters))
+	for i, m := range c.Masters {
+		out[i] = m.Addr()
+	}
+	return out
+}
+
+// MasterOf returns the master that owned slot when the Cluster was formed.
+func (c *OwnCluster) MasterOf(slot int64) *redisserver.Server {
+	for i, r := range clusterSlots {
+		if slot >= r[0] && slot <= r[1] {
+			return c.Masters[i]
+		}
+	}
+	c.t.Fatalf("redistest: slot %d out of range", slot)
+	return nil
+}
+
+// AddReplica starts a node that joins the Cluster as a replica of master,
+// and returns once it has loaded master's data and every node of the
+// Cluster sees it as master's replica.
+func (c *OwnCluster) AddReplica(master *redisserver.Server) *redisserver.Server {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	r, err := redisserver.Start(ctx, redisserver.Options{AppendFsync: "off", Cluster: true, Log: logWriter()})
+	if err != nil {
+		t.Fatalf("redistest: start replica: %v", err)
+	}
+	stopWhenDone(t, r)
+	if err := joinAsReplica(ctx, r, master, c.Masters); err != nil {
+		t.Fatalf("redistest: replica %s of %s: %v", r.Addr(), master.Addr(), err)
+	}
+	return r
+}
+
+// joinAsReplica makes replica meet master, replicate it, and waits until
+// the replica is in sync and every node in nodes lists it as master's
+// replica.
+func joinAsReplica(ctx context.Context, replica, master *redisserver.Server, nodes []*redisserver.Server) error {
+	rc, err := nodeClient(replica)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	mc, err := nodeClient(master)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	masterID, err := mc.Do(ctx, mc.B().ClusterMyid().Build()).ToString()
+	if err != nil {
+		return fmt.Errorf("CLUSTER MYID: %w", err)
+	}
+	replicaID, err := rc.Do(ctx, rc.B().ClusterMyid().Build()).ToString()
+	if err != nil {
+		return fmt.Errorf("CLUSTER MYID: %w", err)
+	}
+	meet, err := meetCmd(rc, master)
+	if err != nil {
+		return err
+	}
+	if err := rc.Do(ctx, meet).Error(); err != nil {
+		return fmt.Errorf("CLUSTER MEET: %w", err)
+	}
+	// CLUSTER REPLICATE needs the replica to know the master first.
+	if err := pollCluster(ctx, func() error {
+		return rc.Do(ctx, rc.B().ClusterReplicate().NodeId(masterID).Build()).Error()
+	}); err != nil {
+		return fmt.Errorf("CLUSTER REPLICATE: %w", err)
+	}
+	clients := make([]rueidis.Client, 0, len(nodes))
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for _, n := range nodes {
+		c, err := nodeClient(n)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	return pollCluster(ctx, func() error {
+		info, err := rc.Do(ctx, rc.B().Info().Section("replication").Build()).ToString()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") || !strings.Contains(info, "master_sync_in_progress:0") {
+			return errors.New("replica not in sync yet")
+		}
+		for _, c := range clients {
+			text, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
+			if err != nil {
+				return err
+			}
+			if !listsReplica(text, replicaID, masterID) {
+				return fmt.Errorf("a node does not list %s as a replica of %s yet:\n%s", replicaID, masterID, text)
+			}
+		}
+		return nil
+	})
+}
+
+// meetCmd builds the CLUSTER MEET that makes c's node meet peer.
+func meetCmd(c rueidis.Client, peer *redisserver.Server) (rueidis.Completed, error) {
+	host, port, err := net.SplitHostPort(peer.Addr())
+	if err != nil {
+		return rueidis.Completed{}, err
+	}
+	p, err := strconv.ParseInt(port, 10, 64)
+	if err != nil {
+		return rueidis.Completed{}, err
+	}
+	return c.B().ClusterMeet().Ip(host).Port(p).ClusterBusPort(int64(peer.ClusterPort())).Build(), nil
+}
+
+// nodeClient connects to one node, not to the Cluster.
+func nodeClient(s *redisserver.Server) (rueidis.Client, error) {
+	return rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true, ForceSingleClient: true})
+}
+
+// listsReplica tells whether CLUSTER NODES output lists node id as a
+// healthy replica of master.
+func listsReplica(nodes, id, master string) bool {
+	// Over RESP3 the text comes as a verbatim string, "txt:" first.
+	for line := range strings.Lines(strings.TrimPrefix(nodes, "txt:")) {
+		// id addr flags master ping pong epoch link
+		f := strings.Fields(line)
+		if len(f) < 8 || f[0] != id {
+			continue
+		}
+		flags := strings.Split(f[2], ",")
+		return slices.Contains(flags, "slave") && f[3] == master && f[7] == "connected" &&
+			!slices.Contains(flags, "fail") && !slices.Contains(flags, "fail?")
+	}
+	return false
+}
+
+// pollCluster calls check every clusterPollInterval until it returns nil or
+// ctx ends.
+func pollCluster(ctx context.Context, check func() error) error {
+	tick := time.NewTicker(clusterPollInterval)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; last check: %w", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }

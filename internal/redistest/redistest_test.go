@@ -203,3 +203,30 @@ func TestFresh(t *testing.T) {
 		t.Fatalf("GET after crash = %q, %v", got, err)
 	}
 }
+
+// TestFreshClusterReplica starts a Cluster of the test's own, gives the
+// master of a key's slot a replica, and reads the key back from the replica.
+func TestFreshClusterReplica(t *testing.T) {
+	t.Parallel()
+	c := redistest.FreshCluster(t, redisserver.Options{})
+	cc := redistest.Topology{Name: "cluster", Addrs: c.Addrs(), Cluster: true}.Client(t)
+	key := redistest.Prefix(t) + "{k}"
+	slot, err := cc.Do(t.Context(), cc.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := c.MasterOf(slot)
+	replica := c.AddReplica(master)
+	mc := redistest.Topology{Name: "master", Addrs: []string{master.Addr()}}.Client(t)
+	rc := redistest.Topology{Name: "replica", Addrs: []string{replica.Addr()}}.Client(t)
+	if err := cc.Do(t.Context(), cc.B().Set().Key(key).Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mc.Do(t.Context(), mc.B().Wait().Numreplicas(1).Timeout(10000).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v", n, err)
+	}
+	res := rc.DoMulti(t.Context(), rc.B().Readonly().Build(), rc.B().Get().Key(key).Build())
+	if got, err := res[1].ToString(); err != nil || got != "v" {
+		t.Fatalf("GET on the replica = %q, %v", got, err)
+	}
+}
