@@ -9,7 +9,6 @@ import (
 
 	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // TestSkewedClockNeverDrainsEarly: whether a promotion has ended is decided
@@ -50,7 +49,7 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 				defer cancel()
 				_ = skewed.Stop(ctx)
 			})
-			create(t, real, store.Promotion{ID: "skew", Stock: 10, EndsAt: time.Now().Add(3 * time.Second)})
+			create(t, real, promotion.Promotion{ID: "skew", Stock: 10, EndsAt: time.Now().Add(3 * time.Second)})
 
 			deadline := time.After(30 * time.Second)
 			for seen := 0; seen < 3; {

@@ -3,8 +3,6 @@ package promotion
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/dibsio/dibs/store"
 )
 
 // Fences: a loss of Redis's history is caught before it can collide.
@@ -69,7 +67,7 @@ func (m *Manager) onLost(id string) {
 
 // knownFloor is the highest rank known to be taken in p: the database's
 // floor or this instance's fence, whichever is higher.
-func (m *Manager) knownFloor(p store.Promotion, dbFloor int64) int64 {
+func (m *Manager) knownFloor(p Promotion, dbFloor int64) int64 {
 	m.fences.raise(p.ID, dbFloor)
 	return m.fences.get(p.ID)
 }

@@ -62,13 +62,15 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 	}
 	inserted := 0
 	for j, o := range outs {
+		if errs[at[j]] != nil {
+			continue // issued one by one, and failed: its error is set
+		}
 		switch o {
 		case store.Inserted:
 			inserted++
 			h.m.fences.raise(h.promotionID, issues[j].Rank)
 		case store.Duplicate:
 			h.m.fences.raise(h.promotionID, issues[j].Rank)
-		case 0: // failed one by one, error already set
 		default:
 			errs[at[j]] = h.conflict(ctx, issues[j])
 		}
@@ -191,8 +193,9 @@ func storeErr(err error) error {
 	return err
 }
 
-// oneByOne issues each claim in its own transaction. It sets errs for the
-// claims that fail and returns their outcomes (0 where it failed).
+// oneByOne issues each claim in its own transaction. It returns the
+// outcome of each one issued and sets errs for the others: a claim whose
+// error is set has no outcome.
 func (h *issuer) oneByOne(ctx context.Context, issues []store.Issue, at []int, errs []error) []store.Outcome {
 	outs := make([]store.Outcome, len(issues))
 	for j, is := range issues {

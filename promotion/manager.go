@@ -17,16 +17,6 @@ import (
 	"github.com/dibsio/dibs/stream"
 )
 
-// Errors returned by the Manager besides the claim and store sentinels.
-var (
-	// ErrNotFound means there is no such promotion.
-	ErrNotFound = errors.New("promotion: not found")
-	// ErrAlreadyExists means a promotion with that id exists.
-	ErrAlreadyExists = errors.New("promotion: already exists")
-	// ErrWrongMode means the call does not fit the promotion's mode.
-	ErrWrongMode = errors.New("promotion: wrong mode for this call")
-)
-
 // DefaultRecheckInterval is how often the Manager re-checks promotions.
 const DefaultRecheckInterval = time.Second
 
@@ -76,11 +66,11 @@ type Manager struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	active  map[string]store.Promotion // undrained promotions; guarded by mu
-	specs   map[string]stream.Spec     // pool specs by promotion; guarded by mu
-	started bool                       // guarded by mu
-	stopped bool                       // guarded by mu
-	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
+	active  map[string]Promotion   // undrained promotions; guarded by mu
+	specs   map[string]stream.Spec // pool specs by promotion; guarded by mu
+	started bool                   // guarded by mu
+	stopped bool                   // guarded by mu
+	cancel  context.CancelFunc     // stops the re-check loop; guarded by mu
 	wg      sync.WaitGroup
 	rb      rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 	fences  fences    // highest ranks known to be taken (fence.go)
@@ -118,7 +108,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		reg:    reg,
 		cfg:    cfg,
 		log:    cfg.Logger,
-		active: make(map[string]store.Promotion),
+		active: make(map[string]Promotion),
 		specs:  make(map[string]stream.Spec),
 	}, nil
 }
@@ -196,13 +186,15 @@ func (m *Manager) loop(ctx context.Context) {
 // with no work left drained. On the first pass every undrained promotion's
 // pool is started, so entries left pending by a killed process are resumed.
 func (m *Manager) recheck(ctx context.Context, first bool) error {
-	list, err := m.st.ListUndrained(ctx)
+	stored, err := m.st.ListUndrained(ctx)
 	if err != nil {
 		return err
 	}
-	fresh := make(map[string]store.Promotion, len(list))
-	for _, p := range list {
-		fresh[p.ID] = p
+	list := make([]Promotion, len(stored))
+	fresh := make(map[string]Promotion, len(list))
+	for i, sp := range stored {
+		list[i] = fromStore(sp)
+		fresh[sp.ID] = list[i]
 	}
 	m.mu.Lock()
 	prev := m.active
@@ -240,7 +232,7 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			}
 			continue
 		}
-		if ended(p, now) && !m.reg.Running(p.ID) {
+		if p.ended(now) && !m.reg.Running(p.ID) {
 			if err := m.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
 			}
@@ -260,7 +252,7 @@ func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
 // groupWorks reads the issuers group's pending count and lag of every
 // promotion in list, in one pipelined round trip (rueidis sends each command
 // to its promotion's Cluster node).
-func (m *Manager) groupWorks(ctx context.Context, list []store.Promotion) ([]groupState, []error) {
+func (m *Manager) groupWorks(ctx context.Context, list []Promotion) ([]groupState, []error) {
 	works := make([]groupState, len(list))
 	errs := make([]error, len(list))
 	if len(list) == 0 {
@@ -310,7 +302,7 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 // Redis TIME — the clock the claim script's window uses — never by this
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
-func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
+func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	isEnded, seq, err := m.gate.Ended(ctx, p.ID)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
@@ -354,25 +346,9 @@ func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
 	return nil
 }
 
-func ended(p store.Promotion, now time.Time) bool {
-	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
-}
-
-func gatePromotion(p store.Promotion) claim.Promotion {
-	return claim.Promotion{
-		ID:           p.ID,
-		Grant:        p.Mode == store.ModeGrant,
-		Stock:        p.Stock,
-		PerUserLimit: p.PerUserLimit,
-		StartsAt:     p.StartsAt,
-		EndsAt:       p.EndsAt,
-		Closed:       !p.ClosedAt.IsZero(),
-	}
-}
-
 // ensurePool starts the promotion's confirmation pool if it is not running
 // and wakes it.
-func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
+func (m *Manager) ensurePool(ctx context.Context, p Promotion) error {
 	m.mu.Lock()
 	if m.stopped {
 		m.mu.Unlock()
@@ -391,7 +367,7 @@ func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
 
 // specLocked returns the pool spec of promotion p, made once per
 // promotion. The caller holds m.mu.
-func (m *Manager) specLocked(p store.Promotion) stream.Spec {
+func (m *Manager) specLocked(p Promotion) stream.Spec {
 	if s, ok := m.specs[p.ID]; ok {
 		return s
 	}
