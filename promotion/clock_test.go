@@ -28,7 +28,7 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 			rechecks := make(chan string, 64)
 			sc := fastStream()
 			skewed, err := promotion.New(w.client, w.st, promotion.Config{
-				Prefix: w.prefix, Instance: "skewed", Stream: &sc,
+				Prefix: w.prefix, Instance: "skewed", Stream: sc,
 				RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 				Now: func() time.Time { return time.Now().Add(skew) },
 				OnBacklog: func(id string, _ int64) {

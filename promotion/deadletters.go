@@ -212,7 +212,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 		if merr := m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
 	return err
 }

@@ -148,7 +148,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	if fresh {
 		m.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
 			"promotion", id, "user", is.UserID, "old_rank", is.Rank, "rank", rank)
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
 	return nil
 }
@@ -158,7 +158,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 // towards the dead letters.
 func (h *issuer) waitForRebuild(is store.Issue, err error) error {
 	if errors.Is(err, claim.ErrRebuilding) {
-		h.m.onLost(h.promotionID)
+		h.m.reportLost(h.promotionID)
 		return stream.Transient(fmt.Errorf("claim %s: rank %d or its slot was handed out twice; waiting for the promotion to be rebuilt: %w", is.ClaimID, is.Rank, err))
 	}
 	return err

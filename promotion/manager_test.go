@@ -81,7 +81,7 @@ func (w world) manager(t *testing.T, instance string, tune func(*stream.Config))
 		tune(&sc)
 	}
 	m, err := promotion.New(w.client, w.st, promotion.Config{
-		Prefix: w.prefix, Instance: instance, Stream: &sc,
+		Prefix: w.prefix, Instance: instance, Stream: sc,
 		RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -361,7 +361,7 @@ func TestResumeOnStart(t *testing.T) {
 	}
 	create(t, first, promotion.Promotion{ID: "resume", Stock: 50})
 	// No instance runs: claims go straight through the gate.
-	gate := claim.New(w.client, claim.Config{Prefix: w.prefix})
+	gate := first.Gate()
 	for i := 0; i < 20; i++ {
 		if _, err := gate.Claim(ctx, "resume", fmt.Sprintf("u%d", i), ""); err != nil {
 			t.Fatal(err)
@@ -429,7 +429,7 @@ func TestUserClaimsFollowTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, m, promotion.Promotion{ID: "truth", Stock: 5})
-	res, err := claim.New(w.client, claim.Config{Prefix: w.prefix}).Claim(ctx, "truth", "u1", "")
+	res, err := m.Gate().Claim(ctx, "truth", "u1", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,15 +46,12 @@ func (m *Manager) Create(ctx context.Context, p Promotion) (View, error) {
 	if err := m.st.CreatePromotion(ctx, p.toStore()); err != nil {
 		return View{}, domainErr(err)
 	}
-	m.mu.Lock()
-	m.active[p.ID] = p
-	m.mu.Unlock()
 	// The database is the truth, and it holds the promotion now: creation
-	// is done, whatever Redis answers. If Redis cannot open it now, the
-	// re-check loop does as soon as it answers, and until then claims get
-	// unavailable. Answering an error here would leave the caller to retry
-	// a creation that happened.
-	if err := m.open(ctx, p); err != nil {
+	// is done, whatever Redis answers. The loop opens it in Redis; if it
+	// cannot now, the next re-check does as soon as Redis answers, and until
+	// then claims get unavailable. Answering an error here would leave the
+	// caller to retry a creation that happened.
+	if err := m.awaitOpen(ctx, p.ID, p, true); err != nil {
 		m.log.Warn("promotion created; Redis will be prepared by the next re-check", "promotion", p.ID, "err", err)
 		return m.fresh(p), nil
 	}
@@ -126,9 +123,10 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 		return View{}, err
 	}
 	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+		// Redis does not hold it: the loop opens it closed.
 		closed := p
 		closed.ClosedAt = m.cfg.Now().UTC()
-		if err := m.open(ctx, closed); err != nil {
+		if err := m.awaitOpen(ctx, id, closed, true); err != nil {
 			return View{}, err
 		}
 	} else if err != nil {
@@ -151,7 +149,7 @@ func (m *Manager) load(ctx context.Context, id string) (Promotion, error) {
 func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	st, err := m.gate.State(ctx, p.ID)
 	if errors.Is(err, claim.ErrNotFound) {
-		if err = m.open(ctx, p); err == nil {
+		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
 			st, err = m.gate.State(ctx, p.ID)
 		}
 	}
@@ -190,51 +188,28 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 		return Claimed{}, domainErr(err)
 	}
 	m.fences.raise(id, res.Rank)
-	m.kick(ctx, id)
+	m.wakePool(id)
 	return Claimed(res), nil
 }
 
 // onGate runs a gate call for promotion id. If Redis does not know the
-// promotion — an unknown id, or Redis lost it — the database decides: an
-// unknown promotion is ErrNotFound, a known one is opened (paused for a
-// rebuild if the database holds claims of it) and the call runs once more.
+// promotion — an unknown id, one created on another instance a moment ago,
+// or one Redis lost — the Manager's loop decides, and this request only
+// waits for it (at most Config.OpenWait, else ErrNotReady): an unknown
+// promotion is ErrNotFound, a known one is opened (paused for a rebuild if
+// the database holds claims of it) and the call runs once more.
 func (m *Manager) onGate(ctx context.Context, id string, call func() error) error {
 	err := call()
 	if errors.Is(err, claim.ErrNotFound) {
-		p, lerr := m.load(ctx, id)
-		if lerr != nil {
-			return lerr
-		}
-		if err := m.open(ctx, p); err != nil {
+		if err := m.awaitOpen(ctx, id, Promotion{}, false); err != nil {
 			return err
 		}
 		err = call()
 	}
-	if errors.Is(err, claim.ErrWrongMode) {
-		return ErrWrongMode
-	}
 	if errors.Is(err, claim.ErrLost) {
-		m.onLost(id)
+		m.reportLost(id)
 	}
 	return err
-}
-
-// kick makes sure the pool of promotion id runs on this instance.
-func (m *Manager) kick(ctx context.Context, id string) {
-	m.mu.Lock()
-	p, ok := m.active[id]
-	m.mu.Unlock()
-	if !ok {
-		var err error
-		if p, err = m.load(ctx, id); err != nil {
-			m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
-			return
-		}
-	}
-	if err := m.ensurePool(ctx, p); err != nil {
-		// The re-check loop retries within a second.
-		m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
-	}
 }
 
 // Grant enqueues grants for users in a grant promotion; users granted
@@ -249,7 +224,7 @@ func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (Grant
 		return Granted{}, domainErr(err)
 	}
 	if res.Enqueued > 0 {
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
 	return Granted(res), nil
 }

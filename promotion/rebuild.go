@@ -273,20 +273,6 @@ func (m *Manager) startRebuild(p Promotion, reason string, created bool) {
 	m.startRebuildWith(p.ID, func(context.Context) (Promotion, error) { return p, nil }, reason, created)
 }
 
-// startRebuildOf is startRebuild for a promotion known by id only: its
-// definition is read in the rebuild's goroutine, never in the caller's.
-func (m *Manager) startRebuildOf(id, reason string) {
-	m.startRebuildWith(id, func(ctx context.Context) (Promotion, error) {
-		m.mu.Lock()
-		p, ok := m.active[id]
-		m.mu.Unlock()
-		if ok {
-			return p, nil
-		}
-		return m.load(ctx, id)
-	}, reason, false)
-}
-
 func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promotion, error), reason string, created bool) {
 	ctx, ok := m.rb.begin(id)
 	if !ok {
@@ -307,7 +293,7 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promoti
 				"seq", rep.Seq, "users_raised", rep.Restored.Users, "statuses", rep.Restored.Statuses,
 				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "paused_for", rep.Took)
 			if rep.Restored.Requeued > 0 {
-				m.kick(ctx, p.ID)
+				m.wakePool(p.ID)
 			}
 		case errors.Is(rep.Err, claim.ErrNotPaused):
 			m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)

@@ -94,7 +94,7 @@ func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
 	sc.LeaseTTL = 2 * time.Second
 	sc.Logger = slog.New(slog.DiscardHandler)
 	e.m, err = promotion.New(client, st, promotion.Config{
-		Prefix: e.prefix, Instance: o.instance, Stream: &sc,
+		Prefix: e.prefix, Instance: o.instance, Stream: sc,
 		RecheckInterval: o.recheck, Logger: slog.New(slog.DiscardHandler),
 		OnHalted: o.onHalted,
 		OnRebuild: func(r promotion.RebuildReport) {

@@ -223,7 +223,7 @@ func serve(ctx context.Context, f serveFlags, fc fileConfig, log *slog.Logger) (
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix:   keyPrefix,
 		Instance: f.instance,
-		Stream:   &scfg,
+		Stream:   scfg,
 		Logger:   log,
 		OnIssued: func(_ string, n int) {
 			metrics.Issued.Add(float64(n))
