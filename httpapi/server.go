@@ -108,17 +108,9 @@ type Server struct {
 	testHookKeyed func()
 }
 
-// New returns the API handler.
+// New returns the API handler; an error names the Config field that
+// cannot work.
 func New(cfg Config) (*Server, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("httpapi: Config.Manager is required")
-	}
-	if cfg.AdminToken == "" {
-		return nil, errors.New("httpapi: Config.AdminToken is required")
-	}
-	if cfg.Redis == nil {
-		return nil, errors.New("httpapi: Config.Redis is required")
-	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -181,6 +173,14 @@ func (c Config) withDefaults() Config {
 
 // validate names the first field that cannot work.
 func (c Config) validate() error {
+	switch {
+	case c.Manager == nil:
+		return errors.New("httpapi: Config.Manager is required")
+	case c.AdminToken == "":
+		return errors.New("httpapi: Config.AdminToken is required")
+	case c.Redis == nil:
+		return errors.New("httpapi: Config.Redis is required")
+	}
 	for _, n := range []struct {
 		name string
 		v    int
