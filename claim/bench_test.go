@@ -29,7 +29,7 @@ func BenchmarkClaim(b *testing.B) {
 		b.Run(tp.Name, func(b *testing.B) {
 			c := tp.Client(b)
 			p := redistest.Prefix(b)
-			f := fixture{gate: claim.New(c, claim.Config{Prefix: p}), client: c, prefix: p}
+			f := fixture{gate: newGate(b, c, p), client: c, prefix: p}
 			benchClaims(b, f, "bench", !tp.Cluster)
 		})
 	}

@@ -16,4 +16,22 @@
 // [ErrRebuilding] — while the database's claims are merged in, never
 // lowering a counter, and resumed with the rank counter above every rank the
 // database holds.
+//
+// # Script versions and rolling upgrades
+//
+// Every Lua script starts with a line naming it and its version, such as
+// "-- dibs:claim v1". Redis caches scripts by the SHA1 of their source and
+// the gate calls them by that hash (EVALSHA, loading the source on a miss),
+// so during a rolling upgrade the scripts of two releases live side by side
+// on one Redis and each instance runs its own. What the two releases share is
+// the data, so:
+//
+//   - a script's KEYS, ARGV and reply contract (written above each script)
+//     changes only under a new version number in its header, never in place;
+//   - Redis keys (see [Keys]), their fields and the work-stream entry fields
+//     (claim_id, user, rank, slot, at) change only in ways the previous
+//     release can read: new fields may be added, existing ones keep their
+//     meaning and format;
+//   - claim ids keep their formats (see [ClaimID], [GrantID],
+//     [CollisionID], [UndecodableID]).
 package claim

@@ -51,8 +51,25 @@ var outcomes = map[string]error{
 // Config configures a Gate.
 type Config struct {
 	// Prefix is prepended to every key, before the {promotion} hash tag.
+	// It must not contain '{' or '}', which would change the hash tag.
 	// Defaults to DefaultPrefix.
 	Prefix string
+}
+
+// withDefaults fills in the zero values.
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	return c
+}
+
+// validate names the first field that cannot work.
+func (c Config) validate() error {
+	if strings.ContainsAny(c.Prefix, "{}") {
+		return fmt.Errorf("claim: Config.Prefix must not contain '{' or '}' (they would change the promotion's hash tag), got %q", c.Prefix)
+	}
+	return nil
 }
 
 // Gate admits claims for promotions held in Redis.
@@ -61,12 +78,17 @@ type Gate struct {
 	prefix string
 }
 
-// New returns a Gate on client.
-func New(client rueidis.Client, cfg Config) *Gate {
-	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
+// New returns a Gate on client; an error names the Config field that
+// cannot work.
+func New(client rueidis.Client, cfg Config) (*Gate, error) {
+	if client == nil {
+		return nil, errors.New("claim: client is required")
 	}
-	return &Gate{client: client, prefix: cfg.Prefix}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Gate{client: client, prefix: cfg.Prefix}, nil
 }
 
 // Keys returns the keys of promotion id.

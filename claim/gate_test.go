@@ -26,7 +26,17 @@ func setup(t *testing.T, tp redistest.Topology) fixture {
 	t.Helper()
 	c := tp.Client(t)
 	p := redistest.Prefix(t)
-	return fixture{gate: claim.New(c, claim.Config{Prefix: p}), client: c, prefix: p}
+	return fixture{gate: newGate(t, c, p), client: c, prefix: p}
+}
+
+// newGate returns a gate on c under prefix.
+func newGate(t testing.TB, c rueidis.Client, prefix string) *claim.Gate {
+	t.Helper()
+	g, err := claim.New(c, claim.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func (f fixture) open(t *testing.T, p claim.Promotion) {

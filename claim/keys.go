@@ -1,7 +1,5 @@
 package claim
 
-import "strconv"
-
 // DefaultPrefix is the key prefix used when Config.Prefix is empty.
 const DefaultPrefix = "dibs:"
 
@@ -54,14 +52,4 @@ func (k Keys) DeadLetters() string { return k.base + "claims:dlq" }
 // all lists the keys the claim script takes, in its KEYS order.
 func (k Keys) all() []string {
 	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()}
-}
-
-// ClaimID returns the identity of the first-come claim with the given rank.
-func ClaimID(promotionID string, rank int64) string {
-	return promotionID + "#" + strconv.FormatInt(rank, 10)
-}
-
-// GrantID returns the identity of the grant of promotionID to userID.
-func GrantID(promotionID, userID string) string {
-	return promotionID + "@" + userID
 }

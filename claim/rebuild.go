@@ -362,7 +362,7 @@ func (r *Rebuild) outcome(vals []rueidis.RedisMessage, want int) ([]int64, error
 // confirmed rank that caused it: the database is accepted as it is), or
 // "not_found" if the meta hash is gone. The hold's expiry is read against
 // Redis TIME, so the processes' clocks do not matter.
-var pauseScript = rueidis.NewLuaScript(`
+var pauseScript = newScript(`-- dibs:pause v1
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
 if ARGV[3] == '1' and redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 'not_paused' end
 if redis.call('HEXISTS', KEYS[1], 'halted') == 1 then
@@ -392,7 +392,7 @@ return 'ok'
 // pause: chunks already merged may be gone, so the rebuild must start over), or
 // {"not_found"} if the meta hash is gone. Nothing is ever lowered: see
 // Rebuild.Restore.
-var restoreScript = rueidis.NewLuaScript(`
+var restoreScript = newScript(`-- dibs:restore v1
 local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done')
 if not h[2] then return {'not_found'} end
 if h[1] ~= ARGV[1] or tonumber(h[3] or '-1') ~= tonumber(ARGV[3]) then return {'superseded'} end
@@ -459,7 +459,7 @@ return {'ok', users, statuses, voided, requeued}
 // KEYS: meta, seq. ARGV: token, seq floor, chunks applied (see restoreScript).
 //
 // Returns {"ok", seq}, {"superseded"} or {"not_found"} (see restoreScript).
-var resumeScript = rueidis.NewLuaScript(`
+var resumeScript = newScript(`-- dibs:resume v1
 local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done')
 if not h[2] then return {'not_found'} end
 if h[1] ~= ARGV[1] or tonumber(h[3] or '-1') ~= tonumber(ARGV[3]) then return {'superseded'} end
@@ -477,7 +477,7 @@ return {'ok', seq}
 
 // releaseScript gives a rebuild hold up, leaving the promotion paused.
 // KEYS: meta. ARGV: token. Returns 1 if the token held it.
-var releaseScript = rueidis.NewLuaScript(`
+var releaseScript = newScript(`-- dibs:release v1
 if redis.call('HGET', KEYS[1], 'rebuild') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'rebuild_until', 0)
 return 1

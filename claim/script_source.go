@@ -4,7 +4,7 @@ package claim
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = `
+const claimScriptSource = `-- dibs:claim v1
 local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
 if not m[1] then return {'not_found'} end
 if m[7] ~= 'first_come' then return {'wrong_mode'} end

@@ -2,6 +2,29 @@ package claim
 
 import "github.com/redis/rueidis"
 
+// Every script's source starts with a line that names it and its version,
+// "-- dibs:<name> v<n>" (see the package documentation): scripts are loaded
+// by the hash of their source, so two releases' scripts coexist on one Redis
+// while a new release rolls out, and a script's KEYS, ARGV and reply change
+// only under a new version. Every script is made by newScript or
+// newReadOnlyScript, which keep its source for the test of that header.
+
+// scriptSources holds the source of every script of the package.
+var scriptSources []string
+
+// newScript returns the script of src (EVALSHA, with EVAL on a miss).
+func newScript(src string) *rueidis.Lua {
+	scriptSources = append(scriptSources, src)
+	return rueidis.NewLuaScript(src)
+}
+
+// newReadOnlyScript is newScript for a script that writes nothing
+// (EVALSHA_RO, so it may run on a replica).
+func newReadOnlyScript(src string) *rueidis.Lua {
+	scriptSources = append(scriptSources, src)
+	return rueidis.NewLuaScriptReadOnly(src)
+}
+
 // claimScript admits one first-come claim.
 //
 // KEYS: meta, seq, users, status, byuser, idem, stream.
@@ -22,8 +45,9 @@ import "github.com/redis/rueidis"
 // retry carrying an Idempotency-Key that was already accepted returns the
 // original rank with replayed = 1 before any other check, so it is answered
 // the same even after the stock ran out.
-// The window is checked against Redis TIME, never the caller's clock.
-var claimScript = rueidis.NewLuaScript(claimScriptSource)
+// The window is checked against Redis TIME, never the caller's clock. The
+// entry's claim_id is <promotion>#<rank>, as ClaimID builds it (ids.go).
+var claimScript = newScript(claimScriptSource)
 
 // grantScript enqueues grants for a batch of users.
 //
@@ -33,8 +57,9 @@ var claimScript = rueidis.NewLuaScript(claimScriptSource)
 // Returns {"ok", enqueued, duplicates}, {"lost", seq} (see claimScript) or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended. A
 // user already granted is a duplicate; a paused promotion (see claimScript)
-// enqueues nothing.
-var grantScript = rueidis.NewLuaScript(`
+// enqueues nothing. Each entry's claim_id is <promotion>@<user>, as GrantID
+// builds it (ids.go).
+var grantScript = newScript(`-- dibs:grant v1
 local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode', 'paused')
 if not m[3] then return {'not_found'} end
 if m[3] ~= 'grant' then return {'wrong_mode'} end
@@ -77,7 +102,7 @@ return {'ok', enq, dup}
 //
 // Returns 1 if the meta hash was created, 0 if it existed (then only the
 // closed flag and the end are refreshed).
-var openScript = rueidis.NewLuaScript(`
+var openScript = newScript(`-- dibs:open v1
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'limit', ARGV[2], 'starts_ms', ARGV[3],
@@ -99,7 +124,7 @@ return created
 `)
 
 // closeScript ends a promotion now. KEYS: meta. Returns 0 if unknown.
-var closeScript = rueidis.NewLuaScript(`
+var closeScript = newScript(`-- dibs:close v1
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'closed', 1)
 return 1
@@ -118,7 +143,7 @@ return 1
 // number of entries acked. One XACK and one HSET serve the whole batch;
 // callers send at most ackChunk entries per call, well inside Lua's stack
 // for unpack.
-var ackScript = rueidis.NewLuaScript(`
+var ackScript = newScript(`-- dibs:ack v1
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids, ranks, top = {}, {}, 0
@@ -159,7 +184,7 @@ return acked
 //
 // Returns 1 if it halted the promotion, 0 if it was halted already, -1 if
 // the meta hash is gone.
-var haltScript = rueidis.NewLuaScript(`
+var haltScript = newScript(`-- dibs:halt v1
 if redis.call('HEXISTS', KEYS[1], 'stock') == 0 then return -1 end
 if redis.call('HEXISTS', KEYS[1], 'halted') == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'paused', 1, 'halted', ARGV[1])
@@ -168,7 +193,7 @@ return 1
 
 // failScript marks dead-lettered claims failed. KEYS: status. ARGV: ranks.
 // Issued and voided claims keep their status.
-var failScript = rueidis.NewLuaScript(`
+var failScript = newScript(`-- dibs:fail v1
 for i = 1, #ARGV do
   local s = redis.call('HGET', KEYS[1], ARGV[i])
   if s == 'p' then redis.call('HSET', KEYS[1], ARGV[i], 'f') end
@@ -183,7 +208,7 @@ return #ARGV
 // claim had moved on already (pending again, issued or voided), and -1 if
 // Redis holds no status for the rank at all (it lost the claim, and a
 // rebuild has not restored it yet): then nothing happened.
-var replayScript = rueidis.NewLuaScript(`
+var replayScript = newScript(`-- dibs:replay v1
 local s = redis.call('HGET', KEYS[1], ARGV[1])
 if not s then return -1 end
 if s ~= 'f' then return 0 end
@@ -198,7 +223,7 @@ return 1
 // stock. KEYS: meta, status. ARGV: ranks. Returns {voided, ranks...}: the
 // number voided, then the ranks Redis holds no status for (it lost them,
 // and a rebuild has not restored them yet), for which nothing happened.
-var voidScript = rueidis.NewLuaScript(`
+var voidScript = newScript(`-- dibs:void v1
 local n = 0
 local unknown = {}
 for i = 1, #ARGV do
@@ -221,7 +246,7 @@ return {n, unpack(unknown)}
 //
 // KEYS: meta, seq. Returns {ended (0|1), seq}, or {-1} if the meta hash is
 // missing.
-var endScript = rueidis.NewLuaScript(`
+var endScript = newScript(`-- dibs:end v1
 local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed')
 if not m[1] then return {-1} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -235,7 +260,7 @@ return {1, seq}
 
 // userScript reads one user's claims. KEYS: byuser, status. ARGV: user id.
 // Returns a flat list of rank, status pairs.
-var userScript = rueidis.NewLuaScriptReadOnly(`
+var userScript = newReadOnlyScript(`-- dibs:user v1
 local list = redis.call('HGET', KEYS[1], ARGV[1])
 if not list then return {} end
 local out = {}
@@ -260,8 +285,9 @@ return out
 // Returns {"ok", rank, fresh (0|1)}, {"lost", seq} when the rank counter is
 // below the fence (the promotion is paused, as by claimScript),
 // {"rebuilding"} while it is paused, {"sold_out"} when no unit is left to
-// give it, or {"not_found"}.
-var rerankScript = rueidis.NewLuaScript(`
+// give it, or {"not_found"}. The new entry's claim_id is <promotion>#<rank>,
+// as ClaimID builds it (ids.go).
+var rerankScript = newScript(`-- dibs:rerank v1
 local done = redis.call('HGET', KEYS[6], ARGV[1] .. ':' .. ARGV[2])
 if done then return {'ok', tonumber(done), 0} end
 local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'paused')
@@ -304,7 +330,7 @@ return {'ok', rank, 1}
 // KEYS: meta. ARGV: the claim's acceptance time (ms, Redis TIME).
 // Returns "ok" (rebuilt since), "rebuilding" (paused now) or "lost" (it
 // paused the promotion), or "not_found".
-var collisionScript = rueidis.NewLuaScript(`
+var collisionScript = newScript(`-- dibs:collision v1
 local m = redis.call('HMGET', KEYS[1], 'stock', 'paused', 'rebuilt_ms')
 if not m[1] then return 'not_found' end
 if m[2] == '1' then return 'rebuilding' end

@@ -112,7 +112,7 @@ func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 	sc := testStreamConfig()
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix:          prefix,
-		Stream:          &sc,
+		Stream:          sc,
 		RecheckInterval: 100 * time.Millisecond,
 		Logger:          slog.New(slog.DiscardHandler),
 	})

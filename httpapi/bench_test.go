@@ -48,7 +48,7 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 	sc.Logger = slog.New(slog.DiscardHandler)
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix: redistest.Prefix(b),
-		Stream: &sc,
+		Stream: sc,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

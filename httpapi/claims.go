@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -106,13 +105,13 @@ func summaryStatus(cs []promotion.UserClaim) string {
 	status := ""
 	for _, c := range cs {
 		switch c.Status {
-		case claim.StatusPending:
-			return claim.StatusPending
-		case claim.StatusFailed:
-			status = claim.StatusFailed
-		case claim.StatusIssued:
+		case promotion.StatusPending:
+			return promotion.StatusPending
+		case promotion.StatusFailed:
+			status = promotion.StatusFailed
+		case promotion.StatusIssued:
 			if status == "" {
-				status = claim.StatusIssued
+				status = promotion.StatusIssued
 			}
 		}
 	}

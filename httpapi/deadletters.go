@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/promotion"
 )
 
 type deadLetterOut struct {
@@ -46,7 +46,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func toDeadLetterOut(d store.DeadLetter) deadLetterOut {
+func toDeadLetterOut(d promotion.DeadLetter) deadLetterOut {
 	return deadLetterOut{ClaimID: d.ClaimID, UserID: d.UserID, Reason: d.Reason, Deliveries: d.Deliveries, At: formatTime(d.At)}
 }
 

@@ -90,7 +90,7 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string,
 		s.fail(w, r, err)
 		return
 	}
-	if v.Mode != "grant" {
+	if v.Mode != promotion.ModeGrant {
 		s.fail(w, r, promotion.ErrWrongMode)
 		return
 	}

@@ -58,7 +58,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	sc.Block = 200 * time.Millisecond
 	sc.IdleTimeout = time.Second
 	sc.Logger = slog.New(slog.DiscardHandler)
-	mgr, err := promotion.New(client, st, promotion.Config{Prefix: prefix, Stream: &sc, Logger: slog.New(slog.DiscardHandler)})
+	mgr, err := promotion.New(client, st, promotion.Config{Prefix: prefix, Stream: sc, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 type waitingRoomIn struct {
@@ -102,8 +101,8 @@ func parseTimeField(field string, s *string) (time.Time, *Problem) {
 	return t, nil
 }
 
-func (in promotionIn) toPromotion() (store.Promotion, *Problem) {
-	p := store.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value}
+func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
+	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value}
 	if in.ID != nil {
 		if !promotion.ValidID(*in.ID) {
 			return p, problem(CodeInvalidRequest, "id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("id")

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -77,7 +76,7 @@ type Config struct {
 	// Idempotency-Key. Required.
 	Redis rueidis.Client
 	// KeyPrefix is prepended to the keys of those records. Defaults to
-	// claim.DefaultPrefix.
+	// promotion.DefaultPrefix.
 	KeyPrefix string
 	// IdempotencyTTL is how long the answer of an admin request sent with an
 	// Idempotency-Key is kept for its retries. Defaults to
@@ -109,17 +108,9 @@ type Server struct {
 	testHookKeyed func()
 }
 
-// New returns the API handler.
+// New returns the API handler; an error names the Config field that
+// cannot work.
 func New(cfg Config) (*Server, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("httpapi: Config.Manager is required")
-	}
-	if cfg.AdminToken == "" {
-		return nil, errors.New("httpapi: Config.AdminToken is required")
-	}
-	if cfg.Redis == nil {
-		return nil, errors.New("httpapi: Config.Redis is required")
-	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -172,7 +163,7 @@ func (c Config) withDefaults() Config {
 	def(&c.StreamIdleTimeout, DefaultStreamIdleTimeout)
 	def(&c.IdempotencyTTL, DefaultIdempotencyTTL)
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = claim.DefaultPrefix
+		c.KeyPrefix = promotion.DefaultPrefix
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -182,6 +173,14 @@ func (c Config) withDefaults() Config {
 
 // validate names the first field that cannot work.
 func (c Config) validate() error {
+	switch {
+	case c.Manager == nil:
+		return errors.New("httpapi: Config.Manager is required")
+	case c.AdminToken == "":
+		return errors.New("httpapi: Config.AdminToken is required")
+	case c.Redis == nil:
+		return errors.New("httpapi: Config.Redis is required")
+	}
 	for _, n := range []struct {
 		name string
 		v    int
@@ -346,36 +345,40 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.problemFor(r, err).write(w, r)
 }
 
-// problemFor maps err to its problem: sentinels map to their codes,
-// anything else means Redis or the database did not answer as expected
-// (and is logged).
+// problemFor maps err to its problem: the promotion package's sentinels
+// (its one error vocabulary) map to their codes, anything else means Redis
+// or the database did not answer as expected (and is logged).
 func (s *Server) problemFor(r *http.Request, err error) *Problem {
 	var ve *promotion.ValidationError
 	switch {
 	case errors.As(err, &ve):
 		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
-	case errors.Is(err, promotion.ErrNotFound), errors.Is(err, claim.ErrNotFound):
+	case errors.Is(err, promotion.ErrNotFound):
 		return problem(CodeNotFound, "no such promotion")
 	case errors.Is(err, promotion.ErrAlreadyExists):
 		return problem(CodeAlreadyExists, "a promotion with this id exists")
 	case errors.Is(err, promotion.ErrWrongMode):
 		return problem(CodeInvalidRequest, "this promotion's mode does not allow this call")
-	case errors.Is(err, claim.ErrAlreadyClaimed):
+	case errors.Is(err, promotion.ErrAlreadyClaimed):
 		return problem(CodeAlreadyClaimed, "the user reached the promotion's per-user limit")
-	case errors.Is(err, claim.ErrNotStarted):
+	case errors.Is(err, promotion.ErrNotStarted):
 		return problem(CodeNotStarted, "the promotion has not started")
-	case errors.Is(err, claim.ErrEnded):
+	case errors.Is(err, promotion.ErrEnded):
 		return problem(CodeEnded, "the promotion has ended")
-	case errors.Is(err, claim.ErrSoldOut):
+	case errors.Is(err, promotion.ErrSoldOut):
 		return problem(CodeSoldOut, "the stock is exhausted")
-	case errors.Is(err, claim.ErrVoided):
+	case errors.Is(err, promotion.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
-	case errors.Is(err, claim.ErrRebuildBusy):
+	case errors.Is(err, promotion.ErrRebuildBusy):
 		return problem(CodeRebuildInProgress, "a rebuild of this promotion is running; retry once it is done").retry(1)
-	case errors.Is(err, claim.ErrRebuilding):
+	case errors.Is(err, promotion.ErrRebuilding):
 		// Redis lost writes and the promotion's counters are being rebuilt
 		// from the database; nothing was taken, so a plain retry is safe.
 		return problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrNotReady):
+		// This instance is still opening the promotion in Redis; nothing
+		// was taken, so a plain retry is safe.
+		return problem(CodeUnavailable, "the promotion is being prepared on this instance; retry shortly").retry(1)
 	}
 	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	detail := "Redis or the database did not answer; retry shortly"

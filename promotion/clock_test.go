@@ -9,7 +9,6 @@ import (
 
 	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // TestSkewedClockNeverDrainsEarly: whether a promotion has ended is decided
@@ -29,7 +28,7 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 			rechecks := make(chan string, 64)
 			sc := fastStream()
 			skewed, err := promotion.New(w.client, w.st, promotion.Config{
-				Prefix: w.prefix, Instance: "skewed", Stream: &sc,
+				Prefix: w.prefix, Instance: "skewed", Stream: sc,
 				RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 				Now: func() time.Time { return time.Now().Add(skew) },
 				OnBacklog: func(id string, _ int64) {
@@ -50,7 +49,7 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 				defer cancel()
 				_ = skewed.Stop(ctx)
 			})
-			create(t, real, store.Promotion{ID: "skew", Stock: 10, EndsAt: time.Now().Add(3 * time.Second)})
+			create(t, real, promotion.Promotion{ID: "skew", Stock: 10, EndsAt: time.Now().Add(3 * time.Second)})
 
 			deadline := time.After(30 * time.Second)
 			for seen := 0; seen < 3; {

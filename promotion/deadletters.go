@@ -48,7 +48,7 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 		claimID := d.Fields["claim_id"]
 		if claimID == "" {
 			// An undecodable entry still needs an identity in the database.
-			claimID = id + "!" + d.ID
+			claimID = claim.UndecodableID(id, d.ID)
 		}
 		if user := d.Fields["user"]; ValidID(user) && d.Fields["claim_id"] != "" {
 			issued, err := m.st.ListIssued(ctx, id, user)
@@ -98,23 +98,32 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 // recordDeadLetter records d and returns the claim id it is recorded
 // under. A claim whose id the database holds for a different claim — a rank
 // handed out twice after Redis lost writes — is recorded under an id of its
-// own, <claim id>~<user>, so it neither overwrites nor vanishes into the
+// own (claim.CollisionID), so it neither overwrites nor vanishes into the
 // stored one.
 func (m *Manager) recordDeadLetter(ctx context.Context, d store.DeadLetter) (string, error) {
 	err := m.st.RecordDeadLetter(ctx, d)
 	if errors.Is(err, store.ErrClaimMismatch) && d.UserID != "" {
-		d.ClaimID += "~" + d.UserID
+		d.ClaimID = claim.CollisionID(d.ClaimID, d.UserID)
 		err = m.st.RecordDeadLetter(ctx, d)
 	}
 	return d.ClaimID, err
 }
 
-// DeadLetters lists the promotion's failed claims.
-func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]store.DeadLetter, error) {
+// DeadLetters lists up to limit of the promotion's failed claims with
+// claim id > after, ordered by claim id.
+func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]DeadLetter, error) {
 	if _, err := m.load(ctx, id); err != nil {
 		return nil, err
 	}
-	return m.st.ListDeadLetters(ctx, id, after, limit)
+	ds, err := m.st.ListDeadLetters(ctx, id, after, limit)
+	if err != nil {
+		return nil, domainErr(err)
+	}
+	out := make([]DeadLetter, len(ds))
+	for i, d := range ds {
+		out[i] = deadLetterFromStore(d)
+	}
+	return out, nil
 }
 
 // Replay puts failed claims back into the pipeline under their own claim
@@ -123,6 +132,11 @@ func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) 
 // concurrent replays and voids never act on one claim twice; the rest of the
 // work is finished even if ctx ends (see the sweep).
 func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
+	n, err := m.replay(ctx, id, claimIDs)
+	return n, domainErr(err)
+}
+
+func (m *Manager) replay(ctx context.Context, id string, claimIDs []string) (int, error) {
 	if _, err := m.load(ctx, id); err != nil {
 		return 0, err
 	}
@@ -198,7 +212,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 		if merr := m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
 	return err
 }
@@ -214,9 +228,9 @@ func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, 
 	defer cancel()
 	moved, err := m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadVoided)
 	if err != nil {
-		return 0, err
+		return 0, domainErr(err)
 	}
-	return len(moved), m.applyVoids(dctx, id, moved)
+	return len(moved), domainErr(m.applyVoids(dctx, id, moved))
 }
 
 // applyVoids returns the voided claims' units to stock and records that it did.

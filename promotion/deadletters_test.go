@@ -9,6 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -22,7 +23,7 @@ func TestLostAckIsNoDeadLetter(t *testing.T) {
 	w := newWorld(t, "single", "sqlite")
 	m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 2 })
 	ctx := context.Background()
-	create(t, m, store.Promotion{ID: "lost-ack", Stock: 1})
+	create(t, m, promotion.Promotion{ID: "lost-ack", Stock: 1})
 	res, err := m.Claim(ctx, "lost-ack", "u1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestUnfinishedTransitionsAreApplied(t *testing.T) {
 			drop := poison(t, w, db)
 			m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
 			ctx := context.Background()
-			create(t, m, store.Promotion{ID: "half", Stock: 4})
+			create(t, m, promotion.Promotion{ID: "half", Stock: 4})
 			for i := 0; i < 4; i++ {
 				if _, err := m.Claim(ctx, "half", fmt.Sprintf("poison%d", i), ""); err != nil {
 					t.Fatal(err)
@@ -124,7 +125,7 @@ func TestReplayAllVisitsEachOnce(t *testing.T) {
 	poison(t, w, "sqlite") // never dropped: every replay fails again
 	m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
 	ctx := context.Background()
-	create(t, m, store.Promotion{ID: "again", Stock: 30})
+	create(t, m, promotion.Promotion{ID: "again", Stock: 30})
 	for i := 0; i < 30; i++ {
 		if _, err := m.Claim(ctx, "again", fmt.Sprintf("poison%02d", i), ""); err != nil {
 			t.Fatal(err)
@@ -150,7 +151,7 @@ func TestReplayIntoDrainedPromotion(t *testing.T) {
 		sc.IdleTimeout = 100 * time.Millisecond
 	})
 	ctx := context.Background()
-	create(t, m, store.Promotion{ID: "late", Stock: 3})
+	create(t, m, promotion.Promotion{ID: "late", Stock: 3})
 	for _, u := range []string{"good", "poison1"} {
 		if _, err := m.Claim(ctx, "late", u, ""); err != nil {
 			t.Fatal(err)

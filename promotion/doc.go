@@ -10,4 +10,30 @@
 // starts the pool of any promotion that has work (claims accepted on another
 // instance, say) and marks ended promotions drained once every accepted
 // claim is issued or dead-lettered.
+//
+// # Who owns what
+//
+// The Manager's loop is the one goroutine that owns the set of undrained
+// promotions: it re-checks them, opens a promotion Redis does not know
+// (reading its definition and the database's highest rank), drains ended
+// ones and starts rebuilds; it publishes the set as an immutable snapshot
+// that claims read without a lock. A claim ([Manager.Claim]) is one script
+// call plus a non-blocking wake of its pool, handed to the Manager's waker
+// goroutine. A claim on a promotion Redis does not know asks the loop to open
+// it and waits at most [Config.OpenWait]; it never queries the database
+// itself. Rebuilds run in goroutines of their own, one per promotion; the
+// issuers run in the stream pools' goroutines.
+//
+// # Errors
+//
+// Every sentinel a Manager method returns is one of this package's:
+// [ErrNotFound], [ErrAlreadyExists], [ErrWrongMode] and [ErrNotReady] are
+// its own (the claim and store packages' "not found", "already exists" and
+// "wrong mode" are translated into them), and the claim outcomes
+// [ErrNotStarted], [ErrEnded], [ErrAlreadyClaimed], [ErrSoldOut],
+// [ErrVoided], [ErrRebuilding] and [ErrRebuildBusy] are the claim package's
+// sentinels under the same names — the same values, so errors.Is matches
+// either. A [*ValidationError] names the field of a definition that is
+// wrong. Any other error means Redis or the database did not answer as
+// expected.
 package promotion

@@ -3,8 +3,6 @@ package promotion
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/dibsio/dibs/store"
 )
 
 // Fences: a loss of Redis's history is caught before it can collide.
@@ -54,22 +52,9 @@ func (f *fences) raise(id string, rank int64) {
 // forget drops the fence of a drained promotion.
 func (f *fences) forget(id string) { f.m.Delete(id) }
 
-// onLost starts the rebuild of a promotion whose claim or grant found
-// Redis's rank counter below the fence. The script paused the promotion
-// already; the rebuild runs in the background, never in the request that
-// found the loss.
-func (m *Manager) onLost(id string) {
-	if m.rb.busy(id) {
-		return
-	}
-	m.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
-		"promotion", id, "known_rank", m.fences.get(id))
-	m.startRebuildOf(id, reasonFenced)
-}
-
 // knownFloor is the highest rank known to be taken in p: the database's
 // floor or this instance's fence, whichever is higher.
-func (m *Manager) knownFloor(p store.Promotion, dbFloor int64) int64 {
+func (m *Manager) knownFloor(p Promotion, dbFloor int64) int64 {
 	m.fences.raise(p.ID, dbFloor)
 	return m.fences.get(p.ID)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/wait"
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
 )
 
@@ -73,7 +73,7 @@ func TestFenceCatchesLossBeforeFirstClaim(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			e := rbSetupWith(t, rbOpts{db: db, recheck: time.Hour})
-			e.create(t, store.Promotion{ID: "fence", Stock: 20, PerUserLimit: 1})
+			e.create(t, promotion.Promotion{ID: "fence", Stock: 20, PerUserLimit: 1})
 			for i := 1; i <= 10; i++ {
 				e.mustClaim(t, "fence", fmt.Sprintf("u%d", i))
 			}
@@ -117,7 +117,7 @@ func TestCollisionIsReranked(t *testing.T) {
 			t.Parallel()
 			a := rbSetupWith(t, rbOpts{db: db, recheck: time.Hour, instance: "a"})
 			b := rbSetupWith(t, rbOpts{client: a.client, st: a.st, prefix: a.prefix, recheck: time.Hour, instance: "b"})
-			a.create(t, store.Promotion{ID: "twice", Stock: 20, PerUserLimit: 1})
+			a.create(t, promotion.Promotion{ID: "twice", Stock: 20, PerUserLimit: 1})
 			for i := 1; i <= 10; i++ {
 				a.mustClaim(t, "twice", fmt.Sprintf("u%d", i))
 			}
@@ -178,7 +178,7 @@ func TestReplayOfAClaimRedisForgot(t *testing.T) {
 			drop := poison(t, w, db)
 			m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 1 })
 			ctx := context.Background()
-			create(t, m, store.Promotion{ID: "forgot", Stock: 4})
+			create(t, m, promotion.Promotion{ID: "forgot", Stock: 4})
 			res, err := m.Claim(ctx, "forgot", "poison1", "")
 			if err != nil {
 				t.Fatal(err)

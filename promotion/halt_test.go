@@ -14,7 +14,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/wait"
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // forgetIssuedAbove deletes the promotion's issued rows above rank, as a
@@ -67,7 +67,7 @@ func TestDatabaseBehindRedisHalts(t *testing.T) {
 				}
 			}})
 			ctx := context.Background()
-			e.create(t, store.Promotion{ID: "behind", Stock: 20, PerUserLimit: 1})
+			e.create(t, promotion.Promotion{ID: "behind", Stock: 20, PerUserLimit: 1})
 			for i := 1; i <= 6; i++ {
 				e.mustClaim(t, "behind", fmt.Sprintf("u%d", i))
 			}

@@ -62,13 +62,15 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 	}
 	inserted := 0
 	for j, o := range outs {
+		if errs[at[j]] != nil {
+			continue // issued one by one, and failed: its error is set
+		}
 		switch o {
 		case store.Inserted:
 			inserted++
 			h.m.fences.raise(h.promotionID, issues[j].Rank)
 		case store.Duplicate:
 			h.m.fences.raise(h.promotionID, issues[j].Rank)
-		case 0: // failed one by one, error already set
 		default:
 			errs[at[j]] = h.conflict(ctx, issues[j])
 		}
@@ -146,7 +148,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	if fresh {
 		m.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
 			"promotion", id, "user", is.UserID, "old_rank", is.Rank, "rank", rank)
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
 	return nil
 }
@@ -156,7 +158,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 // towards the dead letters.
 func (h *issuer) waitForRebuild(is store.Issue, err error) error {
 	if errors.Is(err, claim.ErrRebuilding) {
-		h.m.onLost(h.promotionID)
+		h.m.reportLost(h.promotionID)
 		return stream.Transient(fmt.Errorf("claim %s: rank %d or its slot was handed out twice; waiting for the promotion to be rebuilt: %w", is.ClaimID, is.Rank, err))
 	}
 	return err
@@ -191,8 +193,9 @@ func storeErr(err error) error {
 	return err
 }
 
-// oneByOne issues each claim in its own transaction. It sets errs for the
-// claims that fail and returns their outcomes (0 where it failed).
+// oneByOne issues each claim in its own transaction. It returns the
+// outcome of each one issued and sets errs for the others: a claim whose
+// error is set has no outcome.
 func (h *issuer) oneByOne(ctx context.Context, issues []store.Issue, at []int, errs []error) []store.Outcome {
 	outs := make([]store.Outcome, len(issues))
 	for j, is := range issues {

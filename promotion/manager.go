@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -17,31 +19,33 @@ import (
 	"github.com/dibsio/dibs/stream"
 )
 
-// Errors returned by the Manager besides the claim and store sentinels.
-var (
-	// ErrNotFound means there is no such promotion.
-	ErrNotFound = errors.New("promotion: not found")
-	// ErrAlreadyExists means a promotion with that id exists.
-	ErrAlreadyExists = errors.New("promotion: already exists")
-	// ErrWrongMode means the call does not fit the promotion's mode.
-	ErrWrongMode = errors.New("promotion: wrong mode for this call")
+// Defaults of Config.
+const (
+	// DefaultRecheckInterval is how often the Manager re-checks promotions.
+	DefaultRecheckInterval = time.Second
+	// DefaultOpenWait is how long a request waits for the Manager's loop to
+	// open a promotion Redis does not know before it answers ErrNotReady.
+	DefaultOpenWait = time.Second
 )
-
-// DefaultRecheckInterval is how often the Manager re-checks promotions.
-const DefaultRecheckInterval = time.Second
 
 // Config configures a Manager.
 type Config struct {
-	// Prefix is the Redis key prefix. Defaults to claim.DefaultPrefix.
+	// Prefix is the Redis key prefix. Defaults to DefaultPrefix.
 	Prefix string
 	// Instance names this process's consumers; unique per live process.
 	// Defaults to a random id.
 	Instance string
-	// Stream configures the confirmation pools. Defaults to stream.DefaultConfig().
-	Stream *stream.Config
+	// Stream configures the confirmation pools. Left zero, it defaults to
+	// stream.DefaultConfig().
+	Stream stream.Config
 	// RecheckInterval is how often promotions are re-checked for work and
 	// for being drained. Defaults to DefaultRecheckInterval.
 	RecheckInterval time.Duration
+	// OpenWait bounds how long a claim, grant or read waits for the
+	// Manager's loop to open a promotion Redis does not know (one created
+	// on another instance a moment ago, or one Redis lost); past it the
+	// request gets ErrNotReady. Defaults to DefaultOpenWait.
+	OpenWait time.Duration
 	// Logger receives the manager's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// OnIssued, if set, is called with the number of rows newly issued.
@@ -66,7 +70,57 @@ type Config struct {
 	Now func() time.Time
 }
 
+// withDefaults fills in the zero values.
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Instance == "" {
+		c.Instance = randomID(6)
+	}
+	if reflect.ValueOf(c.Stream).IsZero() {
+		c.Stream = stream.DefaultConfig()
+	}
+	if c.RecheckInterval == 0 {
+		c.RecheckInterval = DefaultRecheckInterval
+	}
+	if c.OpenWait == 0 {
+		c.OpenWait = DefaultOpenWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate names the first field that cannot work (the stream
+// configuration is checked by the stream registry).
+func (c Config) validate() error {
+	if c.RecheckInterval < 0 {
+		return fmt.Errorf("promotion: Config.RecheckInterval must not be negative, got %s", c.RecheckInterval)
+	}
+	if c.OpenWait < 0 {
+		return fmt.Errorf("promotion: Config.OpenWait must not be negative, got %s", c.OpenWait)
+	}
+	return nil
+}
+
 // Manager runs promotions. Create it with New, then Start it.
+//
+// Three kinds of goroutine run inside it (see docs/architecture.md):
+//
+//   - the loop (loop.go) owns the set of undrained promotions and their
+//     pool specs: it re-checks them every RecheckInterval, opens those
+//     Redis does not know, drains ended ones and starts rebuilds. Other
+//     goroutines ask it over m.asks and read what it publishes in m.known;
+//   - the waker starts or wakes the confirmation pools that claims queued
+//     on m.wakes, so a claim never waits for a pool;
+//   - the rebuilder's goroutines, one per promotion being rebuilt.
+//
+// The issuers run in the stream pools' goroutines.
 type Manager struct {
 	client rueidis.Client
 	st     store.Store
@@ -75,52 +129,67 @@ type Manager struct {
 	cfg    Config
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	active  map[string]store.Promotion // undrained promotions; guarded by mu
-	specs   map[string]stream.Spec     // pool specs by promotion; guarded by mu
-	started bool                       // guarded by mu
-	stopped bool                       // guarded by mu
-	cancel  context.CancelFunc         // stops the re-check loop; guarded by mu
-	wg      sync.WaitGroup
-	rb      rebuilder // background rebuilds after Redis lost writes (rebuild.go)
-	fences  fences    // highest ranks known to be taken (fence.go)
+	// known is the loop's published set of undrained promotions, by id: a
+	// map the loop never changes once published (it publishes a new one).
+	// Written by the loop (and New); read by anyone, lock-free.
+	known atomic.Pointer[map[string]*handle]
+	// asks carries requests to the loop; bounded, senders never block.
+	asks chan ask
+	// wakes carries pools to start or wake to the waker; bounded, senders
+	// never block (a handle is in it at most once, see handle.queued).
+	wakes chan *handle
+
+	// Loop-owned state: written and read by the loop goroutine only (and by
+	// Start's first re-check, before the loop starts).
+	active  map[string]Promotion // undrained promotions' definitions
+	handles map[string]*handle   // what known publishes
+	opened  map[string]time.Time // when an open of the id last succeeded
+	missing map[string]time.Time // when a lookup of the id last found none
+
+	// running is true while the loop runs (from Start to Stop); written
+	// under lifeMu, read by anyone.
+	running atomic.Bool
+
+	lifeMu  sync.Mutex         // guards the four fields below; Start and Stop only
+	started bool               // Start ran
+	stopped bool               // Stop ran
+	cancel  context.CancelFunc // stops the loop and the waker
+	wg      sync.WaitGroup     // the loop and the waker
+
+	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
+	fences fences    // highest ranks known to be taken (fence.go)
 }
 
 // New returns a Manager over a Redis client and a store.
 func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
-	if cfg.Prefix == "" {
-		cfg.Prefix = claim.DefaultPrefix
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Instance == "" {
-		cfg.Instance = randomID(6)
-	}
-	if cfg.Stream == nil {
-		sc := stream.DefaultConfig()
-		cfg.Stream = &sc
-	}
-	if cfg.RecheckInterval <= 0 {
-		cfg.RecheckInterval = DefaultRecheckInterval
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	reg, err := stream.NewRegistry(client, cfg.Instance, *cfg.Stream)
+	gate, err := claim.New(client, claim.Config{Prefix: cfg.Prefix})
 	if err != nil {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}
-	return &Manager{
-		client: client,
-		st:     st,
-		gate:   claim.New(client, claim.Config{Prefix: cfg.Prefix}),
-		reg:    reg,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		active: make(map[string]store.Promotion),
-		specs:  make(map[string]stream.Spec),
-	}, nil
+	reg, err := stream.NewRegistry(client, cfg.Instance, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("promotion manager: %w", err)
+	}
+	m := &Manager{
+		client:  client,
+		st:      st,
+		gate:    gate,
+		reg:     reg,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		asks:    make(chan ask, askBacklog),
+		wakes:   make(chan *handle, wakeBacklog),
+		active:  make(map[string]Promotion),
+		handles: make(map[string]*handle),
+		opened:  make(map[string]time.Time),
+		missing: make(map[string]time.Time),
+	}
+	m.known.Store(&map[string]*handle{})
+	return m, nil
 }
 
 // Gate returns the claim gate the manager uses.
@@ -129,38 +198,43 @@ func (m *Manager) Gate() *claim.Gate { return m.gate }
 // Registry returns the stream registry that runs the confirmation pools.
 func (m *Manager) Registry() *stream.Registry { return m.reg }
 
-// Start resumes every undrained promotion and starts the re-check loop.
+// Start resumes every undrained promotion and starts the loop and the
+// waker. Starting twice is a no-op, and so is starting after Stop.
 func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.started {
-		m.mu.Unlock()
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.started || m.stopped {
 		return nil
 	}
 	m.started = true
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
-	m.mu.Unlock()
-
 	if err := m.recheck(ctx, true); err != nil {
 		cancel()
 		return fmt.Errorf("resume promotions: %w", err)
 	}
-	m.wg.Add(1)
+	m.running.Store(true)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
-		m.loop(loopCtx)
+		m.loop(runCtx)
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.runWaker(runCtx)
 	}()
 	return nil
 }
 
-// Stop stops the re-check loop and every pool; in-flight batches finish
-// until ctx's deadline and anything unfinished stays pending in Redis for
-// the next start. Safe to call twice or before Start.
+// Stop stops the loop, the waker, the rebuilds and every pool; in-flight
+// batches finish until ctx's deadline and anything unfinished stays pending
+// in Redis for the next start. Safe to call twice or before Start.
 func (m *Manager) Stop(ctx context.Context) error {
-	m.mu.Lock()
+	m.lifeMu.Lock()
 	m.stopped = true
+	m.running.Store(false)
 	cancel := m.cancel
-	m.mu.Unlock()
+	m.lifeMu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
@@ -169,45 +243,24 @@ func (m *Manager) Stop(ctx context.Context) error {
 	return m.reg.Stop(ctx)
 }
 
-func (m *Manager) loop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.RecheckInterval)
-	defer t.Stop()
-	var lastSweep time.Time // the first tick sweeps: a restart finishes what a crash left
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
-				m.log.Warn("re-check of promotions failed", "err", err)
-			}
-			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
-				lastSweep = now
-				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
-					m.log.Warn("dead-letter sweep failed", "err", err)
-				}
-			}
-		}
-	}
-}
-
 // recheck loads the undrained promotions, makes sure each has its Redis
 // state, starts the pool of each one with work, and marks ended promotions
 // with no work left drained. On the first pass every undrained promotion's
 // pool is started, so entries left pending by a killed process are resumed.
 func (m *Manager) recheck(ctx context.Context, first bool) error {
-	list, err := m.st.ListUndrained(ctx)
+	stored, err := m.st.ListUndrained(ctx)
 	if err != nil {
 		return err
 	}
-	fresh := make(map[string]store.Promotion, len(list))
-	for _, p := range list {
-		fresh[p.ID] = p
+	list := make([]Promotion, len(stored))
+	fresh := make(map[string]Promotion, len(list))
+	for i, sp := range stored {
+		list[i] = fromStore(sp)
+		fresh[sp.ID] = list[i]
 	}
-	m.mu.Lock()
 	prev := m.active
 	m.active = fresh
-	m.mu.Unlock()
+	m.track(list, true)
 
 	now := m.cfg.Now()
 	var errs []error
@@ -235,12 +288,12 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			m.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
 		}
 		if work.busy() || first {
-			if err := m.ensurePool(ctx, p); err != nil {
+			if err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if ended(p, now) && !m.reg.Running(p.ID) {
+		if p.ended(now) && !m.reg.Running(p.ID) {
 			if err := m.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
 			}
@@ -260,7 +313,7 @@ func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
 // groupWorks reads the issuers group's pending count and lag of every
 // promotion in list, in one pipelined round trip (rueidis sends each command
 // to its promotion's Cluster node).
-func (m *Manager) groupWorks(ctx context.Context, list []store.Promotion) ([]groupState, []error) {
+func (m *Manager) groupWorks(ctx context.Context, list []Promotion) ([]groupState, []error) {
 	works := make([]groupState, len(list))
 	errs := make([]error, len(list))
 	if len(list) == 0 {
@@ -310,7 +363,7 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 // Redis TIME — the clock the claim script's window uses — never by this
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
-func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
+func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	isEnded, seq, err := m.gate.Ended(ctx, p.ID)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
@@ -342,71 +395,14 @@ func (m *Manager) maybeDrain(ctx context.Context, p store.Promotion) error {
 		}
 		return err
 	}
-	m.mu.Lock()
 	delete(m.active, p.ID)
-	delete(m.specs, p.ID)
-	m.mu.Unlock()
+	m.untrack(p.ID)
 	m.fences.forget(p.ID)
 	if m.cfg.OnDrained != nil {
 		m.cfg.OnDrained(p.ID)
 	}
 	m.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
 	return nil
-}
-
-func ended(p store.Promotion, now time.Time) bool {
-	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
-}
-
-func gatePromotion(p store.Promotion) claim.Promotion {
-	return claim.Promotion{
-		ID:           p.ID,
-		Grant:        p.Mode == store.ModeGrant,
-		Stock:        p.Stock,
-		PerUserLimit: p.PerUserLimit,
-		StartsAt:     p.StartsAt,
-		EndsAt:       p.EndsAt,
-		Closed:       !p.ClosedAt.IsZero(),
-	}
-}
-
-// ensurePool starts the promotion's confirmation pool if it is not running
-// and wakes it.
-func (m *Manager) ensurePool(ctx context.Context, p store.Promotion) error {
-	m.mu.Lock()
-	if m.stopped {
-		m.mu.Unlock()
-		return nil
-	}
-	spec := m.specLocked(p)
-	m.mu.Unlock()
-	// Run wakes a running pool under the registry's lock, which also
-	// calls off an idle stop being decided at that moment, and starts a
-	// stopped one: so new work is never left waiting for the re-check.
-	if _, err := m.reg.Run(ctx, p.ID, spec); err != nil {
-		return fmt.Errorf("start pool of %s: %w", p.ID, err)
-	}
-	return nil
-}
-
-// specLocked returns the pool spec of promotion p, made once per
-// promotion. The caller holds m.mu.
-func (m *Manager) specLocked(p store.Promotion) stream.Spec {
-	if s, ok := m.specs[p.ID]; ok {
-		return s
-	}
-	k := m.gate.Keys(p.ID)
-	s := stream.Spec{
-		Stream:           k.Stream(),
-		Group:            claim.Group,
-		Handler:          &issuer{m: m, promotionID: p.ID},
-		Ack:              m.acker(p.ID),
-		OnDeadLetter:     m.deadLetterer(p.ID),
-		DeadLetterStream: k.DeadLetters(),
-		ExpectedTotal:    p.Stock,
-	}
-	m.specs[p.ID] = s
-	return s
 }
 
 func (m *Manager) acker(id string) func(context.Context, []stream.Message) error {

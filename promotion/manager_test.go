@@ -81,7 +81,7 @@ func (w world) manager(t *testing.T, instance string, tune func(*stream.Config))
 		tune(&sc)
 	}
 	m, err := promotion.New(w.client, w.st, promotion.Config{
-		Prefix: w.prefix, Instance: instance, Stream: &sc,
+		Prefix: w.prefix, Instance: instance, Stream: sc,
 		RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -111,7 +111,7 @@ func waitCounts(t *testing.T, m *promotion.Manager, id string, issued, failed in
 	return v
 }
 
-func create(t *testing.T, m *promotion.Manager, p store.Promotion) {
+func create(t *testing.T, m *promotion.Manager, p promotion.Promotion) {
 	t.Helper()
 	if _, err := m.Create(context.Background(), p); err != nil {
 		t.Fatalf("create %s: %v", p.ID, err)
@@ -146,7 +146,7 @@ func TestRedeliveryIssuesNothingNew(t *testing.T) {
 			w := newWorld(t, "single", db)
 			m := w.manager(t, "a", nil)
 			ctx := context.Background()
-			create(t, m, store.Promotion{ID: "redeliver", Stock: 5})
+			create(t, m, promotion.Promotion{ID: "redeliver", Stock: 5})
 			var copies []map[string]string
 			for i := 0; i < 3; i++ {
 				user := fmt.Sprintf("u%d", i)
@@ -243,7 +243,7 @@ func TestDeadLetterReplayAndVoid(t *testing.T) {
 			drop := poison(t, w, db)
 			m := w.manager(t, "a", func(sc *stream.Config) { sc.MaxDeliveries = 2 })
 			ctx := context.Background()
-			create(t, m, store.Promotion{ID: "dl", Stock: 4})
+			create(t, m, promotion.Promotion{ID: "dl", Stock: 4})
 			for _, u := range []string{"good1", "poison1", "good2", "poison2"} {
 				if _, err := m.Claim(ctx, "dl", u, ""); err != nil {
 					t.Fatal(err)
@@ -315,7 +315,7 @@ func TestInstancesShareOnePromotion(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "cluster", "postgres")
 	ms := []*promotion.Manager{w.manager(t, "a", nil), w.manager(t, "b", nil), w.manager(t, "c", nil)}
-	create(t, ms[0], store.Promotion{ID: "shared", Stock: 300})
+	create(t, ms[0], promotion.Promotion{ID: "shared", Stock: 300})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -359,9 +359,9 @@ func TestResumeOnStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create(t, first, store.Promotion{ID: "resume", Stock: 50})
+	create(t, first, promotion.Promotion{ID: "resume", Stock: 50})
 	// No instance runs: claims go straight through the gate.
-	gate := claim.New(w.client, claim.Config{Prefix: w.prefix})
+	gate := first.Gate()
 	for i := 0; i < 20; i++ {
 		if _, err := gate.Claim(ctx, "resume", fmt.Sprintf("u%d", i), ""); err != nil {
 			t.Fatal(err)
@@ -378,7 +378,7 @@ func TestIdleStopAndRestart(t *testing.T) {
 	w := newWorld(t, "single", "sqlite")
 	m := w.manager(t, "a", func(sc *stream.Config) { sc.IdleTimeout = 200 * time.Millisecond })
 	ctx := context.Background()
-	create(t, m, store.Promotion{ID: "idle", Stock: 10})
+	create(t, m, promotion.Promotion{ID: "idle", Stock: 10})
 	if _, err := m.Claim(ctx, "idle", "u1", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +397,8 @@ func TestDrainedAfterEnd(t *testing.T) {
 	w := newWorld(t, "single", "sqlite")
 	m := w.manager(t, "a", func(sc *stream.Config) { sc.IdleTimeout = 100 * time.Millisecond })
 	ctx := context.Background()
-	create(t, m, store.Promotion{ID: "done", Stock: 10})
-	create(t, m, store.Promotion{ID: "live", Stock: 10})
+	create(t, m, promotion.Promotion{ID: "done", Stock: 10})
+	create(t, m, promotion.Promotion{ID: "live", Stock: 10})
 	for _, u := range []string{"u1", "u2"} {
 		if _, err := m.Claim(ctx, "done", u, ""); err != nil {
 			t.Fatal(err)
@@ -428,8 +428,8 @@ func TestUserClaimsFollowTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create(t, m, store.Promotion{ID: "truth", Stock: 5})
-	res, err := claim.New(w.client, claim.Config{Prefix: w.prefix}).Claim(ctx, "truth", "u1", "")
+	create(t, m, promotion.Promotion{ID: "truth", Stock: 5})
+	res, err := m.Gate().Claim(ctx, "truth", "u1", "")
 	if err != nil {
 		t.Fatal(err)
 	}

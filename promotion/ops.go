@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/store"
 )
 
 // Promotion states.
@@ -29,13 +28,13 @@ type Counts struct {
 
 // View is a promotion with its live state and counts.
 type View struct {
-	store.Promotion
+	Promotion
 	State  string
 	Counts Counts
 }
 
 // Create validates p, fills its defaults, stores it and opens it in Redis.
-func (m *Manager) Create(ctx context.Context, p store.Promotion) (View, error) {
+func (m *Manager) Create(ctx context.Context, p Promotion) (View, error) {
 	now := m.cfg.Now()
 	if err := Normalize(&p, now); err != nil {
 		return View{}, err
@@ -44,21 +43,15 @@ func (m *Manager) Create(ctx context.Context, p store.Promotion) (View, error) {
 		p.ID = "p-" + randomID(8)
 	}
 	p.CreatedAt = now.UTC().Truncate(time.Millisecond)
-	if err := m.st.CreatePromotion(ctx, p); err != nil {
-		if errors.Is(err, store.ErrAlreadyExists) {
-			return View{}, ErrAlreadyExists
-		}
-		return View{}, err
+	if err := m.st.CreatePromotion(ctx, p.toStore()); err != nil {
+		return View{}, domainErr(err)
 	}
-	m.mu.Lock()
-	m.active[p.ID] = p
-	m.mu.Unlock()
 	// The database is the truth, and it holds the promotion now: creation
-	// is done, whatever Redis answers. If Redis cannot open it now, the
-	// re-check loop does as soon as it answers, and until then claims get
-	// unavailable. Answering an error here would leave the caller to retry
-	// a creation that happened.
-	if err := m.open(ctx, p); err != nil {
+	// is done, whatever Redis answers. The loop opens it in Redis; if it
+	// cannot now, the next re-check does as soon as Redis answers, and until
+	// then claims get unavailable. Answering an error here would leave the
+	// caller to retry a creation that happened.
+	if err := m.awaitOpen(ctx, p.ID, p, true); err != nil {
 		m.log.Warn("promotion created; Redis will be prepared by the next re-check", "promotion", p.ID, "err", err)
 		return m.fresh(p), nil
 	}
@@ -70,9 +63,9 @@ func (m *Manager) Create(ctx context.Context, p store.Promotion) (View, error) {
 }
 
 // fresh is the view of a promotion just created: nothing accepted yet.
-func (m *Manager) fresh(p store.Promotion) View {
+func (m *Manager) fresh(p Promotion) View {
 	v := View{Promotion: p, State: m.stateAt(p, false, p.Stock)}
-	if p.Mode != store.ModeGrant {
+	if p.Mode != ModeGrant {
 		r := p.Stock
 		v.Counts.Remaining = &r
 	}
@@ -81,14 +74,14 @@ func (m *Manager) fresh(p store.Promotion) View {
 
 // stateAt is the state of p given whether Redis shows it closed and the
 // stock it shows remaining.
-func (m *Manager) stateAt(p store.Promotion, closed bool, remaining int64) string {
+func (m *Manager) stateAt(p Promotion, closed bool, remaining int64) string {
 	now := m.cfg.Now()
 	switch {
-	case ended(p, now) || closed:
+	case p.ended(now) || closed:
 		return StateEnded
 	case now.Before(p.StartsAt):
 		return StateScheduled
-	case p.Mode != store.ModeGrant && remaining == 0:
+	case p.Mode != ModeGrant && remaining == 0:
 		return StateSoldOut
 	}
 	return StateOpen
@@ -100,7 +93,8 @@ func (m *Manager) Get(ctx context.Context, id string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	return m.view(ctx, p)
+	v, err := m.view(ctx, p)
+	return v, domainErr(err)
 }
 
 // List returns up to limit promotions with id > after, ordered by id.
@@ -111,16 +105,16 @@ func (m *Manager) List(ctx context.Context, after string, limit int) ([]View, er
 	}
 	out := make([]View, 0, len(ps))
 	for _, p := range ps {
-		v, err := m.view(ctx, p)
+		v, err := m.view(ctx, fromStore(p))
 		if err != nil {
-			return nil, err
+			return nil, domainErr(err)
 		}
 		out = append(out, v)
 	}
 	return out, nil
 }
 
-// Close ends the promotion now: later claims get claim.ErrEnded. Redis,
+// Close ends the promotion now: later claims get ErrEnded. Redis,
 // which decides every claim, is closed first; the database is marked after,
 // so a promotion the database shows closed never accepts another claim.
 func (m *Manager) Close(ctx context.Context, id string) (View, error) {
@@ -129,36 +123,33 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 		return View{}, err
 	}
 	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+		// Redis does not hold it: the loop opens it closed.
 		closed := p
 		closed.ClosedAt = m.cfg.Now().UTC()
-		if err := m.open(ctx, closed); err != nil {
+		if err := m.awaitOpen(ctx, id, closed, true); err != nil {
 			return View{}, err
 		}
 	} else if err != nil {
 		return View{}, err
 	}
-	p, err = m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
+	sp, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return View{}, ErrNotFound
-		}
-		return View{}, err
+		return View{}, domainErr(err)
 	}
-	return m.view(ctx, p)
+	v, err := m.view(ctx, fromStore(sp))
+	return v, domainErr(err)
 }
 
-func (m *Manager) load(ctx context.Context, id string) (store.Promotion, error) {
+// load reads promotion id's definition from the database.
+func (m *Manager) load(ctx context.Context, id string) (Promotion, error) {
 	p, err := m.st.GetPromotion(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return p, ErrNotFound
-	}
-	return p, err
+	return fromStore(p), domainErr(err)
 }
 
-func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
+func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	st, err := m.gate.State(ctx, p.ID)
 	if errors.Is(err, claim.ErrNotFound) {
-		if err = m.open(ctx, p); err == nil {
+		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
 			st, err = m.gate.State(ctx, p.ID)
 		}
 	}
@@ -174,7 +165,7 @@ func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
 	v.Counts.Issued = c.Issued
 	v.Counts.Failed = c.Failed
 	v.Counts.Pending = max(v.Counts.Accepted-c.Issued-c.Failed, 0)
-	if p.Mode != store.ModeGrant {
+	if p.Mode != ModeGrant {
 		r := st.Remaining()
 		v.Counts.Remaining = &r
 	}
@@ -183,85 +174,66 @@ func (m *Manager) view(ctx context.Context, p store.Promotion) (View, error) {
 }
 
 // Claim admits one claim of userID in promotion id (see claim.Gate.Claim)
-// and makes sure the promotion's confirmation pool runs.
-func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (claim.Result, error) {
+// and makes sure the promotion's confirmation pool runs. idemKey is the
+// client's Idempotency-Key or "". Outcomes other than acceptance are this
+// package's sentinels; any other error is Redis's (the outcome is then
+// unknown if it was a timeout: retry with the same idemKey).
+func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claimed, error) {
 	var res claim.Result
 	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.gate.ClaimFenced(ctx, id, userID, idemKey, m.fences.get(id))
 		return err
 	})
 	if err != nil {
-		return res, err
+		return Claimed{}, domainErr(err)
 	}
 	m.fences.raise(id, res.Rank)
-	m.kick(ctx, id)
-	return res, nil
+	m.wakePool(id)
+	return Claimed(res), nil
 }
 
 // onGate runs a gate call for promotion id. If Redis does not know the
-// promotion — an unknown id, or Redis lost it — the database decides: an
-// unknown promotion is ErrNotFound, a known one is opened (paused for a
-// rebuild if the database holds claims of it) and the call runs once more.
+// promotion — an unknown id, one created on another instance a moment ago,
+// or one Redis lost — the Manager's loop decides, and this request only
+// waits for it (at most Config.OpenWait, else ErrNotReady): an unknown
+// promotion is ErrNotFound, a known one is opened (paused for a rebuild if
+// the database holds claims of it) and the call runs once more.
 func (m *Manager) onGate(ctx context.Context, id string, call func() error) error {
 	err := call()
 	if errors.Is(err, claim.ErrNotFound) {
-		p, lerr := m.load(ctx, id)
-		if lerr != nil {
-			return lerr
-		}
-		if err := m.open(ctx, p); err != nil {
+		if err := m.awaitOpen(ctx, id, Promotion{}, false); err != nil {
 			return err
 		}
 		err = call()
 	}
-	if errors.Is(err, claim.ErrWrongMode) {
-		return ErrWrongMode
-	}
 	if errors.Is(err, claim.ErrLost) {
-		m.onLost(id)
+		m.reportLost(id)
 	}
 	return err
 }
 
-// kick makes sure the pool of promotion id runs on this instance.
-func (m *Manager) kick(ctx context.Context, id string) {
-	m.mu.Lock()
-	p, ok := m.active[id]
-	m.mu.Unlock()
-	if !ok {
-		var err error
-		if p, err = m.load(ctx, id); err != nil {
-			m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
-			return
-		}
-	}
-	if err := m.ensurePool(ctx, p); err != nil {
-		// The re-check loop retries within a second.
-		m.log.Warn("cannot start confirmation pool", "promotion", id, "err", err)
-	}
-}
-
-// Grant enqueues grants for users in a grant promotion.
-func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (claim.GrantResult, error) {
+// Grant enqueues grants for users in a grant promotion; users granted
+// before are counted as duplicates and get nothing new.
+func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (Granted, error) {
 	var res claim.GrantResult
 	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.gate.GrantFenced(ctx, id, userIDs, m.fences.get(id))
 		return err
 	})
 	if err != nil {
-		return res, err
+		return Granted{}, domainErr(err)
 	}
 	if res.Enqueued > 0 {
-		m.kick(ctx, id)
+		m.wakePool(id)
 	}
-	return res, nil
+	return Granted(res), nil
 }
 
 // UserClaim is one of a user's claims.
 type UserClaim struct {
 	ClaimID  string
 	Rank     int64
-	Status   string    // claim.StatusPending, StatusIssued, StatusFailed or StatusVoided
+	Status   string    // StatusPending, StatusIssued, StatusFailed or StatusVoided
 	IssuedAt time.Time // zero unless issued
 }
 
@@ -273,13 +245,13 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 	}
 	cs, err := m.gate.UserClaims(ctx, id, userID)
 	if err != nil {
-		return nil, err
+		return nil, domainErr(err)
 	}
 	out := make([]UserClaim, len(cs))
 	pending := false
 	for i, c := range cs {
 		cid := claim.ClaimID(id, c.Rank)
-		if p.Mode == store.ModeGrant {
+		if p.Mode == ModeGrant {
 			cid = claim.GrantID(id, userID)
 		}
 		out[i] = UserClaim{ClaimID: cid, Rank: c.Rank, Status: c.Status, IssuedAt: c.IssuedAt}
@@ -291,7 +263,7 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 		// counts already show it issued. Answer the same.
 		issued, err := m.st.ListIssued(ctx, id, userID)
 		if err != nil {
-			return nil, err
+			return nil, domainErr(err)
 		}
 		for i := range out {
 			for _, is := range issued {

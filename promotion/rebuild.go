@@ -129,7 +129,7 @@ func (r *rebuilder) stop() {
 // the database's floor, once the users are restored too. Raised here, it
 // would hide a loss from the re-check, which detects one by the counter
 // being behind the database.
-func (m *Manager) open(ctx context.Context, p store.Promotion) error {
+func (m *Manager) open(ctx context.Context, p Promotion) error {
 	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
 	if err != nil {
 		return fmt.Errorf("open promotion %s: %w", p.ID, err)
@@ -140,15 +140,15 @@ func (m *Manager) open(ctx context.Context, p store.Promotion) error {
 // openAt is open with the database's highest rank of the promotion already
 // read. On a promotion Redis still holds it refreshes its end and closed
 // flag, nothing else.
-func (m *Manager) openAt(ctx context.Context, p store.Promotion, floor int64) error {
+func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 	floor = m.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
 		// from, and a new promotion must not start paused.
-		_, err := m.gate.Open(ctx, gatePromotion(p))
+		_, err := m.gate.Open(ctx, p.gate())
 		return err
 	}
-	created, err := m.gate.OpenPaused(ctx, gatePromotion(p))
+	created, err := m.gate.OpenPaused(ctx, p.gate())
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (m *Manager) openAt(ctx context.Context, p store.Promotion, floor int64) er
 // behind or a promotion is paused with no rebuild running here. Promotions
 // Redis lost entirely are opened (paused) and rebuilt, and those in refresh
 // (seen for the first time) are opened, with the floors read here.
-func (m *Manager) checkFloors(ctx context.Context, list []store.Promotion, refresh map[string]bool) error {
+func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) error {
 	if len(list) == 0 {
 		return nil
 	}
@@ -269,25 +269,11 @@ const (
 // startRebuild rebuilds the promotion in the background unless a rebuild
 // of it runs in this process already; created tells that the caller had to
 // create its meta hash. Stop ends it.
-func (m *Manager) startRebuild(p store.Promotion, reason string, created bool) {
-	m.startRebuildWith(p.ID, func(context.Context) (store.Promotion, error) { return p, nil }, reason, created)
+func (m *Manager) startRebuild(p Promotion, reason string, created bool) {
+	m.startRebuildWith(p.ID, func(context.Context) (Promotion, error) { return p, nil }, reason, created)
 }
 
-// startRebuildOf is startRebuild for a promotion known by id only: its
-// definition is read in the rebuild's goroutine, never in the caller's.
-func (m *Manager) startRebuildOf(id, reason string) {
-	m.startRebuildWith(id, func(ctx context.Context) (store.Promotion, error) {
-		m.mu.Lock()
-		p, ok := m.active[id]
-		m.mu.Unlock()
-		if ok {
-			return p, nil
-		}
-		return m.load(ctx, id)
-	}, reason, false)
-}
-
-func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.Promotion, error), reason string, created bool) {
+func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promotion, error), reason string, created bool) {
 	ctx, ok := m.rb.begin(id)
 	if !ok {
 		return
@@ -307,7 +293,7 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.P
 				"seq", rep.Seq, "users_raised", rep.Restored.Users, "statuses", rep.Restored.Statuses,
 				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "paused_for", rep.Took)
 			if rep.Restored.Requeued > 0 {
-				m.kick(ctx, p.ID)
+				m.wakePool(p.ID)
 			}
 		case errors.Is(rep.Err, claim.ErrNotPaused):
 			m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
@@ -331,8 +317,9 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (store.P
 // database and resumes it, now, and reports what it did (an operator's
 // repair tool; the Manager rebuilds by itself when it detects a loss). It
 // also lifts a halt (see Config.OnHalted): the operator accepts the
-// database as what claims go on from. It returns claim.ErrRebuildBusy if a rebuild of it runs elsewhere or in this
-// process, or if the Manager was stopped.
+// database as what claims go on from. It returns ErrRebuildBusy if a
+// rebuild of it runs elsewhere or in this process, or if the Manager was
+// stopped.
 func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error) {
 	p, err := m.load(ctx, id)
 	if err != nil {
@@ -349,6 +336,7 @@ func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error)
 	defer cancel()
 	defer context.AfterFunc(rbCtx, cancel)()
 	rep := m.rebuild(ctx, p, reasonRequested, false)
+	rep.Err = domainErr(rep.Err)
 	return rep, rep.Err
 }
 
@@ -356,7 +344,7 @@ func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error)
 // page, raise the rank counter to the database's highest rank, resume. On
 // failure the hold is given up and the promotion stays paused. created
 // tells that Redis was found without the promotion before this call.
-func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string, created bool) (rep RebuildReport) {
+func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, created bool) (rep RebuildReport) {
 	start := m.cfg.Now()
 	rep = RebuildReport{PromotionID: p.ID, Reason: reason, Created: created}
 	defer func() { rep.Took = m.cfg.Now().Sub(start) }()
@@ -371,7 +359,7 @@ func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string,
 	case reasonRequested:
 		pause = m.gate.PauseHalted
 	}
-	r, err := pause(ctx, gatePromotion(p), m.cfg.Instance, DefaultRebuildHold)
+	r, err := pause(ctx, p.gate(), m.cfg.Instance, DefaultRebuildHold)
 	if err != nil {
 		rep.Err = err
 		return rep
@@ -396,7 +384,7 @@ func (m *Manager) rebuild(ctx context.Context, p store.Promotion, reason string,
 // database gains after that read (an issuer's batch still in flight from
 // before the loss) puts the counter behind again, and the next re-check
 // rebuilds once more.
-func (m *Manager) restoreAll(ctx context.Context, p store.Promotion, r *claim.Rebuild, rep *RebuildReport) error {
+func (m *Manager) restoreAll(ctx context.Context, p Promotion, r *claim.Rebuild, rep *RebuildReport) error {
 	var after int64
 	known := make([]claim.Known, 0, claim.RestoreChunk)
 	for {

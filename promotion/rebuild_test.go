@@ -94,7 +94,7 @@ func rbSetupWith(t *testing.T, o rbOpts) *rbEnv {
 	sc.LeaseTTL = 2 * time.Second
 	sc.Logger = slog.New(slog.DiscardHandler)
 	e.m, err = promotion.New(client, st, promotion.Config{
-		Prefix: e.prefix, Instance: o.instance, Stream: &sc,
+		Prefix: e.prefix, Instance: o.instance, Stream: sc,
 		RecheckInterval: o.recheck, Logger: slog.New(slog.DiscardHandler),
 		OnHalted: o.onHalted,
 		OnRebuild: func(r promotion.RebuildReport) {
@@ -173,7 +173,7 @@ func (e *rbEnv) waitAcked(t *testing.T, id string, n int) {
 // claim claims for user, waiting out a rebuild: a claim answered
 // ErrRebuilding is retried after the next successful rebuild, whose report
 // it returns (nil if it did not wait).
-func (e *rbEnv) claim(t *testing.T, id, user string) (claim.Result, *promotion.RebuildReport, error) {
+func (e *rbEnv) claim(t *testing.T, id, user string) (promotion.Claimed, *promotion.RebuildReport, error) {
 	t.Helper()
 	var waited *promotion.RebuildReport
 	for {
@@ -186,7 +186,7 @@ func (e *rbEnv) claim(t *testing.T, id, user string) (claim.Result, *promotion.R
 	}
 }
 
-func (e *rbEnv) mustClaim(t *testing.T, id, user string) claim.Result {
+func (e *rbEnv) mustClaim(t *testing.T, id, user string) promotion.Claimed {
 	t.Helper()
 	res, _, err := e.claim(t, id, user)
 	if err != nil {
@@ -195,7 +195,7 @@ func (e *rbEnv) mustClaim(t *testing.T, id, user string) claim.Result {
 	return res
 }
 
-func (e *rbEnv) create(t *testing.T, p store.Promotion) {
+func (e *rbEnv) create(t *testing.T, p promotion.Promotion) {
 	t.Helper()
 	if _, err := e.m.Create(context.Background(), p); err != nil {
 		t.Fatalf("create %s: %v", p.ID, err)
@@ -236,7 +236,7 @@ func TestRebuildAfterRedisLostPromotion(t *testing.T) {
 			}
 			e := rbSetup(t, tc.db, client)
 			const stock = 30
-			e.create(t, store.Promotion{ID: "lost", Stock: stock, PerUserLimit: 2})
+			e.create(t, promotion.Promotion{ID: "lost", Stock: stock, PerUserLimit: 2})
 			for i := range 10 {
 				e.mustClaim(t, "lost", fmt.Sprintf("u%d", i))
 			}
@@ -313,7 +313,7 @@ func TestRecheckRepairsLostLastSecond(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			e := rbSetup(t, db, nil)
-			e.create(t, store.Promotion{ID: "last", Stock: 20, PerUserLimit: 1})
+			e.create(t, promotion.Promotion{ID: "last", Stock: 20, PerUserLimit: 1})
 			for i := range 10 {
 				e.mustClaim(t, "last", fmt.Sprintf("u%d", i))
 			}
@@ -362,8 +362,8 @@ func TestPausedClaimsGetRebuilding(t *testing.T) {
 	t.Parallel()
 	e := rbSetup(t, "sqlite", nil)
 	ctx := context.Background()
-	e.create(t, store.Promotion{ID: "held", Stock: 10, PerUserLimit: 1})
-	e.create(t, store.Promotion{ID: "grants", Mode: store.ModeGrant})
+	e.create(t, promotion.Promotion{ID: "held", Stock: 10, PerUserLimit: 1})
+	e.create(t, promotion.Promotion{ID: "grants", Mode: promotion.ModeGrant})
 	e.mustClaim(t, "held", "u0")
 	pause := func(id string) *claim.Rebuild {
 		t.Helper()
@@ -371,7 +371,7 @@ func TestPausedClaimsGetRebuilding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hold, err := e.m.Gate().Pause(ctx, claim.Promotion{ID: p.ID, Grant: p.Mode == store.ModeGrant,
+		hold, err := e.m.Gate().Pause(ctx, claim.Promotion{ID: p.ID, Grant: p.Mode == promotion.ModeGrant,
 			Stock: p.Stock, PerUserLimit: p.PerUserLimit, StartsAt: p.StartsAt, EndsAt: p.EndsAt},
 			"operator", time.Minute)
 		if err != nil {
@@ -415,7 +415,7 @@ func TestRebuildOfHealthyPromotionChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := rbSetup(t, "sqlite", nil)
 	ctx := context.Background()
-	e.create(t, store.Promotion{ID: "ok", Stock: 10, PerUserLimit: 1})
+	e.create(t, promotion.Promotion{ID: "ok", Stock: 10, PerUserLimit: 1})
 	for i := range 5 {
 		e.mustClaim(t, "ok", fmt.Sprintf("u%d", i))
 	}

@@ -3,8 +3,6 @@ package promotion
 import (
 	"fmt"
 	"time"
-
-	"github.com/dibsio/dibs/store"
 )
 
 // Limits of a promotion's definition.
@@ -51,7 +49,7 @@ func invalid(field, format string, args ...any) error {
 
 // Normalize fills defaults into p (mode, kind, limit, window, waiting room)
 // relative to now, and validates it. Times are converted to UTC.
-func Normalize(p *store.Promotion, now time.Time) error {
+func Normalize(p *Promotion, now time.Time) error {
 	if p.ID != "" && !ValidID(p.ID) {
 		return invalid("id", "must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit")
 	}
@@ -60,20 +58,20 @@ func Normalize(p *store.Promotion, now time.Time) error {
 	}
 	switch p.Mode {
 	case "":
-		p.Mode = store.ModeFirstCome
-	case store.ModeFirstCome, store.ModeGrant:
+		p.Mode = ModeFirstCome
+	case ModeFirstCome, ModeGrant:
 	default:
 		return invalid("mode", "must be first_come or grant")
 	}
 	switch p.Kind {
 	case "":
-		p.Kind = store.KindCoupon
-	case store.KindCoupon, store.KindVoucher, store.KindPoint:
+		p.Kind = KindCoupon
+	case KindCoupon, KindVoucher, KindPoint:
 	default:
 		return invalid("kind", "must be coupon, voucher or point")
 	}
 	switch {
-	case p.Mode == store.ModeGrant && p.Stock == 0:
+	case p.Mode == ModeGrant && p.Stock == 0:
 	case p.Stock < 1 || p.Stock > MaxStock:
 		return invalid("stock", "must be between 1 and %d", MaxStock)
 	}
@@ -83,7 +81,7 @@ func Normalize(p *store.Promotion, now time.Time) error {
 	if p.PerUserLimit < 1 || p.PerUserLimit > MaxPerUserLimit {
 		return invalid("per_user_limit", "must be between 1 and %d", MaxPerUserLimit)
 	}
-	if p.Mode == store.ModeGrant {
+	if p.Mode == ModeGrant {
 		p.PerUserLimit = 1
 	}
 	if p.Value < 0 {

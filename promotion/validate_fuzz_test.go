@@ -39,8 +39,8 @@ func FuzzNormalize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, name, mode, kind string, stock int64, perUser int, value, startsMS, endsMS int64,
 		wrEnabled bool, admit, ttl int) {
 		now := time.UnixMilli(1763683200000)
-		p := store.Promotion{ID: id, Name: name, Mode: mode, Kind: kind, Stock: stock, PerUserLimit: perUser, Value: value,
-			WaitingRoom: store.WaitingRoom{Enabled: wrEnabled, AdmitPerSecond: admit, EntryTTLSeconds: ttl}}
+		p := promotion.Promotion{ID: id, Name: name, Mode: mode, Kind: kind, Stock: stock, PerUserLimit: perUser, Value: value,
+			WaitingRoom: promotion.WaitingRoom{Enabled: wrEnabled, AdmitPerSecond: admit, EntryTTLSeconds: ttl}}
 		if startsMS != 0 {
 			p.StartsAt = time.UnixMilli(startsMS)
 		}
@@ -53,11 +53,11 @@ func FuzzNormalize(f *testing.F) {
 		switch {
 		case p.ID != "" && !promotion.ValidID(p.ID),
 			len(p.Name) > 200,
-			p.Mode != store.ModeFirstCome && p.Mode != store.ModeGrant,
+			p.Mode != store.ModeFirstCome && p.Mode != promotion.ModeGrant,
 			p.Kind != store.KindCoupon && p.Kind != store.KindVoucher && p.Kind != store.KindPoint,
 			p.Stock < 0 || p.Stock > promotion.MaxStock || (p.Mode == store.ModeFirstCome && p.Stock < 1),
 			p.PerUserLimit < 1 || p.PerUserLimit > promotion.MaxPerUserLimit,
-			p.Mode == store.ModeGrant && p.PerUserLimit != 1,
+			p.Mode == promotion.ModeGrant && p.PerUserLimit != 1,
 			p.Value < 0,
 			!p.EndsAt.After(p.StartsAt),
 			p.StartsAt.Location() != time.UTC || p.EndsAt.Location() != time.UTC,

@@ -39,20 +39,20 @@ func TestNormalize(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name  string
-		in    store.Promotion
+		in    promotion.Promotion
 		field string // "" when valid
 	}{
-		{"defaults", store.Promotion{Stock: 10}, ""},
-		{"grant without stock", store.Promotion{Mode: store.ModeGrant}, ""},
-		{"first come without stock", store.Promotion{}, "stock"},
-		{"bad mode", store.Promotion{Stock: 1, Mode: "raffle"}, "mode"},
-		{"bad kind", store.Promotion{Stock: 1, Kind: "gift"}, "kind"},
-		{"limit too high", store.Promotion{Stock: 1, PerUserLimit: 1001}, "per_user_limit"},
-		{"negative value", store.Promotion{Stock: 1, Value: -1}, "value"},
-		{"end before start", store.Promotion{Stock: 1, StartsAt: now, EndsAt: now.Add(-time.Second)}, "ends_at"},
-		{"bad id", store.Promotion{ID: "-x", Stock: 1}, "id"},
-		{"waiting room on", store.Promotion{Stock: 1, WaitingRoom: store.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
-		{"admit rate too high", store.Promotion{Stock: 1, WaitingRoom: store.WaitingRoom{AdmitPerSecond: 2_000_000}}, "waiting_room.admit_per_second"},
+		{"defaults", promotion.Promotion{Stock: 10}, ""},
+		{"grant without stock", promotion.Promotion{Mode: promotion.ModeGrant}, ""},
+		{"first come without stock", promotion.Promotion{}, "stock"},
+		{"bad mode", promotion.Promotion{Stock: 1, Mode: "raffle"}, "mode"},
+		{"bad kind", promotion.Promotion{Stock: 1, Kind: "gift"}, "kind"},
+		{"limit too high", promotion.Promotion{Stock: 1, PerUserLimit: 1001}, "per_user_limit"},
+		{"negative value", promotion.Promotion{Stock: 1, Value: -1}, "value"},
+		{"end before start", promotion.Promotion{Stock: 1, StartsAt: now, EndsAt: now.Add(-time.Second)}, "ends_at"},
+		{"bad id", promotion.Promotion{ID: "-x", Stock: 1}, "id"},
+		{"waiting room on", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
+		{"admit rate too high", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{AdmitPerSecond: 2_000_000}}, "waiting_room.admit_per_second"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

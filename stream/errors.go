@@ -26,7 +26,7 @@ var (
 	// ErrLeaseUnavailable means no consumer name could be leased: other live
 	// processes with the same instance name hold them all.
 	ErrLeaseUnavailable = errors.New("stream: no consumer name could be leased")
-	// ErrShutdown is returned by Registry.Ensure after Registry.Shutdown.
+	// ErrShutdown is returned by Registry.Run after Registry.Stop.
 	ErrShutdown = errors.New("stream: registry is shut down")
 	// ErrResolved is returned by a Spec.OnDeadLetter callback that found the
 	// entry's work already done and acknowledged the entry itself: the

@@ -35,7 +35,10 @@ func setup(t *testing.T, tp redistest.Topology, stock int64) fixture {
 	t.Helper()
 	c := tp.Client(t)
 	p := redistest.Prefix(t)
-	g := claim.New(c, claim.Config{Prefix: p})
+	g, err := claim.New(c, claim.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	if _, err := g.Open(context.Background(), claim.Promotion{
 		ID: "p", Stock: stock, PerUserLimit: 1,

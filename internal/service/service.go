@@ -188,7 +188,7 @@ func (s *Service) start(ctx context.Context) error {
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix:   KeyPrefix,
 		Instance: cfg.Instance,
-		Stream:   &scfg,
+		Stream:   scfg,
 		Logger:   log,
 		OnIssued: func(id string, n int) {
 			pm.Issued(id, n)

@@ -1,0 +1,342 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/stream"
+)
+
+// The Manager's loop owns the set of undrained promotions. Everything that
+// needs the database or may change that set runs in it: the re-check every
+// RecheckInterval, the dead-letter sweep, opening a promotion Redis does not
+// know, and starting the rebuild of one a claim found lost. Other
+// goroutines ask it over m.asks, never block on it for longer than
+// Config.OpenWait, and read the promotions it publishes in m.known without
+// a lock. A claim is one script call plus a non-blocking wake of its pool
+// (wakePool), and never reaches the database.
+
+const (
+	// askBacklog bounds the requests waiting for the loop; a request that
+	// finds it full is answered at once (ErrNotReady, or dropped if it is a
+	// hint the next re-check covers).
+	askBacklog = 1024
+	// wakeBacklog bounds the pools waiting for the waker; a wake that finds
+	// it full is dropped, and the next re-check starts the pool.
+	wakeBacklog = 1024
+	// maxRemembered bounds the loop's records of recent opens and lookups
+	// (used only to answer requests queued behind the same open at once).
+	maxRemembered = 4096
+)
+
+// handle is the loop's published record of one undrained promotion: what a
+// claim needs to wake the promotion's pool. Its id and spec never change.
+type handle struct {
+	id   string
+	spec stream.Spec
+	// queued is set by whoever puts the handle on m.wakes and cleared by the
+	// waker when it takes it off, before it wakes the pool: so a claim that
+	// finds it set is covered by that wake.
+	queued atomic.Bool
+}
+
+// askKind says what a request to the loop is for.
+type askKind int
+
+const (
+	// askOpen: open promotion id in Redis (reading its definition from the
+	// database unless def is given) and answer on done if set.
+	askOpen askKind = iota + 1
+	// askPool: make sure promotion id's pool runs: a claim succeeded on a
+	// promotion the loop has not published yet (created on another
+	// instance a moment ago).
+	askPool
+	// askLost: a claim or an issuer found Redis lost writes of promotion id
+	// (the script paused it): start its rebuild.
+	askLost
+)
+
+// ask is one request to the loop.
+type ask struct {
+	kind askKind
+	id   string
+	// def is the promotion's definition when the asker has it (Create,
+	// Close); hasDef says it is set.
+	def    Promotion
+	hasDef bool
+	// asked is when the request was made (monotonic): an open of id that
+	// succeeded, or a lookup that found none, after it answers it.
+	asked time.Time
+	// done receives the answer of an askOpen; buffered, so the loop never
+	// blocks on an asker that gave up. nil for the other kinds.
+	done chan error
+}
+
+// loop is the Manager's owner goroutine; it returns when ctx ends.
+func (m *Manager) loop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.RecheckInterval)
+	defer t.Stop()
+	var lastSweep time.Time // the first tick sweeps: a restart finishes what a crash left
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-m.asks:
+			m.serve(ctx, a)
+		case <-t.C:
+			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
+				m.log.Warn("re-check of promotions failed", "err", err)
+			}
+			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
+				lastSweep = now
+				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
+					m.log.Warn("dead-letter sweep failed", "err", err)
+				}
+			}
+			m.forgetOld()
+		}
+	}
+}
+
+// serve answers one request, in the loop.
+func (m *Manager) serve(ctx context.Context, a ask) {
+	switch a.kind {
+	case askOpen, askPool:
+		err := m.serveOpen(ctx, a)
+		if a.done != nil {
+			a.done <- err
+		}
+		if err == nil && a.kind == askPool {
+			if err := m.startOrWakePool(ctx, m.handles[a.id]); err != nil {
+				m.log.Warn("cannot start confirmation pool; the next re-check retries", "promotion", a.id, "err", err)
+			}
+		}
+	case askLost:
+		if m.rb.busy(a.id) {
+			return
+		}
+		m.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
+			"promotion", a.id, "known_rank", m.fences.get(a.id))
+		if p, ok := m.active[a.id]; ok {
+			m.startRebuild(p, reasonFenced, false)
+			return
+		}
+		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
+	}
+}
+
+// serveOpen opens the promotion of a, unless an open of it succeeded (or a
+// lookup found none) since a was asked: then requests queued behind one
+// open are answered by it.
+func (m *Manager) serveOpen(ctx context.Context, a ask) error {
+	if at, ok := m.opened[a.id]; ok && at.After(a.asked) && !a.hasDef {
+		return nil
+	}
+	if at, ok := m.missing[a.id]; ok && at.After(a.asked) {
+		return ErrNotFound
+	}
+	p := a.def
+	if !a.hasDef {
+		var err error
+		if p, err = m.load(ctx, a.id); errors.Is(err, ErrNotFound) {
+			m.remember(m.missing, a.id)
+			return err
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := m.open(ctx, p); err != nil {
+		return err
+	}
+	m.active[p.ID] = p
+	m.track([]Promotion{p}, false)
+	m.remember(m.opened, p.ID)
+	delete(m.missing, p.ID)
+	return nil
+}
+
+// remember records now for id in one of the loop's bounded records.
+func (m *Manager) remember(rec map[string]time.Time, id string) {
+	if len(rec) >= maxRemembered {
+		clear(rec)
+	}
+	rec[id] = time.Now()
+}
+
+// forgetOld drops records older than any request still waiting can be.
+func (m *Manager) forgetOld() {
+	horizon := time.Now().Add(-m.cfg.OpenWait)
+	for _, rec := range []map[string]time.Time{m.opened, m.missing} {
+		for id, at := range rec {
+			if at.Before(horizon) {
+				delete(rec, id)
+			}
+		}
+	}
+}
+
+// track makes sure every promotion in list has a handle; with exact, the
+// promotions not in list lose theirs (list is every undrained one). It
+// publishes the set again if it changed. Loop only.
+func (m *Manager) track(list []Promotion, exact bool) {
+	changed := false
+	in := make(map[string]bool, len(list))
+	for _, p := range list {
+		in[p.ID] = true
+		if _, ok := m.handles[p.ID]; !ok {
+			m.handles[p.ID] = m.newHandle(p)
+			changed = true
+		}
+	}
+	if exact {
+		for id := range m.handles {
+			if !in[id] {
+				delete(m.handles, id)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		m.publish()
+	}
+}
+
+// untrack drops the handle of a drained promotion. Loop only.
+func (m *Manager) untrack(id string) {
+	if _, ok := m.handles[id]; ok {
+		delete(m.handles, id)
+		m.publish()
+	}
+}
+
+// publish stores a copy of the handles in m.known. Loop only.
+func (m *Manager) publish() {
+	snap := make(map[string]*handle, len(m.handles))
+	for id, h := range m.handles {
+		snap[id] = h
+	}
+	m.known.Store(&snap)
+}
+
+// newHandle makes the handle of promotion p, with its pool spec.
+func (m *Manager) newHandle(p Promotion) *handle {
+	k := m.gate.Keys(p.ID)
+	return &handle{id: p.ID, spec: stream.Spec{
+		Stream:           k.Stream(),
+		Group:            claim.Group,
+		Handler:          &issuer{m: m, promotionID: p.ID},
+		Ack:              m.acker(p.ID),
+		OnDeadLetter:     m.deadLetterer(p.ID),
+		DeadLetterStream: k.DeadLetters(),
+		ExpectedTotal:    p.Stock,
+	}}
+}
+
+// ask sends a request to the loop without blocking; false if its backlog
+// is full.
+func (m *Manager) ask(a ask) bool {
+	select {
+	case m.asks <- a:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitOpen asks the loop to open promotion id (with def, if hasDef) and
+// waits for the answer at most Config.OpenWait: ErrNotFound if the
+// database has no such promotion, ErrNotReady if the loop did not finish in
+// time (or has too much to do), nil once Redis holds the promotion. The
+// caller runs no database query — unless no loop runs (before Start or
+// after Stop: a program that only creates promotions, say), when there is
+// no owner to ask and the caller opens the promotion itself.
+func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDef bool) error {
+	if !m.running.Load() {
+		if !hasDef {
+			var err error
+			if def, err = m.load(ctx, id); err != nil {
+				return err
+			}
+		}
+		return m.open(ctx, def)
+	}
+	a := ask{kind: askOpen, id: id, def: def, hasDef: hasDef, asked: time.Now(), done: make(chan error, 1)}
+	if !m.ask(a) {
+		return ErrNotReady
+	}
+	t := time.NewTimer(m.cfg.OpenWait)
+	defer t.Stop()
+	select {
+	case err := <-a.done:
+		return err
+	case <-t.C:
+		return ErrNotReady
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wakePool makes sure promotion id's confirmation pool runs, without
+// blocking and without a lock: the promotion's handle goes to the waker,
+// or, for a promotion the loop has not published yet, the loop is asked to
+// read it. A wake that cannot be queued is dropped: the next re-check
+// starts any pool with work.
+func (m *Manager) wakePool(id string) {
+	h := (*m.known.Load())[id]
+	if h == nil {
+		m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+		return
+	}
+	if !h.queued.CompareAndSwap(false, true) {
+		return // a wake is queued and has not started yet: it covers this one
+	}
+	select {
+	case m.wakes <- h:
+	default:
+		h.queued.Store(false)
+	}
+}
+
+// reportLost tells the loop that a claim or an issuer found Redis lost
+// writes of promotion id: the script paused it, and the loop starts the
+// rebuild. Never blocks; if the loop's backlog is full, the next re-check
+// finds the promotion paused and takes it over.
+func (m *Manager) reportLost(id string) {
+	m.ask(ask{kind: askLost, id: id, asked: time.Now()})
+}
+
+// runWaker starts or wakes the pools claims queued on m.wakes until ctx
+// ends.
+func (m *Manager) runWaker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case h := <-m.wakes:
+			h.queued.Store(false)
+			if err := m.startOrWakePool(ctx, h); err != nil && ctx.Err() == nil {
+				// The re-check retries within a second.
+				m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
+			}
+		}
+	}
+}
+
+// startOrWakePool starts the promotion's confirmation pool if it is not
+// running and wakes it if it is. Called by the loop and the waker only.
+func (m *Manager) startOrWakePool(ctx context.Context, h *handle) error {
+	if h == nil {
+		return nil
+	}
+	// Run wakes a running pool under the registry's lock, which also
+	// calls off an idle stop being decided at that moment, and starts a
+	// stopped one: so new work is never left waiting for the re-check.
+	if _, err := m.reg.Run(ctx, h.id, h.spec); err != nil && !errors.Is(err, stream.ErrShutdown) {
+		return fmt.Errorf("start pool of %s: %w", h.id, err)
+	}
+	return nil
+}

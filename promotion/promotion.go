@@ -1,0 +1,126 @@
+package promotion
+
+import (
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
+)
+
+// Modes of a promotion.
+const (
+	// ModeFirstCome: users race for the stock; each claim takes a rank.
+	ModeFirstCome = store.ModeFirstCome
+	// ModeGrant: an admin uploads the users; each gets one grant.
+	ModeGrant = store.ModeGrant
+)
+
+// Kinds of what a promotion hands out.
+const (
+	KindCoupon  = store.KindCoupon
+	KindVoucher = store.KindVoucher
+	KindPoint   = store.KindPoint
+)
+
+// Claim statuses, as UserClaim.Status gives them.
+const (
+	StatusPending = claim.StatusPending
+	StatusIssued  = claim.StatusIssued
+	StatusFailed  = claim.StatusFailed
+	StatusVoided  = claim.StatusVoided
+)
+
+// DefaultPrefix is the Redis key prefix when Config.Prefix is empty.
+const DefaultPrefix = claim.DefaultPrefix
+
+// Promotion is a promotion's definition.
+type Promotion struct {
+	ID           string
+	Name         string
+	Mode         string // ModeFirstCome or ModeGrant
+	Kind         string // KindCoupon, KindVoucher or KindPoint
+	Stock        int64  // for grants: the expected target count, 0 if unknown
+	PerUserLimit int
+	Value        int64
+	StartsAt     time.Time
+	EndsAt       time.Time
+	ClosedAt     time.Time // zero while not closed
+	CreatedAt    time.Time
+	WaitingRoom  WaitingRoom
+}
+
+// WaitingRoom is a promotion's waiting-room setting.
+type WaitingRoom struct {
+	Enabled         bool
+	AdmitPerSecond  int
+	EntryTTLSeconds int
+}
+
+func fromStore(p store.Promotion) Promotion {
+	return Promotion{
+		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
+		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
+		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
+	}
+}
+
+func (p Promotion) toStore() store.Promotion {
+	return store.Promotion{
+		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
+		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
+		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
+	}
+}
+
+// ended reports whether p's window is over at now, or it was closed.
+func (p Promotion) ended(now time.Time) bool {
+	return !p.ClosedAt.IsZero() || !now.Before(p.EndsAt)
+}
+
+// gate is what the claim gate needs to know of p.
+func (p Promotion) gate() claim.Promotion {
+	return claim.Promotion{
+		ID:           p.ID,
+		Grant:        p.Mode == ModeGrant,
+		Stock:        p.Stock,
+		PerUserLimit: p.PerUserLimit,
+		StartsAt:     p.StartsAt,
+		EndsAt:       p.EndsAt,
+		Closed:       !p.ClosedAt.IsZero(),
+	}
+}
+
+// Claimed is an accepted claim.
+type Claimed struct {
+	ClaimID string
+	Rank    int64
+	Slot    int
+	// Replayed is true when an Idempotency-Key matched an earlier accepted
+	// claim: this is that claim's original answer, no new unit was taken.
+	Replayed bool
+	// Remaining is the stock left after this claim; -1 when Replayed.
+	Remaining int64
+}
+
+// Granted counts what Grant did.
+type Granted struct {
+	Enqueued   int // users granted now
+	Duplicates int // users granted before, who got nothing new
+}
+
+// DeadLetter is a claim the pipeline gave up on, waiting for an admin to
+// replay or void it.
+type DeadLetter struct {
+	ClaimID    string
+	UserID     string
+	Rank       int64
+	Slot       int
+	Reason     string
+	Deliveries int64
+	At         time.Time
+}
+
+func deadLetterFromStore(d store.DeadLetter) DeadLetter {
+	return DeadLetter{ClaimID: d.ClaimID, UserID: d.UserID, Rank: d.Rank, Slot: d.Slot,
+		Reason: d.Reason, Deliveries: d.Deliveries, At: d.At}
+}
