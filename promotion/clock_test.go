@@ -9,6 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/stream"
 )
 
 // TestSkewedClockNeverDrainsEarly: whether a promotion has ended is decided
@@ -24,9 +25,14 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, "single", "sqlite")
 			ctx := context.Background()
-			real := w.manager(t, "real", nil)
+			// Only an instance with no pool of the promotion running drains
+			// it, and either may have started one for the claim: they stop
+			// once idle well inside the wait below.
+			idle := func(sc *stream.Config) { sc.IdleTimeout = 500 * time.Millisecond }
+			real := w.manager(t, "real", idle)
 			rechecks := make(chan string, 64)
 			sc := fastStream()
+			idle(&sc)
 			skewed, err := promotion.New(w.client, w.st, promotion.Config{
 				Prefix: w.prefix, Instance: "skewed", Stream: sc,
 				RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
