@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -25,6 +26,12 @@ var (
 	// Redis state (the Manager's loop is opening it, and did not finish
 	// within Config.OpenWait): nothing was taken; retry shortly.
 	ErrNotReady = errors.New("promotion: not ready on this instance yet")
+
+	// ErrStarted is returned by a second Manager.Start.
+	ErrStarted = startstop.ErrStarted
+	// ErrStopped is returned by Manager.Start after Manager.Stop: a stopped
+	// Manager is done for good; make a new one.
+	ErrStopped = startstop.ErrStopped
 
 	// ErrNotStarted means the promotion's window has not opened yet.
 	ErrNotStarted = claim.ErrNotStarted

@@ -142,3 +142,46 @@ func TestClaimWhileOpenIsSlow(t *testing.T) {
 	})
 	waitCounts(t, m, "blocked", 1, 0)
 }
+
+// TestManagerLifecycle: a Manager answers Start and Stop like every other
+// long-running part: a second Start fails with ErrStarted, Stop is safe
+// twice, a Start after Stop fails with ErrStopped, and a Manager stopped
+// before it started never starts.
+func TestManagerLifecycle(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	ctx := context.Background()
+	mk := func() *promotion.Manager {
+		m, err := promotion.New(w.client, w.st, promotion.Config{
+			Prefix: w.prefix, Instance: "life", Stream: fastStream(), Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	m := mk()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); !errors.Is(err, promotion.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := m.Stop(ctx); err != nil {
+			t.Fatalf("Stop #%d: %v", i+1, err)
+		}
+	}
+	if err := m.Start(ctx); !errors.Is(err, promotion.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+
+	early := mk()
+	if err := early.Stop(ctx); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	if err := early.Start(ctx); !errors.Is(err, promotion.ErrStopped) {
+		t.Fatalf("Start after an early Stop: %v, want ErrStopped", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -146,15 +147,11 @@ type Manager struct {
 	opened  map[string]time.Time // when an open of the id last succeeded
 	missing map[string]time.Time // when a lookup of the id last found none
 
-	// running is true while the loop runs (from Start to Stop); written
-	// under lifeMu, read by anyone.
+	// running is true while the loop runs (from its first re-check to
+	// Stop); written by the loop's goroutine and Stop, read by anyone.
 	running atomic.Bool
 
-	lifeMu  sync.Mutex         // guards the four fields below; Start and Stop only
-	started bool               // Start ran
-	stopped bool               // Stop ran
-	cancel  context.CancelFunc // stops the loop and the waker
-	wg      sync.WaitGroup     // the loop and the waker
+	life startstop.Base // runs the loop, which runs the waker beside it
 
 	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 	fences fences    // highest ranks known to be taken (fence.go)
@@ -198,31 +195,39 @@ func (m *Manager) Gate() *claim.Gate { return m.gate }
 // Registry returns the stream registry that runs the confirmation pools.
 func (m *Manager) Registry() *stream.Registry { return m.reg }
 
-// Start resumes every undrained promotion and starts the loop and the
-// waker. Starting twice is a no-op, and so is starting after Stop.
+// Start resumes every undrained promotion (its first re-check, on the
+// caller's context) and starts the loop and the waker. A second Start fails
+// with ErrStarted, and a Start after Stop with ErrStopped; a Manager whose
+// first re-check failed is done too.
 func (m *Manager) Start(ctx context.Context) error {
-	m.lifeMu.Lock()
-	defer m.lifeMu.Unlock()
-	if m.started || m.stopped {
-		return nil
+	first := make(chan error, 1)
+	err := m.life.Start(func(stopping <-chan struct{}) {
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Go(func() {
+			select {
+			case <-stopping:
+				cancel()
+			case <-runCtx.Done():
+			}
+		})
+		if err := m.recheck(ctx, true); err != nil {
+			first <- err
+			return
+		}
+		m.running.Store(true)
+		first <- nil
+		wg.Go(func() { m.runWaker(runCtx) })
+		m.loop(runCtx)
+	})
+	if err != nil {
+		return err
 	}
-	m.started = true
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
-	if err := m.recheck(ctx, true); err != nil {
-		cancel()
+	if err := <-first; err != nil {
 		return fmt.Errorf("resume promotions: %w", err)
 	}
-	m.running.Store(true)
-	m.wg.Add(2)
-	go func() {
-		defer m.wg.Done()
-		m.loop(runCtx)
-	}()
-	go func() {
-		defer m.wg.Done()
-		m.runWaker(runCtx)
-	}()
 	return nil
 }
 
@@ -230,17 +235,10 @@ func (m *Manager) Start(ctx context.Context) error {
 // batches finish until ctx's deadline and anything unfinished stays pending
 // in Redis for the next start. Safe to call twice or before Start.
 func (m *Manager) Stop(ctx context.Context) error {
-	m.lifeMu.Lock()
-	m.stopped = true
 	m.running.Store(false)
-	cancel := m.cancel
-	m.lifeMu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	m.wg.Wait()
+	err := m.life.Stop(ctx)
 	m.rb.stop()
-	return m.reg.Stop(ctx)
+	return errors.Join(err, m.reg.Stop(ctx))
 }
 
 // recheck loads the undrained promotions, makes sure each has its Redis

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -68,14 +69,17 @@ type RebuildReport struct {
 }
 
 // rebuilder runs a Manager's background rebuilds: at most one per promotion
-// in this process. Its zero value is ready; stop ends it.
+// in this process. Its zero value is ready; the first rebuild starts it,
+// stop ends it (before any rebuild too), and a stopped rebuilder begins
+// none. Its lifecycle is a startstop.Base whose loop, the keeper, waits for
+// stop, then cancels the rebuilds and waits for them.
 type rebuilder struct {
+	life    startstop.Base
 	mu      sync.Mutex
-	running map[string]bool    // promotions being rebuilt; guarded by mu
-	ctx     context.Context    // lives until stop; guarded by mu
-	cancel  context.CancelFunc // guarded by mu
-	stopped bool               // guarded by mu
-	wg      sync.WaitGroup
+	running map[string]bool    // promotions being rebuilt; written by begin and end under mu
+	ctx     context.Context    // the rebuilds' context; set by the first begin under mu
+	cancel  context.CancelFunc // called by the keeper under mu
+	wg      sync.WaitGroup     // the rebuilds; Add under mu, before the keeper waits
 }
 
 // begin reserves promotion id for a rebuild and returns the context to run
@@ -83,16 +87,35 @@ type rebuilder struct {
 func (r *rebuilder) begin(id string) (context.Context, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped || r.running[id] {
-		return nil, false
-	}
 	if r.ctx == nil {
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 		r.running = make(map[string]bool)
+		if err := r.life.Start(r.keep); err != nil {
+			r.cancel() // stopped before its first rebuild
+		}
+	}
+	select {
+	case <-r.life.Stopping():
+		return nil, false
+	default:
+	}
+	if r.running[id] {
+		return nil, false
 	}
 	r.running[id] = true
 	r.wg.Add(1)
 	return r.ctx, true
+}
+
+// keep is the rebuilder's loop: once stopping, it cancels the rebuilds and
+// waits for them. It takes mu to cancel, so every begin that got in before
+// the stop has added to wg before keep waits on it.
+func (r *rebuilder) keep(stopping <-chan struct{}) {
+	<-stopping
+	r.mu.Lock()
+	r.cancel()
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 func (r *rebuilder) end(id string) {
@@ -111,14 +134,7 @@ func (r *rebuilder) busy(id string) bool {
 // stop cancels the running rebuilds and waits for them; their promotions
 // stay paused, with the hold given up, for the next process to finish.
 func (r *rebuilder) stop() {
-	r.mu.Lock()
-	r.stopped = true
-	cancel := r.cancel
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	r.wg.Wait()
+	_ = r.life.Stop(context.Background()) // no deadline: a rebuild ends soon after its context
 }
 
 // open makes the promotion's Redis state exist. If the database

@@ -3,6 +3,8 @@ package stream
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dibsio/dibs/internal/startstop"
 )
 
 // Error kinds. A handler classifies an error by wrapping it with [Transient],
@@ -26,6 +28,11 @@ var (
 	// ErrLeaseUnavailable means no consumer name could be leased: other live
 	// processes with the same instance name hold them all.
 	ErrLeaseUnavailable = errors.New("stream: no consumer name could be leased")
+	// ErrStarted is returned by a second Pool.Start.
+	ErrStarted = startstop.ErrStarted
+	// ErrStopped is returned by Pool.Start after Pool.Stop: a stopped pool
+	// is done for good.
+	ErrStopped = startstop.ErrStopped
 	// ErrShutdown is returned by Registry.Run after Registry.Stop.
 	ErrShutdown = errors.New("stream: registry is shut down")
 	// ErrResolved is returned by a Spec.OnDeadLetter callback that found the
