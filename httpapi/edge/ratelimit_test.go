@@ -131,6 +131,27 @@ func backends(t *testing.T) []backend {
 	return out
 }
 
+// withTokens returns the whole edge around ok with HS256 user tokens and
+// kind claim's limits lim, and a maker of claim requests to promotion id
+// from a user and a peer address.
+func (b backend) withTokens(t *testing.T, id string, lim Limits) (http.Handler, func(user, peer string) *http.Request) {
+	t.Helper()
+	cfg := b.cfg(RateLimitConfig{Claim: lim})
+	cfg.UserTokens = UserTokenConfig{Algorithm: AlgHS256, Secret: testSecret}
+	if !b.local {
+		cfg.Now = func() time.Time { return now }
+	}
+	e, err := New(cfg, b.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Wrap(KindClaim, promo, ok), func(user, peer string) *http.Request {
+		r := claimReq(id, peer)
+		r.Header.Set("Authorization", "Bearer "+sign(t, jwt.SigningMethodHS256, claims(user), []byte(testSecret)))
+		return r
+	}
+}
+
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends(t) {
@@ -201,24 +222,10 @@ func TestRateLimit(t *testing.T) {
 			})
 			t.Run("per user from the token", func(t *testing.T) {
 				t.Parallel()
-				cfg := b.cfg(RateLimitConfig{Claim: Limits{
+				h, req := b.withTokens(t, "user-promo", Limits{
 					PerUser: Limit{Requests: 2, WindowSeconds: 60},
 					PerIP:   Limit{Requests: 100, WindowSeconds: 1},
-				}})
-				cfg.UserTokens = UserTokenConfig{Algorithm: AlgHS256, Secret: testSecret}
-				if !b.local {
-					cfg.Now = func() time.Time { return now }
-				}
-				e, err := New(cfg, b.client)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h := e.Wrap(KindClaim, promo, ok)
-				req := func(user, peer string) *http.Request {
-					r := claimReq("user-promo", peer)
-					r.Header.Set("Authorization", "Bearer "+sign(t, jwt.SigningMethodHS256, claims(user), []byte(testSecret)))
-					return r
-				}
+				})
 				for i := range 2 {
 					if rec := serve(h, req("u-1", fmt.Sprintf("198.51.100.%d:1", i+1))); rec.Code != 200 {
 						t.Fatalf("request %d: %d %s", i, rec.Code, rec.Body)
@@ -233,24 +240,10 @@ func TestRateLimit(t *testing.T) {
 			})
 			t.Run("a refused request spends nothing", func(t *testing.T) {
 				t.Parallel()
-				cfg := b.cfg(RateLimitConfig{Claim: Limits{
+				h, req := b.withTokens(t, "spend-promo", Limits{
 					PerUser: Limit{Requests: 1, WindowSeconds: 60},
 					PerIP:   Limit{Requests: 1, WindowSeconds: 60},
-				}})
-				cfg.UserTokens = UserTokenConfig{Algorithm: AlgHS256, Secret: testSecret}
-				if !b.local {
-					cfg.Now = func() time.Time { return now }
-				}
-				e, err := New(cfg, b.client)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h := e.Wrap(KindClaim, promo, ok)
-				req := func(user, peer string) *http.Request {
-					r := claimReq("spend-promo", peer)
-					r.Header.Set("Authorization", "Bearer "+sign(t, jwt.SigningMethodHS256, claims(user), []byte(testSecret)))
-					return r
-				}
+				})
 				if rec := serve(h, req("u-1", "198.51.100.1:1")); rec.Code != 200 {
 					t.Fatalf("first: %d", rec.Code)
 				}
