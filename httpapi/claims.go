@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -39,6 +40,14 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 		reject(pr)
 		return
 	}
+	// With user tokens on, the user is the token's; a body naming another
+	// is refused, and one naming none acts for the token's user.
+	user, err := edge.CheckUser(r.Context(), in.UserID)
+	if err != nil {
+		reject(problem(CodeInvalidRequest, "user_id is not the user of the token").withField("user_id"))
+		return
+	}
+	in.UserID = user
 	if !promotion.ValidID(in.UserID) {
 		reject(problem(CodeInvalidRequest, "user_id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("user_id"))
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 
+	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -90,6 +91,11 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Edge guards the claim and waiting-room endpoints for callers facing
+	// browsers: the client address behind trusted proxies, rate limits,
+	// user tokens and CORS (see package edge). Its AdminToken, KeyPrefix,
+	// Logger and Problem are set by New. Defaults to all of it off.
+	Edge edge.Config
 }
 
 // Server is the dibs HTTP API as an http.Handler.
@@ -102,6 +108,8 @@ type Server struct {
 
 	readInflight chan struct{}
 	streams      chan struct{} // one token per running streamed request
+	edge         *edge.Edge
+	handler      http.Handler // the mux behind the edge's CORS
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -135,7 +143,18 @@ func New(cfg Config) (*Server, error) {
 		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
 		streams:      make(chan struct{}, cfg.MaxStreams),
 	}
+	ecfg := cfg.Edge
+	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, cfg.Logger, edgeProblem
+	if ecfg.KeyPrefix == "" {
+		ecfg.KeyPrefix = cfg.KeyPrefix
+	}
+	e, err := edge.New(ecfg, cfg.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.edge = e
 	s.routes()
+	s.handler = e.CORS(s.mux)
 	return s, nil
 }
 
@@ -225,8 +244,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			problem(CodeUnavailable, "internal error").retry(1).write(w, r)
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, r)
 }
+
+// edgeProblem writes the edge's problems like every other: the edge picks
+// the status (429 for a rate limit, where overloaded is otherwise 503).
+func edgeProblem(w http.ResponseWriter, r *http.Request, code string, status int, detail string, retryAfter int) {
+	p := problem(code, detail).retry(retryAfter)
+	p.Status = status
+	p.write(w, r)
+}
+
+// guarded puts the edge in front of a claim or waiting-room handler: the
+// client address, the user token, and the rate limits of kind.
+func (s *Server) guarded(kind edge.Kind, h http.HandlerFunc) http.HandlerFunc {
+	return s.edge.ClientIP(s.edge.UserToken(s.edge.RateLimit(kind, promotionOf)(h))).ServeHTTP
+}
+
+// userOnly serves a user's own data (claims, place in the queue) only to
+// that user when user tokens are on: the request must carry the token of
+// the path's user_id, or the admin token. Without user tokens it is h.
+func (s *Server) userOnly(h http.HandlerFunc) http.HandlerFunc {
+	return s.edge.UserToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := edge.CheckUser(r.Context(), r.PathValue("user_id")); err != nil {
+			problem(CodeInvalidRequest, "user_id is not the user of the token").withField("user_id").write(w, r)
+			return
+		}
+		h(w, r)
+	})).ServeHTTP
+}
+
+// promotionOf is the promotion id of a request under /v1/promotions/{id}.
+func promotionOf(r *http.Request) string { return r.PathValue("id") }
 
 func (s *Server) routes() {
 	s.route("/v1/promotions", map[string]http.HandlerFunc{
@@ -236,11 +285,11 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
 	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
-	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.limited(s.postClaim, true)})
-	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getClaims)})
+	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindClaim, s.limited(s.postClaim, true))})
+	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
-	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.bounded(s.queue)})
-	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.bounded(s.queue)})
+	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
+	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.queue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})

@@ -282,6 +282,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Validate reports the first setting that cannot work, naming its key,
+// with the defaults filled in: what can be checked before anything starts.
+// Key material is checked by New, which parses it.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 // validate names the first setting that cannot work. Key material is
 // checked by New, which parses it.
 func (c Config) validate() error {

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/stream"
 )
 
@@ -49,6 +50,11 @@ type Config struct {
 	Stream stream.Config `yaml:"stream"`
 	// HTTP tunes the API. Zero fields keep the API's defaults.
 	HTTP HTTPConfig `yaml:"http"`
+	// Edge guards the claim and waiting-room endpoints for callers facing
+	// browsers: trusted proxies, rate limits, user tokens, CORS. Defaults
+	// to all of it off. DIBS_USER_TOKEN_SECRET and
+	// DIBS_USER_TOKEN_PUBLIC_KEY win over the file (see LoadFile).
+	Edge edge.Config `yaml:"edge"`
 	// EmbeddedRedis tunes the embedded redis-server.
 	EmbeddedRedis EmbeddedRedisConfig `yaml:"embedded_redis"`
 	// WaitingRoom is the reserved waiting_room section of the file: the
@@ -116,8 +122,16 @@ func DefaultConfig() Config {
 }
 
 // LoadFile reads the YAML file at path over DefaultConfig; unknown keys
-// are errors. An empty path is DefaultConfig.
+// are errors. An empty path is DefaultConfig. The user-token secret or
+// public key in the environment (DIBS_USER_TOKEN_SECRET,
+// DIBS_USER_TOKEN_PUBLIC_KEY) win over the file.
 func LoadFile(path string) (Config, error) {
+	c, err := loadFile(path)
+	c.Edge.ApplyEnv(nil)
+	return c, err
+}
+
+func loadFile(path string) (Config, error) {
 	c := DefaultConfig()
 	if path == "" {
 		return c, nil
@@ -180,6 +194,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.HTTP.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Edge.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {

@@ -213,7 +213,7 @@ func (s *Service) start(ctx context.Context) error {
 		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
 	}
 	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
-		Metrics: apiMetrics, Gatherer: reg, Logger: log}
+		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: cfg.Edge}
 	cfg.HTTP.apply(&hcfg)
 	api, err := httpapi.New(hcfg)
 	if err != nil {
