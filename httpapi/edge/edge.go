@@ -88,6 +88,11 @@ func (e *Edge) Wrap(kind Kind, promotionID func(*http.Request) string, h http.Ha
 	return e.CORS(e.ClientIP(e.UserToken(e.RateLimit(kind, promotionID)(h))))
 }
 
+// Guards reports whether the edge checks anything on a join or claim: user
+// tokens or rate limits. When it does not, ClientIP, UserToken and
+// RateLimit change nothing, and a caller may leave them out of the path.
+func (e *Edge) Guards() bool { return e.verifier != nil || e.limiter != nil }
+
 // FailOpen returns how many requests went through unlimited because the
 // rate limiter could not answer.
 func (e *Edge) FailOpen() int64 { return e.failOpen.Load() }
