@@ -34,6 +34,15 @@ var ErrServerTooOld = errors.New("stream: Redis server too old")
 // Call it once at start-up, before starting pools.
 func CheckServer(ctx context.Context, client rueidis.Client) error {
 	nodes := client.Nodes()
+	if len(nodes) == 0 {
+		// No node known yet (a Cluster client before its first slot
+		// refresh): ask whichever node the client picks.
+		info, err := client.Do(ctx, client.B().Info().Section("server").Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("stream: INFO server: %w", err)
+		}
+		return checkNode("(the client's node)", info)
+	}
 	addrs := make([]string, 0, len(nodes))
 	for addr := range nodes {
 		addrs = append(addrs, addr)
