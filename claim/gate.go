@@ -26,6 +26,11 @@ var (
 	ErrAlreadyClaimed = errors.New("claim: already claimed")
 	// ErrSoldOut means the stock is exhausted.
 	ErrSoldOut = errors.New("claim: sold out")
+	// ErrNotAdmitted means the promotion has a waiting room and the claim
+	// carried no live pass of the user: none, or one unknown, spent,
+	// expired or another user's. Nothing was written; the error's text
+	// names the reason.
+	ErrNotAdmitted = errors.New("claim: not admitted by the waiting room")
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = errors.New("claim: claim voided")
@@ -186,8 +191,34 @@ func (g *Gate) Claim(ctx context.Context, id, userID, idemKey string) (Result, e
 // rebuild and ErrLost is returned, so no rank the caller knows of is
 // handed out a second time.
 func (g *Gate) ClaimFenced(ctx context.Context, id, userID, idemKey string, fence int64) (Result, error) {
-	vals, err := claimScript.Exec(ctx, g.client, g.Keys(id).all(),
-		[]string{userID, idemKey, id, strconv.FormatInt(fence, 10)}).ToArray()
+	return g.claim(ctx, claimScript, id, userID, g.Keys(id).all(),
+		[]string{userID, idemKey, id, strconv.FormatInt(fence, 10)})
+}
+
+// ClaimRoomed is ClaimFenced for a promotion that may have a waiting room:
+// roomKeys are the room's passes, live and meta keys (waitroom
+// Keys.SpendKeys, under the promotion's hash tag) and passID the pass of
+// the user's entry token, verified by the caller (0 for none). If the room
+// exists, the claim needs a live pass of the user, which it spends in the
+// step that takes the unit; otherwise it returns ErrNotAdmitted (wrapped,
+// with the reason) having written nothing. A retry whose Idempotency-Key
+// matched gets its original answer before the pass is looked at. Without
+// the room the pass is ignored.
+func (g *Gate) ClaimRoomed(ctx context.Context, id, userID, idemKey string, fence int64, roomKeys []string, passID int64) (Result, error) {
+	if len(roomKeys) != 3 {
+		return Result{}, fmt.Errorf("claim %s for %s: want 3 room keys, got %d", id, userID, len(roomKeys))
+	}
+	pass := ""
+	if passID > 0 {
+		pass = strconv.FormatInt(passID, 10)
+	}
+	return g.claim(ctx, claimRoomScript, id, userID, append(g.Keys(id).all(), roomKeys...),
+		[]string{userID, idemKey, id, strconv.FormatInt(fence, 10), pass})
+}
+
+// claim runs a claim script and decodes its reply.
+func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string, keys, args []string) (Result, error) {
+	vals, err := script.Exec(ctx, g.client, keys, args).ToArray()
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
 	}
@@ -197,6 +228,13 @@ func (g *Gate) ClaimFenced(ctx context.Context, id, userID, idemKey string, fenc
 	status, err := vals[0].ToString()
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+	}
+	if status == "not_admitted" {
+		reason := "none"
+		if len(vals) > 1 {
+			reason, _ = vals[1].ToString()
+		}
+		return Result{}, fmt.Errorf("%w (pass: %s)", ErrNotAdmitted, reason)
 	}
 	if status != "ok" {
 		if e, ok := outcomes[status]; ok {

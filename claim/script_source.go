@@ -1,11 +1,27 @@
 package claim
 
+import "github.com/dibsio/dibs/internal/roompass"
+
 // claimScriptSource is the Lua source of claimScript (see there for its KEYS,
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = `-- dibs:claim v1
-local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
+const claimScriptSource = "-- dibs:claim v1\n" + claimHead + claimTake + claimAccept
+
+// claimRoomScriptSource is the Lua source of claimRoomScript: the claim
+// script with the waiting room's pass check (roompass.Lua, the waitroom
+// package's PassLua) between the window checks and the per-user limit, and
+// the spend of the pass in the step that takes the unit.
+const claimRoomScriptSource = "-- dibs:claim_room v1" + roompass.Lua + claimHead + claimPassCheck +
+	claimTake + claimPassSpend + claimAccept
+
+// The parts of the claim scripts. claimHead reads the meta hash, checks the
+// fence, answers a retry whose Idempotency-Key matched and checks the window
+// (it defines m, seq, user, idem and now); claimTake checks the per-user
+// limit and the stock and takes the unit (it defines stock, voided, rank and
+// slot); claimAccept answers the accepted claim.
+const (
+	claimHead = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
 if not m[1] then return {'not_found'} end
 if m[7] ~= 'first_come' then return {'wrong_mode'} end
 if m[8] == '1' then return {'rebuilding'} end
@@ -29,7 +45,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(m[3]) then return {'not_started'} end
 if now >= tonumber(m[4]) then return {'ended'} end
-local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+`
+	claimTake = `local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if held >= tonumber(m[2]) then return {'already_claimed'} end
 local stock = tonumber(m[1])
 local voided = tonumber(m[6] or '0')
@@ -43,8 +60,25 @@ redis.call('HSET', KEYS[5], user, list)
 if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':' .. slot) end
 redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
   'rank', rank, 'slot', slot, 'at', now)
-return {'ok', rank, 0, slot, stock - (rank - voided)}
 `
+	claimAccept = `return {'ok', rank, 0, slot, stock - (rank - voided)}
+`
+)
+
+// The waiting room's parts of claimRoomScript. KEYS[8..10] are the room's
+// passes, live and meta keys, ARGV[5] the pass id ("" for none). A promotion
+// whose room meta does not exist has no waiting room: the pass is ignored.
+const (
+	claimPassCheck = `local room = redis.call('EXISTS', KEYS[10]) == 1
+if room then
+  if (ARGV[5] or '') == '' then return {'not_admitted', 'none'} end
+  local refused = wr_pass_check(KEYS[8], ARGV[5], user, now)
+  if refused then return {'not_admitted', refused} end
+end
+`
+	claimPassSpend = `if room then wr_pass_spend(KEYS[8], KEYS[9], KEYS[10], ARGV[5]) end
+`
+)
 
 // ClaimScriptSource returns the Lua source of the first-come claim script,
 // exactly as Gate.Claim runs it.

@@ -49,6 +49,27 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // entry's claim_id is <promotion>#<rank>, as ClaimID builds it (ids.go).
 var claimScript = newScript(claimScriptSource)
 
+// claimRoomScript admits one first-come claim in a promotion that may have
+// a waiting room, spending the user's pass in the step that takes the unit.
+//
+// KEYS: meta, seq, users, status, byuser, idem, stream (as claimScript),
+// then the room's passes, live and meta keys (waitroom Keys.SpendKeys).
+// ARGV: user id, Idempotency-Key ("" for none), promotion id, fence (as
+// claimScript), pass id of the entry token verified by the caller ("" for
+// none).
+//
+// It runs claimScript's checks in claimScript's order, with the pass check
+// between the window and the per-user limit: a retry whose Idempotency-Key
+// matched gets its original answer before the pass is looked at; then, if
+// the room meta exists, a missing pass answers {"not_admitted", "none"}
+// and a pass that is unknown, another user's, spent or expired (Redis TIME)
+// answers {"not_admitted", reason} with reason one of unknown, not_yours,
+// spent, expired, writing nothing. already_claimed and sold_out leave the
+// pass unspent; an accepted claim spends it (wr_pass_spend). Without the
+// room meta the pass is ignored and the script is claimScript. The other
+// replies are claimScript's.
+var claimRoomScript = newScript(claimRoomScriptSource)
+
 // grantScript enqueues grants for a batch of users.
 //
 // KEYS: meta, seq, users, status, byuser, stream.

@@ -25,6 +25,7 @@ import (
 	_ "github.com/dibsio/dibs/store/postgres"
 	_ "github.com/dibsio/dibs/store/sqlite"
 	"github.com/dibsio/dibs/stream"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -110,7 +111,12 @@ func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 	st := openStore(t, b.db)
 	prefix := redistest.Prefix(t)
 	sc := testStreamConfig()
+	rooms, err := waitroom.New(client, waitroom.Config{Prefix: prefix, Keys: testRoomKeys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := promotion.New(client, st, promotion.Config{
+		Rooms:           rooms,
 		Prefix:          prefix,
 		Stream:          sc,
 		RecheckInterval: 100 * time.Millisecond,

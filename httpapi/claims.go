@@ -59,7 +59,7 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ClaimTimeout)
 	defer cancel()
-	res, err := s.cfg.Manager.Claim(ctx, id, in.UserID, key)
+	res, err := s.cfg.Manager.ClaimWithToken(ctx, id, in.UserID, key, r.Header.Get(EntryTokenHeader))
 	if err != nil {
 		reject(s.problemFor(r, err))
 		return

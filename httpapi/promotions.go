@@ -40,6 +40,8 @@ type waitingRoomOut struct {
 	EntryTTLSeconds int   `json:"entry_ttl_seconds,omitempty"`
 	Waiting         int64 `json:"waiting"`
 	Admitted        int64 `json:"admitted"`
+	PassesSpent     int64 `json:"passes_spent"`
+	Abandoned       int64 `json:"abandoned"`
 }
 
 type promotionOut struct {
@@ -83,6 +85,10 @@ func toOut(v promotion.View) promotionOut {
 			Enabled:         v.WaitingRoom.Enabled,
 			AdmitPerSecond:  v.WaitingRoom.AdmitPerSecond,
 			EntryTTLSeconds: v.WaitingRoom.EntryTTLSeconds,
+			Waiting:         v.Room.Waiting,
+			Admitted:        v.Room.Admitted,
+			PassesSpent:     v.Room.PassesSpent,
+			Abandoned:       v.Room.Abandoned,
 		},
 	}
 }

@@ -419,6 +419,8 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeEnded, "the promotion has ended")
 	case errors.Is(err, promotion.ErrSoldOut):
 		return problem(CodeSoldOut, "the stock is exhausted")
+	case errors.Is(err, promotion.ErrNotAdmitted):
+		return problem(CodeNotAdmitted, "the promotion has a waiting room and the request carries no valid entry token of this user (X-Entry-Token): join the queue and claim once admitted")
 	case errors.Is(err, promotion.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
 	case errors.Is(err, promotion.ErrRebuildBusy):
@@ -438,27 +440,6 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		detail = "Redis did not answer; the claim may or may not have been taken: retry with the same Idempotency-Key"
 	}
 	return problem(CodeUnavailable, detail).retry(1)
-}
-
-// queue answers the waiting-room endpoints. No promotion can enable the
-// waiting room in this version (creating one with it enabled is refused), so
-// after the usual checks every user is "not found" in a queue that does not
-// exist, which is what the contract answers for a user who never joined.
-func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	if r.PathValue("user_id") != "" {
-		if _, ok := pathID(w, r, "user_id"); !ok {
-			return
-		}
-	}
-	if _, err := s.cfg.Manager.Get(r.Context(), id); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
 }
 
 // pathID reads and validates a path identifier.

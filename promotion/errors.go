@@ -41,6 +41,10 @@ var (
 	ErrAlreadyClaimed = claim.ErrAlreadyClaimed
 	// ErrSoldOut means the stock is exhausted.
 	ErrSoldOut = claim.ErrSoldOut
+	// ErrNotAdmitted means the promotion has a waiting room and the claim
+	// carried no valid entry token of the user: none, or one forged,
+	// expired, spent or another user's. Nothing was taken.
+	ErrNotAdmitted = claim.ErrNotAdmitted
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = claim.ErrVoided

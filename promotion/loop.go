@@ -38,6 +38,9 @@ const (
 type handle struct {
 	id   string
 	spec stream.Spec
+	// room is whether the promotion has a waiting room: its claims run the
+	// claim script that spends a pass.
+	room bool
 	// queued is set by whoever puts the handle on m.wakes and cleared by the
 	// waker when it takes it off, before it wakes the pool: so a claim that
 	// finds it set is covered by that wake.
@@ -225,7 +228,7 @@ func (m *Manager) publish() {
 // newHandle makes the handle of promotion p, with its pool spec.
 func (m *Manager) newHandle(p Promotion) *handle {
 	k := m.gate.Keys(p.ID)
-	return &handle{id: p.ID, spec: stream.Spec{
+	return &handle{id: p.ID, room: p.WaitingRoom.Enabled, spec: stream.Spec{
 		Stream:           k.Stream(),
 		Group:            claim.Group,
 		Handler:          &issuer{m: m, promotionID: p.ID},

@@ -18,6 +18,7 @@ import (
 	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // Defaults of Config.
@@ -67,6 +68,12 @@ type Config struct {
 	// OnDrained, if set, is called once a promotion is marked drained: the
 	// Manager stops watching it, so per-promotion series can be dropped.
 	OnDrained func(promotionID string)
+	// Rooms holds the waiting rooms (package waitroom), with the same
+	// Prefix: a promotion created with its waiting room enabled gets its
+	// room opened next to its claim state, and its claims need a pass.
+	// Without it, creating such a promotion is refused; claims on one
+	// created by another instance are refused not_admitted.
+	Rooms *waitroom.Rooms
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }

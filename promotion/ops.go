@@ -31,6 +31,8 @@ type View struct {
 	Promotion
 	State  string
 	Counts Counts
+	// Room counts the promotion's waiting room (zero without one).
+	Room RoomCounts
 }
 
 // Create validates p, fills its defaults, stores it and opens it in Redis.
@@ -38,6 +40,9 @@ func (m *Manager) Create(ctx context.Context, p Promotion) (View, error) {
 	now := m.cfg.Now()
 	if err := Normalize(&p, now); err != nil {
 		return View{}, err
+	}
+	if p.WaitingRoom.Enabled && m.cfg.Rooms == nil {
+		return View{}, invalid("waiting_room.enabled", "this server runs no waiting room")
 	}
 	if p.ID == "" {
 		p.ID = "p-" + randomID(8)
@@ -170,6 +175,9 @@ func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 		v.Counts.Remaining = &r
 	}
 	v.State = m.stateAt(p, st.Closed, st.Remaining())
+	if v.Room, err = m.roomCounts(ctx, p); err != nil {
+		return View{}, err
+	}
 	return v, nil
 }
 
@@ -178,13 +186,31 @@ func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 // client's Idempotency-Key or "". Outcomes other than acceptance are this
 // package's sentinels; any other error is Redis's (the outcome is then
 // unknown if it was a timeout: retry with the same idemKey).
+//
+// On a promotion with a waiting room every claim gets ErrNotAdmitted: see
+// ClaimWithToken.
 func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claimed, error) {
+	return m.ClaimWithToken(ctx, id, userID, idemKey, "")
+}
+
+// ClaimWithToken is Claim with the user's entry token of the promotion's
+// waiting room ("" for none). On a promotion with a waiting room the token
+// must be valid (waitroom.Rooms.Verify) and its pass live and unspent: the
+// claim spends it in the step that takes the unit. Otherwise it answers
+// ErrNotAdmitted, having taken nothing, except that a retry whose
+// Idempotency-Key matched gets its original answer first. On a promotion
+// without a waiting room the token is ignored.
+func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
+	pass, refused := m.verifyPass(id, userID, token)
 	var res claim.Result
 	err := m.onGate(ctx, id, func() (err error) {
-		res, err = m.gate.ClaimFenced(ctx, id, userID, idemKey, m.fences.get(id))
+		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
+			err = fmt.Errorf("%w: %w", err, refused)
+		}
 		return Claimed{}, domainErr(err)
 	}
 	m.fences.raise(id, res.Rank)

@@ -157,6 +157,9 @@ func (m *Manager) open(ctx context.Context, p Promotion) error {
 // read. On a promotion Redis still holds it refreshes its end and closed
 // flag, nothing else.
 func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
+	if err := m.openRoom(ctx, p); err != nil {
+		return err
+	}
 	floor = m.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild

@@ -111,8 +111,8 @@ func Normalize(p *Promotion, now time.Time) error {
 		if w.EntryTTLSeconds < 1 || w.EntryTTLSeconds > MaxEntryTTLSeconds {
 			return invalid("waiting_room.entry_ttl_seconds", "must be between 1 and %d", MaxEntryTTLSeconds)
 		}
-		if w.Enabled {
-			return invalid("waiting_room.enabled", "the waiting room is not available in this version")
+		if w.Enabled && p.Mode == ModeGrant {
+			return invalid("waiting_room.enabled", "a grant promotion has no waiting room: its targets are uploaded, not raced for")
 		}
 	}
 	return nil

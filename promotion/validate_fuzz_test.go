@@ -61,7 +61,8 @@ func FuzzNormalize(f *testing.F) {
 			p.Value < 0,
 			!p.EndsAt.After(p.StartsAt),
 			p.StartsAt.Location() != time.UTC || p.EndsAt.Location() != time.UTC,
-			p.WaitingRoom.Enabled:
+			p.WaitingRoom.Enabled && p.Mode == promotion.ModeGrant,
+			p.WaitingRoom.Enabled && (p.WaitingRoom.AdmitPerSecond < 1 || p.WaitingRoom.EntryTTLSeconds < 1):
 			t.Fatalf("Normalize accepted %+v", p)
 		}
 		again := p

@@ -51,7 +51,8 @@ func TestNormalize(t *testing.T) {
 		{"negative value", promotion.Promotion{Stock: 1, Value: -1}, "value"},
 		{"end before start", promotion.Promotion{Stock: 1, StartsAt: now, EndsAt: now.Add(-time.Second)}, "ends_at"},
 		{"bad id", promotion.Promotion{ID: "-x", Stock: 1}, "id"},
-		{"waiting room on", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
+		{"waiting room on", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, ""},
+		{"waiting room on a grant", promotion.Promotion{Mode: promotion.ModeGrant, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
 		{"admit rate too high", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{AdmitPerSecond: 2_000_000}}, "waiting_room.admit_per_second"},
 	}
 	for _, c := range cases {

@@ -1,6 +1,10 @@
 package waitroom
 
-import "github.com/redis/rueidis"
+import (
+	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/internal/roompass"
+)
 
 // The room scripts (open, join, status, tick) take the keys of Keys.room, in
 // this order:
@@ -274,23 +278,7 @@ return out
 // nothing. wr_pass_spend marks the pass spent, removes it from the live set
 // and counts it in the room meta's spent field; call it only after
 // wr_pass_check returned nil in the same script.
-const PassLua = `
-local function wr_pass_check(passes, pass, user, now)
-  local v = redis.call('HGET', passes, pass)
-  if not v then return 'unknown' end
-  local st, exp, owner = string.match(v, '^(%a):(%d+):(.*)$')
-  if owner ~= user then return 'not_yours' end
-  if st == 's' then return 'spent' end
-  if st ~= 'u' or tonumber(exp) <= now then return 'expired' end
-  return nil
-end
-local function wr_pass_spend(passes, live, meta, pass)
-  local v = redis.call('HGET', passes, pass)
-  redis.call('HSET', passes, pass, 's' .. string.sub(v, 2))
-  redis.call('ZREM', live, pass)
-  redis.call('HINCRBY', meta, 'spent', 1)
-end
-`
+const PassLua = roompass.Lua
 
 // SpendScript checks that a pass is live, unspent and its user's, and marks
 // it spent, in one step: the standalone form of PassLua.

@@ -14,6 +14,7 @@ import (
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/stream"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // Defaults of the settings dibs serve also takes as flags.
@@ -57,10 +58,10 @@ type Config struct {
 	Edge edge.Config `yaml:"edge"`
 	// EmbeddedRedis tunes the embedded redis-server.
 	EmbeddedRedis EmbeddedRedisConfig `yaml:"embedded_redis"`
-	// WaitingRoom is the reserved waiting_room section of the file: the
-	// file format documents it, so a file holding it loads, but nothing
-	// reads it yet.
-	WaitingRoom reservedWaitingRoom `yaml:"waiting_room"`
+	// WaitingRoom runs the waiting rooms: the scheduler's tick and workers
+	// and the secret that signs entry tokens. DIBS_WAITROOM_SECRET wins over
+	// the file (see LoadFile).
+	WaitingRoom WaitingRoomConfig `yaml:"waiting_room"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -109,11 +110,47 @@ type EmbeddedRedisConfig struct {
 	AppendFsync string `yaml:"appendfsync"`
 }
 
-// reservedWaitingRoom holds the keys of the waiting_room section, which
-// nothing reads yet.
-type reservedWaitingRoom struct {
-	TickMS  int `yaml:"tick_ms"`
+// EnvWaitroomSecret is the environment variable of the entry tokens'
+// signing keys, in the form of WaitingRoomConfig.Secret; it wins over the
+// file.
+const EnvWaitroomSecret = "DIBS_WAITROOM_SECRET"
+
+// WaitingRoomConfig is the `waiting_room:` section of the file; zero means
+// the default.
+type WaitingRoomConfig struct {
+	// TickMS is how often the scheduler advances admission in every active
+	// room, in ms. Defaults to 1000.
+	TickMS int `yaml:"tick_ms"`
+	// Workers is the size of the scheduler's worker pool. Defaults to 2 ×
+	// GOMAXPROCS.
 	Workers int `yaml:"workers"`
+	// Secret holds the keys that sign and verify entry tokens: "id:base64"
+	// with at least 32 random bytes, or two during a rotation,
+	// "new:…,old:…" (see docs/waitroom.md); every instance must hold the
+	// same. Best given as DIBS_WAITROOM_SECRET. Empty: a random key is
+	// made at start and logged as such; its passes verify on this instance
+	// only.
+	Secret string `yaml:"secret"`
+}
+
+// validate names the first key that cannot work.
+func (w WaitingRoomConfig) validate() error {
+	switch {
+	case w.TickMS < 0 || w.TickMS > 60_000:
+		return fmt.Errorf("waiting_room.tick_ms must be 0..60000, got %d", w.TickMS)
+	case w.Workers < 0 || w.Workers > 10_000:
+		return fmt.Errorf("waiting_room.workers must be 0..10000, got %d", w.Workers)
+	}
+	if w.Secret != "" {
+		keys, err := waitroom.ParseKeys(w.Secret)
+		if err == nil {
+			_, err = waitroom.NewSigner(keys...)
+		}
+		if err != nil {
+			return fmt.Errorf("waiting_room.secret (or %s): %w", EnvWaitroomSecret, err)
+		}
+	}
+	return nil
 }
 
 // DefaultConfig is the configuration of a file that sets nothing.
@@ -124,10 +161,14 @@ func DefaultConfig() Config {
 // LoadFile reads the YAML file at path over DefaultConfig; unknown keys
 // are errors. An empty path is DefaultConfig. The user-token secret or
 // public key in the environment (DIBS_USER_TOKEN_SECRET,
-// DIBS_USER_TOKEN_PUBLIC_KEY) win over the file.
+// DIBS_USER_TOKEN_PUBLIC_KEY) and the entry tokens' keys
+// (DIBS_WAITROOM_SECRET) win over the file.
 func LoadFile(path string) (Config, error) {
 	c, err := loadFile(path)
 	c.Edge.ApplyEnv(nil)
+	if v := os.Getenv(EnvWaitroomSecret); v != "" {
+		c.WaitingRoom.Secret = v
+	}
 	return c, err
 }
 
@@ -150,6 +191,9 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.HTTP.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.WaitingRoom.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
@@ -197,6 +241,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.Edge.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.WaitingRoom.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {

@@ -13,6 +13,7 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ import (
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // KeyPrefix is the Redis key prefix of everything the service keeps.
@@ -47,6 +49,9 @@ const (
 	// ConsumersStopTimeout bounds the stop of the manager and its pools:
 	// in-flight batches finish, the rest stays pending in Redis.
 	ConsumersStopTimeout = 30 * time.Second
+	// SchedulerStopTimeout bounds the stop of the waiting-room scheduler:
+	// its round in flight is cancelled and its leases given up.
+	SchedulerStopTimeout = 5 * time.Second
 	// RedisStopTimeout bounds the stop of the embedded redis-server.
 	RedisStopTimeout = 10 * time.Second
 )
@@ -66,6 +71,7 @@ type Service struct {
 	ln          net.Listener
 	hs          *http.Server
 	mgr         *promotion.Manager
+	sched       *waitroom.Scheduler     // stopped before the manager
 	served      chan struct{}           // closed once hs.Serve returned
 	serveErr    error                   // hs.Serve's result; written before served is closed
 	redisExited <-chan struct{}         // closed if the embedded redis-server dies; nil otherwise
@@ -185,7 +191,12 @@ func (s *Service) start(ctx context.Context) error {
 	pm := promotion.NewMetrics(reg, KeyPrefix)
 	scfg := cfg.Stream
 	scfg.Hooks = pm.StreamHooks()
+	rooms, err := newRooms(client, cfg, log)
+	if err != nil {
+		return err
+	}
 	mgr, err := promotion.New(client, st, promotion.Config{
+		Rooms:    rooms,
 		Prefix:   KeyPrefix,
 		Instance: cfg.Instance,
 		Stream:   scfg,
@@ -206,6 +217,11 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.mgr = mgr
+	sched := waitroom.NewScheduler(rooms)
+	if err := sched.Start(ctx); err != nil {
+		return err
+	}
+	s.sched = sched
 
 	token := cfg.AdminToken
 	if token == "" {
@@ -293,8 +309,17 @@ func (s *Service) Stop(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// closeAll stops the manager, then closes what Start opened, in reverse.
+// closeAll stops the waiting-room scheduler and the manager, then closes
+// what Start opened, in reverse.
 func (s *Service) closeAll(ctx context.Context) {
+	if s.sched != nil {
+		sctx, cancel := context.WithTimeout(ctx, SchedulerStopTimeout)
+		if err := s.sched.Stop(sctx); err != nil {
+			s.log.Warn("stopping the waiting-room scheduler", "err", err)
+		}
+		cancel()
+		s.sched = nil
+	}
 	if s.mgr != nil {
 		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
 		if err := s.mgr.Stop(mctx); err != nil {
@@ -307,6 +332,36 @@ func (s *Service) closeAll(ctx context.Context) {
 		s.closers[i](ctx)
 	}
 	s.closers = nil
+}
+
+// newRooms returns the waiting rooms of the service, signing entry tokens
+// with the configured keys or, without any, a random key made now (whose
+// passes verify on this instance only, which is logged).
+func newRooms(client rueidis.Client, cfg Config, log *slog.Logger) (*waitroom.Rooms, error) {
+	var keys []waitroom.Key
+	if cfg.WaitingRoom.Secret != "" {
+		var err error
+		if keys, err = waitroom.ParseKeys(cfg.WaitingRoom.Secret); err != nil {
+			return nil, fmt.Errorf("config: waiting_room.secret: %w", err)
+		}
+	} else {
+		secret := make([]byte, waitroom.MinSecretLen)
+		_, _ = rand.Read(secret)
+		keys = []waitroom.Key{{ID: "local", Secret: secret}}
+		log.Warn("no waiting-room secret configured (" + EnvWaitroomSecret + "): entry tokens are signed with a random key and verify on this instance only")
+	}
+	rooms, err := waitroom.New(client, waitroom.Config{
+		Prefix:       KeyPrefix,
+		Keys:         keys,
+		Instance:     cfg.Instance,
+		TickInterval: time.Duration(cfg.WaitingRoom.TickMS) * time.Millisecond,
+		Workers:      cfg.WaitingRoom.Workers,
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("config: waiting_room: %w", err)
+	}
+	return rooms, nil
 }
 
 func startEmbeddedRedis(ctx context.Context, dataDir, fsync string, log *slog.Logger) (*redisserver.Server, error) {

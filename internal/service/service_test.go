@@ -35,6 +35,25 @@ func setup(t *testing.T) *Service {
 	return s
 }
 
+// serve starts s until the test ends and returns its base URL and a client
+// whose connections are closed then.
+func serve(t *testing.T, s *Service) (string, *http.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return "http://" + s.Addr().String(), client
+}
+
 // TestMetricsAreTheDocumentedOnes: /metrics of a running service exports
 // every dibs_ series docs/operations.md lists, and no other.
 func TestMetricsAreTheDocumentedOnes(t *testing.T) {
@@ -53,20 +72,7 @@ func TestMetricsAreTheDocumentedOnes(t *testing.T) {
 		t.Fatalf("found only %v in the metrics table of docs/operations.md", documented)
 	}
 
-	s := setup(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	}()
-	base := "http://" + s.Addr().String()
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
+	base, client := serve(t, setup(t))
 	// One claim on a promotion that does not exist makes the per-outcome
 	// series appear; the vectors without children are announced by HELP.
 	resp, err := client.Post(base+"/v1/promotions/none/claims", "application/json", strings.NewReader(`{"user_id":"u"}`))

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/waitroom"
+)
+
+// EntryTokenHeader carries the entry token of an admitted user on a claim.
+const EntryTokenHeader = "X-Entry-Token"
+
+// Bounds of poll_after_ms: a waiting client polls again after about half
+// its estimated wait, never sooner than minPoll and never later than
+// maxPoll, which stays well inside the abandonment time (a poll is a
+// check-in).
+const (
+	minPoll = time.Second
+	maxPoll = 30 * time.Second
+)
+
+type queueIn struct {
+	UserID string `json:"user_id"`
+}
+
+// queueOut is a user's standing in a waiting room.
+type queueOut struct {
+	Status              string    `json:"status"`
+	Position            *int64    `json:"position,omitempty"`
+	EstimatedWait       *float64  `json:"estimated_wait_seconds,omitempty"`
+	EstimatedWaitRange  []float64 `json:"estimated_wait_range_seconds,omitempty"`
+	StockExpectedToLast *bool     `json:"stock_expected_to_last,omitempty"`
+	PollAfterMS         *int64    `json:"poll_after_ms,omitempty"`
+	EntryToken          string    `json:"entry_token,omitempty"`
+	ExpiresAt           *string   `json:"expires_at,omitempty"`
+}
+
+// seconds is d in seconds, rounded to 0.1 s.
+func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*10) / 10 }
+
+// toQueueOut maps a standing to its JSON.
+func toQueueOut(st waitroom.Standing) queueOut {
+	out := queueOut{Status: string(st.Status)}
+	switch st.Status {
+	case waitroom.StatusWaiting:
+		pos, wait := st.Position, seconds(st.Wait.Wait)
+		last := st.StockExpectedToLast
+		poll := min(max(st.Wait.Wait/2, minPoll), maxPoll).Milliseconds()
+		out.Position, out.EstimatedWait, out.StockExpectedToLast, out.PollAfterMS = &pos, &wait, &last, &poll
+		out.EstimatedWaitRange = []float64{seconds(st.Wait.Low), seconds(st.Wait.High)}
+	case waitroom.StatusAdmitted:
+		out.EntryToken = st.Token
+		out.ExpiresAt = optTime(st.Pass.ExpiresAt)
+	}
+	return out
+}
+
+// queue answers the waiting-room endpoints: POST …/queue joins, GET
+// …/queue/{user_id} answers a user's standing and checks the user in.
+func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var user string
+	join := r.PathValue("user_id") == ""
+	if join {
+		var in queueIn
+		if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+			pr.write(w, r)
+			return
+		}
+		u, err := edge.CheckUser(r.Context(), in.UserID)
+		if err != nil {
+			problem(CodeInvalidRequest, "user_id is not the user of the token").withField("user_id").write(w, r)
+			return
+		}
+		if !promotion.ValidID(u) {
+			problem(CodeInvalidRequest, "user_id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("user_id").write(w, r)
+			return
+		}
+		user = u
+	} else if user, ok = pathID(w, r, "user_id"); !ok {
+		return
+	}
+	rooms := s.cfg.Manager.Rooms()
+	if rooms == nil {
+		s.noRoom(w, r, id)
+		return
+	}
+	call := func() (waitroom.Standing, error) {
+		if join {
+			return rooms.Join(r.Context(), id, user)
+		}
+		return rooms.Status(r.Context(), id, user, true)
+	}
+	st, err := call()
+	if errors.Is(err, waitroom.ErrNotFound) {
+		// No room in Redis: the promotion may be unknown, have no room, or
+		// not be opened on this instance yet (reading it opens it).
+		v, gerr := s.cfg.Manager.Get(r.Context(), id)
+		if gerr != nil {
+			s.fail(w, r, gerr)
+			return
+		}
+		if !v.WaitingRoom.Enabled {
+			problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
+			return
+		}
+		st, err = call()
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, waitroom.ErrNotJoined):
+		problem(CodeNotFound, "this user has not joined the queue").write(w, r)
+		return
+	case errors.Is(err, waitroom.ErrSoldOut):
+		problem(CodeSoldOut, "the stock is exhausted; nobody else is let in").write(w, r)
+		return
+	case errors.Is(err, waitroom.ErrEnded):
+		problem(CodeEnded, "the promotion has ended").write(w, r)
+		return
+	case errors.Is(err, waitroom.ErrNotFound):
+		problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1).write(w, r)
+		return
+	default:
+		s.fail(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if join && st.Status == waitroom.StatusWaiting {
+		code = http.StatusAccepted
+	}
+	writeJSON(w, code, toQueueOut(st))
+}
+
+// noRoom answers a waiting-room request on a server that runs no waiting
+// room: the promotion's own 404, or the 404 of a queue that does not exist.
+func (s *Server) noRoom(w http.ResponseWriter, r *http.Request, id string) {
+	if _, err := s.cfg.Manager.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
+}
