@@ -4,7 +4,7 @@ package claim
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = `-- dibs:claim v1
+const claimScriptSource = `-- dibs:claim v2
 local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
 if not m[1] then return {'not_found'} end
 if m[7] ~= 'first_come' then return {'wrong_mode'} end
@@ -43,7 +43,7 @@ redis.call('HSET', KEYS[5], user, list)
 if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':' .. slot) end
 redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
   'rank', rank, 'slot', slot, 'at', now)
-return {'ok', rank, 0, slot, stock - (rank - voided)}
+return {'ok', rank, 0, slot, stock - (rank - voided), now}
 `
 
 // ClaimScriptSource returns the Lua source of the first-come claim script,
@@ -53,7 +53,9 @@ return {'ok', rank, 0, slot, stock - (rank - voided)}
 // and Stream keys (see Keys). ARGV: the user id, the Idempotency-Key ("" for
 // none), the promotion id and, optionally, the fence: the highest rank the
 // caller knows to be taken (0 or absent for none). The reply is {"ok", rank,
-// replayed (0|1), slot, remaining} for an accepted claim, {"lost", seq} when
+// 0, slot, remaining, at} for a newly accepted claim (at: Redis TIME in unix
+// ms, the entry's at field), {"ok", rank, 1, slot, -1} for an Idempotency-Key
+// retry answered with its original claim, {"lost", seq} when
 // the rank counter is below the fence (the script then pauses the
 // promotion), or a one-element array naming the outcome: not_found,
 // wrong_mode, rebuilding, ended, not_started, already_claimed or sold_out.
