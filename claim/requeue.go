@@ -31,9 +31,10 @@ type Unconfirmed struct {
 	AcceptedAt time.Time
 	// IdemKey is the claim's Idempotency-Key, or "".
 	IdemKey string
-	// RebuiltAfter is the earliest rebuild that may be trusted to have
-	// merged the database after the loss: the promotion's rebuilt_ms (Redis
-	// TIME of its last resume) must be later. Zero means AcceptedAt.
+	// RebuiltAfter is when the loss was known to have happened: only a
+	// rebuild that resumed later (the promotion's rebuilt_ms, Redis TIME of
+	// its last resume) merged the database after it. Zero means AcceptedAt;
+	// after a RequeueLost, its RequeueResult.RebuiltAfter.
 	RebuiltAfter time.Time
 }
 
@@ -42,9 +43,13 @@ type RequeueOutcome int
 
 // Outcomes of Requeue.
 const (
+	// RequeueNotTried (the zero value): an earlier claim of the same call
+	// found the promotion paused, lost or missing, or failed; this one was
+	// not sent.
+	RequeueNotTried RequeueOutcome = iota
 	// RequeuePresent: Redis holds the claim (its status, and its rank in
 	// the user's list); nothing was done.
-	RequeuePresent RequeueOutcome = iota + 1
+	RequeuePresent
 	// Requeued: Redis had lost the claim; it is back, pending, with a
 	// work-stream entry of its original fields.
 	Requeued
@@ -60,8 +65,8 @@ const (
 	// nothing was done: try again once it is resumed.
 	RequeuePaused
 	// RequeueLost: Redis lost the claim and the promotion was not rebuilt
-	// since. The script paused the promotion so that it is rebuilt first
-	// (RequeueResult.PausedAt); nothing else was done.
+	// since; nothing was done. Rebuild it, then call again with
+	// Unconfirmed.RebuiltAfter set to RequeueResult.RebuiltAfter.
 	RequeueLost
 	// RequeueNotFound: Redis holds no such promotion; nothing was done.
 	RequeueNotFound
@@ -72,10 +77,10 @@ type RequeueResult struct {
 	Outcome RequeueOutcome
 	// Rank is the claim's new rank (RequeueReranked only).
 	Rank int64
-	// PausedAt is Redis TIME when the script paused the promotion
-	// (RequeueLost only): a rebuild that resumed it later merged the
+	// RebuiltAfter is when the script found the claim lost, in Redis TIME
+	// (RequeueLost only): a rebuild that resumes after it merges the
 	// database after the loss.
-	PausedAt time.Time
+	RebuiltAfter time.Time
 	// Err is set when the script could not run for this claim.
 	Err error
 }
@@ -94,8 +99,11 @@ type RequeueResult struct {
 //     {"reranked", new rank};
 //   - status[rank] is set and byuser[user] lists the rank: {"present"};
 //   - otherwise Redis lost the claim. Unless the promotion was rebuilt
-//     (rebuilt_ms) after ARGV[7], it is paused, so the database is merged
-//     before anything is put back: {"lost", Redis TIME in ms};
+//     (rebuilt_ms) after ARGV[7], nothing is done — the database must be
+//     merged before anything is put back: {"lost", after}, where after is
+//     what to pass as ARGV[7] once rebuilt: the last millisecond before
+//     Redis TIME now, or now itself if the last rebuild resumed within it
+//     (so only a rebuild that resumes after this call counts);
 //   - rebuilt since: users[user] is raised to at least the slot, the rank
 //     joins byuser[user] (once, in rank order), the Idempotency-Key is
 //     recorded if absent, and an entry with the claim's original fields
@@ -127,8 +135,9 @@ end
 if s and listed then return {'present'} end
 if tonumber(m[3] or '0') <= tonumber(ARGV[7]) then
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'paused', 1)
-  return {'lost', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if tonumber(m[3] or '0') < now then now = now - 1 end
+  return {'lost', now}
 end
 if tonumber(redis.call('HGET', KEYS[3], user) or '0') < slot then
   redis.call('HSET', KEYS[3], user, slot)
@@ -156,8 +165,9 @@ return {'requeued'}
 // Requeue puts back the claims of promotion id that the caller answered and
 // Redis lost (see requeueScript for what it checks and does), one script
 // call per claim. It returns one result per claim, in order; running it
-// again for the same claims changes nothing. It stops early, leaving the
-// rest with ctx's error, when ctx ends.
+// again for the same claims changes nothing. It stops at the first claim
+// answered paused, lost or not found, or that fails: the claims after it
+// would be answered alike, and keep a zero Outcome (not tried).
 //
 // The calls are sent one after the other rather than pipelined: a pipelined
 // script run loads the script on every node first, and right after a
@@ -167,10 +177,6 @@ func (g *Gate) Requeue(ctx context.Context, id string, cs []Unconfirmed) []Reque
 	k := g.Keys(id)
 	keys := []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream(), k.Reranks()}
 	for i, c := range cs {
-		if err := ctx.Err(); err != nil {
-			out[i].Err = err
-			continue
-		}
 		after := c.RebuiltAfter
 		if after.IsZero() {
 			after = c.AcceptedAt
@@ -185,6 +191,9 @@ func (g *Gate) Requeue(ctx context.Context, id string, cs []Unconfirmed) []Reque
 			r = RequeueResult{Err: fmt.Errorf("requeue %s rank %d: %w", id, c.Rank, err)}
 		}
 		out[i] = r
+		if r.Err != nil || r.Outcome == RequeuePaused || r.Outcome == RequeueLost || r.Outcome == RequeueNotFound {
+			break
+		}
 	}
 	return out
 }
@@ -223,7 +232,7 @@ func requeueResult(res rueidis.RedisResult) (RequeueResult, error) {
 		return RequeueResult{Outcome: RequeueReranked, Rank: n}, err
 	case "lost":
 		n, err := num()
-		return RequeueResult{Outcome: RequeueLost, PausedAt: time.UnixMilli(n).UTC()}, err
+		return RequeueResult{Outcome: RequeueLost, RebuiltAfter: time.UnixMilli(n).UTC()}, err
 	}
 	return RequeueResult{}, fmt.Errorf("unexpected outcome %q", status)
 }

@@ -11,45 +11,20 @@ import (
 	"github.com/dibsio/dibs/internal/redistest"
 )
 
-// loseFrom makes Redis forget every claim of promotion id from rank from on
-// — the rank counter, each claim's status, its user's count, list and
-// Idempotency-Keys and its work-stream entry — in one script, as a crash
-// under appendfsync everysec or a restore of an older snapshot would.
+// loseFrom makes Redis forget every claim of promotion id from rank from on.
 func (f fixture) loseFrom(t *testing.T, id string, from int64) {
 	t.Helper()
-	k := f.gate.Keys(id)
-	script := `local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local from = tonumber(ARGV[1])
-for _, e in ipairs(redis.call('XRANGE', KEYS[5], '-', '+')) do
-  local f = {}
-  for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
-  if tonumber(f.rank) >= from then
-    redis.call('XDEL', KEYS[5], e[1])
-    redis.call('HDEL', KEYS[2], f.user)
-    redis.call('HDEL', KEYS[3], f.user)
-    for _, ik in ipairs(redis.call('HKEYS', KEYS[6])) do
-      if string.sub(ik, 1, #f.user + 1) == f.user .. '\n' then redis.call('HDEL', KEYS[6], ik) end
-    end
-  end
-end
-for r = from, seq do redis.call('HDEL', KEYS[4], tostring(r)) end
-if seq >= from then redis.call('SET', KEYS[1], from - 1) end
-return 1`
-	err := f.client.Do(context.Background(), f.client.B().Eval().Script(script).Numkeys(6).
-		Key(k.Seq(), k.Users(), k.ByUser(), k.Status(), k.Stream(), k.Idem()).Arg(strconv.FormatInt(from, 10)).Build()).Error()
-	if err != nil {
-		t.Fatal(err)
-	}
+	redistest.LoseClaimsFrom(t, f.client, f.gate.Keys(id), from)
 }
 
-// rebuilt runs an empty rebuild of the paused promotion p, as the Manager
-// does after a loss: the database's claims would be merged in between.
+// rebuilt runs an empty rebuild of promotion p, as the Manager does after
+// a loss: the database's claims would be merged in between.
 func (f fixture) rebuilt(t *testing.T, p claim.Promotion) {
 	t.Helper()
 	ctx := context.Background()
-	r, err := f.gate.TakeOver(ctx, p, "test", time.Minute)
+	r, err := f.gate.Pause(ctx, p, "test", time.Minute)
 	if err != nil {
-		t.Fatalf("take over: %v", err)
+		t.Fatalf("pause: %v", err)
 	}
 	if _, err := r.Resume(ctx, 0); err != nil {
 		t.Fatalf("resume: %v", err)
@@ -112,18 +87,21 @@ func TestRequeue(t *testing.T) {
 		lost := answered[2:]
 		before := f.streamLen(t, "rq")
 
-		// Not rebuilt since the loss: the first claim pauses the promotion
-		// for a rebuild, and nothing is put back.
+		// Not rebuilt since the loss: nothing is put back.
 		rs := f.gate.Requeue(ctx, "rq", lost)
-		sameOutcomes(t, "before a rebuild", rs, claim.RequeueLost, claim.RequeuePaused)
-		if _, err := f.gate.Claim(ctx, "rq", "n1", ""); !errors.Is(err, claim.ErrRebuilding) {
-			t.Fatalf("claim after a requeue found the loss: %v, want ErrRebuilding", err)
-		}
-		sameOutcomes(t, "while paused", f.gate.Requeue(ctx, "rq", lost), claim.RequeuePaused, claim.RequeuePaused)
-		f.rebuilt(t, p)
+		sameOutcomes(t, "before a rebuild", rs, claim.RequeueLost, claim.RequeueNotTried)
 		for i := range lost {
-			lost[i].RebuiltAfter = rs[0].PausedAt.Add(-time.Millisecond)
+			lost[i].RebuiltAfter = rs[0].RebuiltAfter
 		}
+		r, err := f.gate.Pause(ctx, p, "test", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameOutcomes(t, "while paused", f.gate.Requeue(ctx, "rq", lost), claim.RequeuePaused, claim.RequeueNotTried)
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.rebuilt(t, p)
 
 		sameOutcomes(t, "after the rebuild", f.gate.Requeue(ctx, "rq", lost), claim.Requeued, claim.Requeued)
 		sameOutcomes(t, "a second time", f.gate.Requeue(ctx, "rq", lost), claim.RequeuePresent, claim.RequeuePresent)
@@ -180,7 +158,7 @@ func TestRequeue(t *testing.T) {
 		if res, err := f.gate.Claim(ctx, "rq", "n2", ""); err != nil || res.Rank != 6 {
 			t.Fatalf("n2 after the loss: %+v, %v; want rank 6, the one no fence saw", res, err)
 		}
-		u6.RebuiltAfter = rs[0].PausedAt.Add(-time.Millisecond)
+		u6.RebuiltAfter = rs[0].RebuiltAfter
 		before = f.streamLen(t, "rq")
 		sameOutcomes(t, "u6 after the rebuild", f.gate.Requeue(ctx, "rq", []claim.Unconfirmed{u6}), claim.RequeueCollided)
 		sameOutcomes(t, "u6 a second time", f.gate.Requeue(ctx, "rq", []claim.Unconfirmed{u6}), claim.RequeuePresent)

@@ -189,6 +189,9 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 	}
 	m.fences.raise(id, res.Rank)
 	m.wakePool(id)
+	if !res.Replayed {
+		m.journalAccepted(id, userID, idemKey, res)
+	}
 	return Claimed(res), nil
 }
 
