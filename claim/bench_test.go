@@ -118,8 +118,8 @@ func TestClaimScriptSource(t *testing.T) {
 			return vals
 		}
 		vals := evalsha("u2")
-		if s, _ := vals[0].ToString(); s != "ok" || len(vals) != 5 {
-			t.Fatalf("evalsha reply %v, want ok with 5 elements", vals)
+		if s, _ := vals[0].ToString(); s != "ok" || len(vals) != 6 {
+			t.Fatalf("evalsha reply %v, want ok with 6 elements", vals)
 		}
 		if rank, _ := vals[1].AsInt64(); rank != 2 {
 			t.Fatalf("evalsha rank %d, want 2 (after the gate's rank 1)", rank)

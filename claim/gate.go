@@ -175,6 +175,10 @@ type Result struct {
 	Replayed bool
 	// Remaining is the stock left after this claim; -1 when Replayed.
 	Remaining int64
+	// AcceptedAt is when Redis accepted the claim (Redis TIME, millisecond
+	// precision), as its work-stream entry's at field holds it; zero when
+	// Replayed.
+	AcceptedAt time.Time
 }
 
 // Claim runs the claim script for userID in promotion id. idemKey is the
@@ -251,13 +255,24 @@ func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string
 			return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
 		}
 	}
-	return Result{
+	res := Result{
 		ClaimID:   ClaimID(id, ints[0]),
 		Rank:      ints[0],
 		Replayed:  ints[1] == 1,
 		Slot:      int(ints[2]),
 		Remaining: ints[3],
-	}, nil
+	}
+	if !res.Replayed {
+		if len(vals) < 6 {
+			return Result{}, fmt.Errorf("claim %s for %s: short script reply", id, userID)
+		}
+		at, err := vals[5].ToInt64()
+		if err != nil {
+			return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+		}
+		res.AcceptedAt = time.UnixMilli(at).UTC()
+	}
+	return res, nil
 }
 
 // GrantResult counts what Grant did.

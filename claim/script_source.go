@@ -6,7 +6,7 @@ import "github.com/dibsio/dibs/internal/roompass"
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = "-- dibs:claim v1\n" + claimHead + claimTake + claimAccept
+const claimScriptSource = "-- dibs:claim v2\n" + claimHead + claimTake + claimAccept
 
 // claimRoomScriptSource is the Lua source of claimRoomScript: the claim
 // script with the waiting room's pass check (roompass.Lua, the waitroom
@@ -61,7 +61,7 @@ if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':'
 redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
   'rank', rank, 'slot', slot, 'at', now)
 `
-	claimAccept = `return {'ok', rank, 0, slot, stock - (rank - voided)}
+	claimAccept = `return {'ok', rank, 0, slot, stock - (rank - voided), now}
 `
 )
 
@@ -87,7 +87,9 @@ end
 // and Stream keys (see Keys). ARGV: the user id, the Idempotency-Key ("" for
 // none), the promotion id and, optionally, the fence: the highest rank the
 // caller knows to be taken (0 or absent for none). The reply is {"ok", rank,
-// replayed (0|1), slot, remaining} for an accepted claim, {"lost", seq} when
+// 0, slot, remaining, at} for a newly accepted claim (at: Redis TIME in unix
+// ms, the entry's at field), {"ok", rank, 1, slot, -1} for an Idempotency-Key
+// retry answered with its original claim, {"lost", seq} when
 // the rank counter is below the fence (the script then pauses the
 // promotion), or a one-element array naming the outcome: not_found,
 // wrong_mode, rebuilding, ended, not_started, already_claimed or sold_out.

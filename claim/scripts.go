@@ -37,7 +37,9 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // {"lost", seq} before anything else, so no rank the caller knows of is
 // handed out twice.
 //
-// Returns {"ok", rank, replayed(0|1), slot, remaining} on acceptance, or
+// Returns {"ok", rank, 0, slot, remaining, at} on acceptance (at: Redis
+// TIME in unix ms, as the entry's at field holds it), {"ok", rank, 1, slot,
+// -1} for a retry answered with its original claim, or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended,
 // not_started, already_claimed, sold_out. A promotion paused while its
 // counters are rebuilt (meta field paused = 1) answers rebuilding to every

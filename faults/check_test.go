@@ -106,11 +106,6 @@ type expect struct {
 	// soldOut: demand exceeded the stock and every claim was settled, so
 	// exactly stock claims were accepted.
 	soldOut bool
-	// window, if not nil, tells the claims answered 202 that the fault may
-	// have lost for good — Redis lost them before any instance read them
-	// from the work stream. check returns those it finds lost instead of
-	// failing; any other 202 neither issued nor dead-lettered fails.
-	window func(attempt, answer) bool
 }
 
 // groupState is what Redis says about a promotion's work stream.
@@ -239,9 +234,9 @@ func (e *env) rows(ctx context.Context, promo string) (issued, dead []row, err e
 }
 
 // check waits until nothing is pending, then checks the invariants from the
-// database and Redis against what the clients were told. It returns the
-// claims answered 202 that are lost within x.window.
-func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) (lost []attempt) {
+// database and Redis against what the clients were told: every claim
+// answered 202 is issued or visibly dead-lettered, whatever the fault.
+func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 	t.Helper()
 	e.waitDrained(t, x.promo, pick(90*time.Second, 180*time.Second), procs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -316,10 +311,6 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) (lost
 			resolved++
 			continue
 		}
-		if x.window != nil && x.window(at, a) {
-			lost = append(lost, at)
-			continue
-		}
 		t.Errorf("claim %s of %s answered 202 (%v) is neither issued nor dead-lettered", a.claimID, at.user, a)
 	}
 	// Nothing was issued to a user who was never told 202.
@@ -367,9 +358,8 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) (lost
 			}
 		}
 	}
-	t.Logf("%s: %d issued, %d dead letters, %d claims answered 202 (%d resolved to another claim of the user, %d lost in the fault's window), Redis seq %d",
-		x.promo, len(issued), len(dead), len(accepted), resolved, len(lost), seq)
-	return lost
+	t.Logf("%s: %d issued, %d dead letters, %d claims answered 202 (%d resolved to another claim of the user), Redis seq %d",
+		x.promo, len(issued), len(dead), len(accepted), resolved, seq)
 }
 
 // outageAnswers checks the answers of claims sent while Redis was out of

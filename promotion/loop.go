@@ -45,6 +45,8 @@ type handle struct {
 	// waker when it takes it off, before it wakes the pool: so a claim that
 	// finds it set is covered by that wake.
 	queued atomic.Bool
+	// in is the promotion's inbox of claims for the journal (journal.go).
+	in inbox
 }
 
 // askKind says what a request to the loop is for.
@@ -61,6 +63,9 @@ const (
 	// askLost: a claim or an issuer found Redis lost writes of promotion id
 	// (the script paused it): start its rebuild.
 	askLost
+	// askJournal: journal accepted, a claim answered on a promotion the
+	// loop has not published yet (journal.go).
+	askJournal
 )
 
 // ask is one request to the loop.
@@ -77,6 +82,8 @@ type ask struct {
 	// done receives the answer of an askOpen; buffered, so the loop never
 	// blocks on an asker that gave up. nil for the other kinds.
 	done chan error
+	// accepted is the claim of an askJournal.
+	accepted accepted
 }
 
 // loop is the Manager's owner goroutine; it returns when ctx ends.
@@ -90,10 +97,13 @@ func (m *Manager) loop(ctx context.Context) {
 			return
 		case a := <-m.asks:
 			m.serve(ctx, a)
+		case h := <-m.jr.wakes:
+			m.drainInbox(ctx, h)
 		case <-t.C:
 			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("re-check of promotions failed", "err", err)
 			}
+			m.recheckJournals(ctx)
 			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
 				lastSweep = now
 				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
@@ -129,6 +139,8 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 			return
 		}
 		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
+	case askJournal:
+		m.journalAdd(ctx, a.id, a.accepted)
 	}
 }
 

@@ -14,11 +14,14 @@ import (
 	"github.com/dibsio/dibs/store"
 )
 
-// startManager starts a manager in w with cfg (its prefix, stream and
-// logger filled in), stopped at cleanup.
+// startManager starts a manager in w with cfg (its prefix and logger filled
+// in, and its stream unless set), stopped at cleanup.
 func (w world) startManager(t *testing.T, cfg promotion.Config) *promotion.Manager {
 	t.Helper()
-	cfg.Prefix, cfg.Stream, cfg.Logger = w.prefix, fastStream(), slog.New(slog.DiscardHandler)
+	cfg.Prefix, cfg.Logger = w.prefix, slog.New(slog.DiscardHandler)
+	if cfg.Stream.BatchSize == 0 {
+		cfg.Stream = fastStream()
+	}
 	if cfg.RecheckInterval == 0 {
 		cfg.RecheckInterval = 50 * time.Millisecond
 	}

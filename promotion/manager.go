@@ -74,6 +74,17 @@ type Config struct {
 	// Without it, creating such a promotion is refused; claims on one
 	// created by another instance are refused not_admitted.
 	Rooms *waitroom.Rooms
+	// JournalSize is the most claims per promotion this instance remembers
+	// having answered and not yet seen confirmed, to put them back if Redis
+	// loses them (see journal.go); past it the oldest are dropped and
+	// counted. Defaults to DefaultJournalSize.
+	JournalSize int
+	// OnRequeued, if set, is called with the number of claims this instance
+	// answered, Redis lost, and the journal put back.
+	OnRequeued func(promotionID string, n int)
+	// OnJournalDropped, if set, is called with the number of claims the
+	// journal dropped (full): they could not be put back if Redis lost them.
+	OnJournalDropped func(promotionID string, n int)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -95,6 +106,9 @@ func (c Config) withDefaults() Config {
 	if c.OpenWait == 0 {
 		c.OpenWait = DefaultOpenWait
 	}
+	if c.JournalSize == 0 {
+		c.JournalSize = DefaultJournalSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -112,6 +126,9 @@ func (c Config) validate() error {
 	}
 	if c.OpenWait < 0 {
 		return fmt.Errorf("promotion: Config.OpenWait must not be negative, got %s", c.OpenWait)
+	}
+	if c.JournalSize < 0 {
+		return fmt.Errorf("promotion: Config.JournalSize must not be negative, got %d", c.JournalSize)
 	}
 	return nil
 }
@@ -162,6 +179,7 @@ type Manager struct {
 
 	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 	fences fences    // highest ranks known to be taken (fence.go)
+	jr     journals  // claims answered and not yet seen confirmed (journal.go)
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -191,6 +209,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		handles: make(map[string]*handle),
 		opened:  make(map[string]time.Time),
 		missing: make(map[string]time.Time),
+		jr:      newJournals(cfg.JournalSize),
 	}
 	m.known.Store(&map[string]*handle{})
 	return m, nil

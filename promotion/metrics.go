@@ -8,17 +8,20 @@ import (
 )
 
 // Metrics export the confirmation path to Prometheus: claims issued and
-// dead-lettered, each promotion's backlog and halt, and (through StreamHooks) the
-// activity of the promotions' pools. Each method named after a Config hook
-// is that hook: plug m.Issued into Config.OnIssued, m.DeadLetter into
-// OnDeadLetter, m.Backlog into OnBacklog, m.Halted into OnHalted, m.Drained
-// into OnDrained, and
-// m.StreamHooks() into the Stream config's Hooks.
+// dead-lettered, each promotion's backlog and halt, the claims the journal
+// put back or dropped, and (through StreamHooks) the activity of the
+// promotions' pools. Each method named after a Config hook is that hook:
+// plug m.Issued into Config.OnIssued, m.DeadLetter into OnDeadLetter,
+// m.Backlog into OnBacklog, m.Halted into OnHalted, m.Requeued into
+// OnRequeued, m.JournalDropped into OnJournalDropped, m.Drained into
+// OnDrained, and m.StreamHooks() into the Stream config's Hooks.
 type Metrics struct {
 	issued      prometheus.Counter
 	deadLetters prometheus.Counter
 	pending     *prometheus.GaugeVec
 	halted      *prometheus.GaugeVec
+	requeued    *prometheus.CounterVec
+	dropped     prometheus.Counter
 	streams     *stream.Metrics
 	prefix      string // the Redis key prefix, which names the streams
 }
@@ -43,10 +46,16 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dibs_promotion_halted", Help: "1 while a promotion is halted because its database lost claims Redis saw confirmed.",
 		}, []string{"promotion"}),
+		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dibs_claims_requeued_total", Help: "Claims answered 202 by this instance that Redis lost and the instance put back, by promotion.",
+		}, []string{"promotion"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dibs_journal_dropped_total", Help: "Claims answered 202 that the journal of unconfirmed claims dropped because it was full.",
+		}),
 		streams: stream.NewMetrics(reg),
 		prefix:  prefix,
 	}
-	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted)
+	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped)
 	return m
 }
 
@@ -76,11 +85,22 @@ func (m *Metrics) Halted(promotionID string, halted bool) {
 	m.halted.WithLabelValues(promotionID).Set(v)
 }
 
+// Requeued counts n claims of the promotion that Redis lost and the
+// journal put back; it is an OnRequeued hook.
+func (m *Metrics) Requeued(promotionID string, n int) {
+	m.requeued.WithLabelValues(promotionID).Add(float64(n))
+}
+
+// JournalDropped counts n claims the journal dropped; it is an
+// OnJournalDropped hook.
+func (m *Metrics) JournalDropped(_ string, n int) { m.dropped.Add(float64(n)) }
+
 // Drained deletes the series of a drained promotion, which costs nothing
-// afterwards: its backlog and halt gauges and every series of its stream. It is an
-// OnDrained hook.
+// afterwards: its backlog and halt gauges, its count of claims put back and
+// every series of its stream. It is an OnDrained hook.
 func (m *Metrics) Drained(promotionID string) {
 	m.pending.DeleteLabelValues(promotionID)
 	m.halted.DeleteLabelValues(promotionID)
+	m.requeued.DeleteLabelValues(promotionID)
 	m.streams.Forget(claim.KeysFor(m.prefix, promotionID).Stream())
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // TestDrainedPromotionSeriesAreDropped: once a promotion is drained, its
-// pending gauge and every series of its stream leave /metrics; other
+// pending and halt gauges, its count of claims put back and every series of
+// its stream leave /metrics; other
 // promotions' series stay.
 func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	t.Parallel()
@@ -25,6 +26,8 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		s := claim.KeysFor(prefix, id).Stream()
 		m.Backlog(id, 3)
 		m.Halted(id, id == "gone")
+		m.Requeued(id, 2)
+		m.JournalDropped(id, 1)
 		m.Issued(id, 2)
 		m.DeadLetter(id)
 		hooks.Read(s, 0)
@@ -46,12 +49,12 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		"dibs_pending_claims", "dibs_promotion_halted", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
+		"dibs_pending_claims", "dibs_promotion_halted", "dibs_claims_requeued_total", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
 		"dibs_stream_failures_total", "dibs_stream_dead_letters_total", "dibs_stream_consumers",
 		"dibs_stream_lag", "dibs_stream_pending",
 	} {
 		label := `stream="` + kept + `"`
-		if name == "dibs_pending_claims" || name == "dibs_promotion_halted" {
+		if name == "dibs_pending_claims" || name == "dibs_promotion_halted" || name == "dibs_claims_requeued_total" {
 			label = `promotion="kept"`
 		}
 		found := false
@@ -63,7 +66,7 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		}
 	}
 	// The totals are not per promotion: they stay.
-	for _, want := range []string{"dibs_issued_total 4\n", "dibs_dead_letters_total 2\n"} {
+	for _, want := range []string{"dibs_issued_total 4\n", "dibs_dead_letters_total 2\n", "dibs_journal_dropped_total 2\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, text)
 		}

@@ -215,6 +215,9 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 	}
 	m.fences.raise(id, res.Rank)
 	m.wakePool(id)
+	if !res.Replayed {
+		m.journalAccepted(id, userID, idemKey, res)
+	}
 	return Claimed(res), nil
 }
 

@@ -100,6 +100,9 @@ type Claimed struct {
 	Replayed bool
 	// Remaining is the stock left after this claim; -1 when Replayed.
 	Remaining int64
+	// AcceptedAt is when Redis accepted the claim (Redis TIME, millisecond
+	// precision); zero when Replayed.
+	AcceptedAt time.Time
 }
 
 // Granted counts what Grant did.

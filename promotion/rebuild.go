@@ -283,6 +283,7 @@ const (
 	reasonRequested = "requested"
 	reasonFenced    = "rank counter below a rank known to be taken"
 	reasonCollision = "a rank was handed out twice"
+	reasonJournal   = "claims this instance answered are missing"
 )
 
 // startRebuild rebuilds the promotion in the background unless a rebuild

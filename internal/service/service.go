@@ -205,10 +205,12 @@ func (s *Service) start(ctx context.Context) error {
 			pm.Issued(id, n)
 			s.crash(n)
 		},
-		OnDeadLetter: pm.DeadLetter,
-		OnBacklog:    pm.Backlog,
-		OnHalted:     pm.Halted,
-		OnDrained:    pm.Drained,
+		OnDeadLetter:     pm.DeadLetter,
+		OnBacklog:        pm.Backlog,
+		OnHalted:         pm.Halted,
+		OnDrained:        pm.Drained,
+		OnRequeued:       pm.Requeued,
+		OnJournalDropped: pm.JournalDropped,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,289 @@
+package promotion_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
+)
+
+// heldStore is a store whose issuance is down until released (IssueBatch
+// answers ErrUnavailable, as a database outage would) and whose list of
+// undrained promotions, once held, waits until released: so a Manager's
+// loop can be stopped in the middle of a re-check.
+type heldStore struct {
+	store.Store
+	issuing  atomic.Bool
+	mu       sync.Mutex
+	listing  chan struct{} // closed to release ListUndrained; nil: not held
+	inList   chan struct{} // receives once a held ListUndrained waits
+	inListed sync.Once
+}
+
+func holdIssuance(st store.Store) *heldStore { return &heldStore{Store: st} }
+
+func (s *heldStore) IssueBatch(ctx context.Context, is []store.Issue) ([]store.Outcome, error) {
+	if !s.issuing.Load() {
+		return nil, fmt.Errorf("issuance held by the test: %w", store.ErrUnavailable)
+	}
+	return s.Store.IssueBatch(ctx, is)
+}
+
+func (s *heldStore) releaseIssuance() { s.issuing.Store(true) }
+
+// holdListing makes the next ListUndrained wait until the returned release
+// is called; waiting returns once one does wait.
+func (s *heldStore) holdListing() (waiting func(t *testing.T), release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listing, s.inList = make(chan struct{}), make(chan struct{})
+	in, out := s.inList, s.listing
+	var once sync.Once
+	return func(t *testing.T) {
+			t.Helper()
+			select {
+			case <-in:
+			case <-time.After(30 * time.Second):
+				t.Fatal("timed out waiting for a re-check to list the promotions")
+			}
+		}, func() {
+			once.Do(func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				close(out)
+				s.listing = nil
+			})
+		}
+}
+
+func (s *heldStore) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
+	s.mu.Lock()
+	hold, in := s.listing, s.inList
+	s.mu.Unlock()
+	if hold != nil {
+		s.inListed.Do(func() { close(in) })
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.ListUndrained(ctx)
+}
+
+// journalManager starts a manager in w over st whose pool reads one entry
+// at a time with one consumer: while issuance is held, that consumer keeps
+// retrying the first entry it read, and every later claim stays unread in
+// the work stream, where a loss of Redis's writes takes it.
+func journalManager(t *testing.T, w world, st store.Store, cfg promotion.Config) *promotion.Manager {
+	t.Helper()
+	cfg.Stream = fastStream()
+	cfg.Stream.BatchSize, cfg.Stream.MinConsumers, cfg.Stream.MaxConsumers = 1, 1, 1
+	w.st = st
+	return w.startManager(t, cfg)
+}
+
+// issuedAs checks that every claim answered is issued once, at the rank
+// and slot it was answered with, and that nothing else is issued.
+func issuedAs(t *testing.T, st store.Store, id string, answered map[string][]promotion.Claimed) {
+	t.Helper()
+	ranks := map[int64]string{}
+	for user, cs := range answered {
+		rows, err := st.ListIssued(context.Background(), id, user)
+		if err != nil || len(rows) != len(cs) {
+			t.Fatalf("%s holds %d issued rows (%v), want %d", user, len(rows), err, len(cs))
+		}
+		for i, c := range cs {
+			if rows[i].Rank != c.Rank || rows[i].Slot != c.Slot || rows[i].ClaimID != c.ClaimID {
+				t.Errorf("%s's claim %d issued as %+v, answered %+v", user, i+1, rows[i], c)
+			}
+			if other, dup := ranks[c.Rank]; dup {
+				t.Errorf("rank %d issued to %s and %s", c.Rank, other, user)
+			}
+			ranks[c.Rank] = user
+		}
+	}
+}
+
+// TestJournalPutsBackClaimsRedisLost: claims are answered 202 while the
+// database cannot confirm them, so they sit unread in the work stream; then
+// Redis forgets the last four (their ranks, statuses, users and stream
+// entries), as a crash under appendfsync everysec would. The instance that
+// answered them puts them back from its journal — after the promotion was
+// rebuilt — and once the database is back every claim is issued exactly
+// once, at the rank and slot it was answered with. The users' limits and
+// Idempotency-Keys hold, new claims rank after them, and later re-checks
+// put nothing back twice.
+func TestJournalPutsBackClaimsRedisLost(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			held := holdIssuance(w.st)
+			var requeued atomic.Int64
+			m := journalManager(t, w, held, promotion.Config{Instance: "a",
+				OnRequeued: func(_ string, n int) { requeued.Add(int64(n)) }})
+			ctx := context.Background()
+			create(t, m, promotion.Promotion{ID: "journal", Stock: 20, PerUserLimit: 2})
+			answered := map[string][]promotion.Claimed{}
+			claimAs := func(user, key string) {
+				t.Helper()
+				res, err := m.Claim(ctx, "journal", user, key)
+				if err != nil {
+					t.Fatalf("claim of %s: %v", user, err)
+				}
+				answered[user] = append(answered[user], res)
+			}
+			for i := 1; i <= 6; i++ {
+				claimAs(fmt.Sprintf("u%d", i), "")
+			}
+			claimAs("u5", "")
+			claimAs("u7", "key-7")
+			if r := answered["u5"][1]; r.Rank != 7 || r.Slot != 2 {
+				t.Fatalf("u5's second claim: %+v, want rank 7 slot 2", r)
+			}
+
+			redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "journal"), 5)
+			wait.For(t, 30*time.Second, "the four lost claims put back", func() bool { return requeued.Load() >= 4 })
+			// Back in Redis before any is issued: the users are at their
+			// limits, and a retry gets its original answer.
+			if _, err := m.Claim(ctx, "journal", "u5", ""); !errors.Is(err, promotion.ErrAlreadyClaimed) {
+				t.Fatalf("third claim of u5: %v, want ErrAlreadyClaimed", err)
+			}
+			if res, err := m.Claim(ctx, "journal", "u7", "key-7"); err != nil || !res.Replayed || res.Rank != 8 {
+				t.Fatalf("retry of u7: %+v, %v; want its original rank 8", res, err)
+			}
+			cs, err := m.UserClaims(ctx, "journal", "u6")
+			if err != nil || len(cs) != 1 || cs[0].Rank != 6 || cs[0].Status != claim.StatusPending {
+				t.Fatalf("u6's claims: %+v, %v; want rank 6 pending", cs, err)
+			}
+
+			held.releaseIssuance()
+			waitCounts(t, m, "journal", 8, 0)
+			claimAs("n1", "")
+			if r := answered["n1"][0]; r.Rank != 9 {
+				t.Fatalf("claim after the repair: rank %d, want 9", r.Rank)
+			}
+			waitCounts(t, m, "journal", 9, 0)
+			issuedAs(t, w.st, "journal", answered)
+			if n := requeued.Load(); n != 4 {
+				t.Fatalf("%d claims put back, want 4: once each", n)
+			}
+		})
+	}
+}
+
+// TestJournalCollisionIsReranked: Redis forgets two claims an instance
+// answered, and another instance — whose fence never saw them — answers one
+// of the lost ranks again before the first instance notices. The first
+// instance puts its claims back (one of them as a collision), and the
+// issuer gives one of the two claims of that rank a new rank: every claim
+// answered 202 is issued, once, and nothing is oversold.
+func TestJournalCollisionIsReranked(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			heldA, heldB := holdIssuance(w.st), holdIssuance(w.st)
+			a := journalManager(t, w, heldA, promotion.Config{Instance: "a"})
+			b := journalManager(t, w, heldB, promotion.Config{Instance: "b"})
+			ctx := context.Background()
+			create(t, a, promotion.Promotion{ID: "collide", Stock: 20, PerUserLimit: 1})
+			for i := 1; i <= 4; i++ {
+				if _, err := a.Claim(ctx, "collide", fmt.Sprintf("u%d", i), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a's loop waits in a re-check while Redis loses ranks 3 and 4
+			// and b answers rank 3 again.
+			waiting, release := heldA.holdListing()
+			t.Cleanup(release)
+			waiting(t)
+			redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "collide"), 3)
+			n1, err := b.Claim(ctx, "collide", "n1", "")
+			if err != nil || n1.Rank != 3 {
+				t.Fatalf("n1 on the other instance: %+v, %v; want rank 3, the one no fence saw", n1, err)
+			}
+			release()
+
+			heldA.releaseIssuance()
+			heldB.releaseIssuance()
+			waitCounts(t, a, "collide", 5, 0)
+			got := settledOnce(t, &rbEnv{st: w.st}, "collide", users(4, "n1"))
+			if got["u3"] != 3 && got["n1"] != 3 || got["u3"] != 5 && got["n1"] != 5 {
+				t.Fatalf("ranks after the collision: u3 %d, n1 %d; want 3 and 5", got["u3"], got["n1"])
+			}
+			v, err := a.Get(ctx, "collide")
+			if err != nil || v.Counts.Accepted != 5 || *v.Counts.Remaining != 15 {
+				t.Fatalf("counts %+v, %v; want 5 accepted, 15 remaining", v.Counts, err)
+			}
+			if dls, err := a.DeadLetters(ctx, "collide", "", 10); err != nil || len(dls) != 0 {
+				t.Fatalf("dead letters: %+v, %v; want none", dls, err)
+			}
+		})
+	}
+}
+
+// TestJournalOverflowDropsOldest: a journal holds at most JournalSize
+// claims; past it the oldest are dropped and counted. After a loss, the
+// claims it still holds are put back, and the one it dropped is the loss
+// the bound allows.
+func TestJournalOverflowDropsOldest(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	held := holdIssuance(w.st)
+	var requeued, dropped atomic.Int64
+	m := journalManager(t, w, held, promotion.Config{Instance: "a", JournalSize: 3,
+		OnRequeued:       func(_ string, n int) { requeued.Add(int64(n)) },
+		OnJournalDropped: func(_ string, n int) { dropped.Add(int64(n)) }})
+	ctx := context.Background()
+	create(t, m, promotion.Promotion{ID: "full", Stock: 20, PerUserLimit: 1})
+	for i := 1; i <= 6; i++ {
+		if _, err := m.Claim(ctx, "full", fmt.Sprintf("u%d", i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, 30*time.Second, "three claims dropped from the journal", func() bool { return dropped.Load() >= 3 })
+	redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "full"), 3)
+	wait.For(t, 30*time.Second, "the journal's three claims put back", func() bool { return requeued.Load() >= 3 })
+	held.releaseIssuance()
+	wait.For(t, 30*time.Second, "five claims issued", func() bool {
+		c, err := w.st.Counts(ctx, "full")
+		return err == nil && c.Issued == 5
+	})
+	if n := dropped.Load(); n != 3 {
+		t.Fatalf("%d claims dropped, want 3", n)
+	}
+	for user, want := range map[string]int{"u1": 1, "u2": 1, "u3": 0, "u4": 1, "u5": 1, "u6": 1} {
+		rows, err := w.st.ListIssued(ctx, "full", user)
+		if err != nil || len(rows) != want {
+			t.Errorf("%s holds %d issued rows (%v), want %d", user, len(rows), err, want)
+		}
+	}
+	if cs, err := m.UserClaims(ctx, "full", "u3"); err != nil || len(cs) != 0 {
+		t.Fatalf("u3's claims: %+v, %v; want none: its claim was dropped from the journal and lost", cs, err)
+	}
+}
+
+// TestJournalSizeIsValidated: a negative JournalSize is refused with an
+// error naming the field.
+func TestJournalSizeIsValidated(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	_, err := promotion.New(w.client, w.st, promotion.Config{JournalSize: -1})
+	if err == nil || !strings.Contains(err.Error(), "Config.JournalSize") {
+		t.Fatalf("New with JournalSize -1: %v, want an error naming Config.JournalSize", err)
+	}
+}
