@@ -174,7 +174,7 @@ func (e *env) waitDrained(t *testing.T, promo string, within time.Duration, proc
 		last = fmt.Sprintf("%+v, %d claims with status pending in Redis, err %v", g, pendingStatus, err)
 		if time.Now().After(deadline) {
 			for _, p := range procs {
-				t.Logf("%s log tail:\n%s", p.name, p.logTail(30))
+				t.Logf("%s log tail:\n%s", p.name, p.LogTail(30))
 			}
 			t.Fatalf("%s not drained after %v: %s", promo, within, last)
 		}

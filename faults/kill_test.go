@@ -33,14 +33,14 @@ func TestKill9DuringClaimBurst(t *testing.T) {
 		killAt := l.answered() + 1 + r.IntN(perRound+perRound/4)
 		t.Logf("round %d: kill -9 after answer %d", round, killAt)
 		var once sync.Once
-		kill := func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) }
+		kill := func() { p.Signal(syscall.SIGKILL) }
 		l.burst([]string{p.addr}, attempts(fmt.Sprintf("r%d-u", round), usersPerRound, perUser+1), 16, func(n int) {
 			if n >= killAt {
 				once.Do(kill)
 			}
 		})
 		once.Do(kill) // past the burst: during confirmation
-		p.waitExit(10 * time.Second)
+		p.WaitExit(10 * time.Second)
 	}
 	p := startDibs(t, opts)
 	l.settle(t, []string{p.addr}, 60*time.Second)

@@ -97,8 +97,8 @@ func TestRollingUpgrade(t *testing.T) {
 
 	new2 := start(dibsBin, "new-2")
 	during(t, l, []string{old2.addr, new1.addr, new2.addr}, attempts("c-", users, perUser+1), r.IntN(users*(perUser+1)), "SIGKILL to old-2", func() {
-		_ = old2.cmd.Process.Signal(syscall.SIGKILL)
-		old2.waitExit(10 * time.Second)
+		old2.Signal(syscall.SIGKILL)
+		old2.WaitExit(10 * time.Second)
 	})
 
 	old3 := start(prev, "old-3")

@@ -40,6 +40,9 @@ type Options struct {
 	Binary string
 	// Redis is host:port, the process's view of Redis (maybe a proxy).
 	Redis string
+	// Cluster are host:port seeds of a Redis Cluster, used instead of
+	// Redis when set.
+	Cluster []string
 	// DB is the database URL, the process's view of it.
 	DB string
 	// AdminToken is --admin-token. Defaults to "servetest-admin-token".
@@ -95,9 +98,13 @@ func Start(t testing.TB, o Options) *Proc {
 	if err := os.WriteFile(cfg, []byte(o.Config), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	redis := "redis://" + o.Redis
+	if o.Cluster != nil {
+		redis = strings.Join(o.Cluster, ",")
+	}
 	p := &Proc{t: t, name: o.Instance, done: make(chan struct{})}
 	p.cmd = exec.Command(o.Binary, "serve", "--addr", "127.0.0.1:0",
-		"--redis", "redis://"+o.Redis, "--db", o.DB, "--admin-token", o.AdminToken,
+		"--redis", redis, "--db", o.DB, "--admin-token", o.AdminToken,
 		"--config", cfg, "--instance", o.Instance, "--log-format", o.LogFormat)
 	p.cmd.Env = append(os.Environ(), o.Env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -160,6 +167,17 @@ func (p *Proc) WaitExit(d time.Duration) {
 	case <-p.done:
 	case <-timer.C:
 		p.t.Fatalf("%s: dibs serve still running after %v:\n%s", p.name, d, p.LogTail(40))
+	}
+}
+
+// ExitCode returns the process's exit code once it exited (see WaitExit),
+// or -1 while it runs or when a signal ended it.
+func (p *Proc) ExitCode() int {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	default:
+		return -1
 	}
 }
 
