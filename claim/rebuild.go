@@ -106,6 +106,49 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	return out, nil
 }
 
+// Confirmed returns, for each of the promotions in the order given, the
+// highest rank Redis saw confirmed into the database (acknowledged by Ack
+// after the database committed it; 0 if none or unknown), in one pipelined
+// round trip. A database whose highest rank is below it lost rows it held:
+// it was restored from an older backup, or failed over to a lagging replica.
+// Read it before the database, so a rank confirmed in between cannot look
+// missing.
+func (g *Gate) Confirmed(ctx context.Context, ids []string) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = g.client.B().Hget().Key(g.Keys(id).Meta()).Field("confirmed").Build()
+	}
+	out := make([]int64, len(ids))
+	for i, res := range g.client.DoMulti(ctx, cmds...) {
+		n, err := res.AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, fmt.Errorf("confirmed rank of %s: %w", ids[i], err)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// Halt halts the promotion for an operator, recording reason: claims and
+// grants answer ErrRebuilding, and no automatic rebuild resumes it
+// (Pause and TakeOver return ErrHalted) until an operator's rebuild
+// (PauseHalted) does. It reports whether this call halted it (false if it
+// was halted already) and returns ErrNotFound if Redis does not hold the
+// promotion.
+func (g *Gate) Halt(ctx context.Context, id, reason string) (bool, error) {
+	n, err := haltScript.Exec(ctx, g.client, []string{g.Keys(id).Meta()}, []string{reason}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("halt %s: %w", id, err)
+	}
+	if n < 0 {
+		return false, fmt.Errorf("halt %s: %w", id, ErrNotFound)
+	}
+	return n == 1, nil
+}
+
 // Rebuild is one rebuild's hold on a paused promotion: taken by Pause,
 // renewed by every Restore, ended by Resume or Release. It is not safe for
 // concurrent use.
