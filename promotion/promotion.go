@@ -54,6 +54,18 @@ type WaitingRoom struct {
 	Enabled         bool
 	AdmitPerSecond  int
 	EntryTTLSeconds int
+	// AbandonAfterSeconds is how long a waiting user keeps the place
+	// without checking in, 10..3,600; 120 when left 0.
+	AbandonAfterSeconds int
+	// PrequeueSeconds is the opening moment: for this long before StartsAt
+	// joins are collected unordered and shuffled once at the start;
+	// 0..86,400, 0 for none.
+	PrequeueSeconds int
+	// PrequeueSeed is the shuffle's random seed, 32 bytes, made by
+	// Normalize when PrequeueSeconds is set; nil without a prequeue. Show
+	// only its SHA-256 (PrequeueSeedSHA256) before the start; see
+	// View.RevealedSeed.
+	PrequeueSeed []byte
 }
 
 func fromStore(p store.Promotion) Promotion {

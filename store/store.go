@@ -74,6 +74,16 @@ type WaitingRoom struct {
 	Enabled         bool
 	AdmitPerSecond  int
 	EntryTTLSeconds int
+	// AbandonAfterSeconds is how long a waiting user keeps the place
+	// without checking in.
+	AbandonAfterSeconds int
+	// PrequeueSeconds is the length of the opening moment before StartsAt,
+	// during which joins are collected unordered and shuffled at the start;
+	// 0 for none.
+	PrequeueSeconds int
+	// PrequeueSeed is the random seed of the shuffle; nil without a
+	// prequeue.
+	PrequeueSeed []byte
 }
 
 // Issue is one accepted claim to be written as an issued row.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -291,5 +292,56 @@ func TestUpgradeKeepsDeadLettersApplied(t *testing.T) {
 	}
 	if a, _ := applied("new#1"); a != 1 {
 		t.Fatalf("new#1 failed again: applied %d, want 1", a)
+	}
+}
+
+// TestUpgradeKeepsTheAbandonmentTime migrates a database made before
+// waiting rooms had their own abandonment time: a promotion with a room
+// keeps the 120 s it had, one without stays at 0, and neither has a
+// prequeue.
+func TestUpgradeKeepsTheAbandonmentTime(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "dibs.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, f := range []string{"0001_init.sql", "0002_dead_letter_applied.sql"} {
+		q, err := os.ReadFile(filepath.Join("migrations", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, string(q)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT`,
+		`INSERT INTO schema_migrations VALUES (1, 'init', '2026-01-01T00:00:00.000000Z'), (2, 'dead_letter_applied', '2026-01-01T00:00:00.000000Z')`,
+		`INSERT INTO promotions (id, name, mode, kind, stock, per_user_limit, value, starts_at, ends_at, created_at,
+			waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds)
+			VALUES ('roomed', '', 'first_come', 'coupon', 10, 1, 0, '2026-01-01T00:00:00.000000Z', '2026-01-02T00:00:00.000000Z',
+			'2026-01-01T00:00:00.000000Z', 1, 100, 300),
+			('plain', '', 'first_come', 'coupon', 10, 1, 0, '2026-01-01T00:00:00.000000Z', '2026-01-02T00:00:00.000000Z',
+			'2026-01-01T00:00:00.000000Z', 0, 0, 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%.40s: %v", q, err)
+		}
+	}
+	s := openPath(t, path)
+	for id, want := range map[string]store.WaitingRoom{
+		"roomed": {Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300, AbandonAfterSeconds: 120},
+		"plain":  {},
+	} {
+		p, err := s.GetPromotion(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p.WaitingRoom, want) {
+			t.Errorf("%s after the upgrade: %+v, want %+v", id, p.WaitingRoom, want)
+		}
 	}
 }

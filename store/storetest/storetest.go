@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -178,7 +179,7 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 	}
 	got.StartsAt, got.EndsAt, got.ClosedAt, got.CreatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	want.StartsAt, want.EndsAt, want.ClosedAt, want.CreatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("promotion %s:\n got %+v\nwant %+v", want.ID, got, want)
 	}
 }
@@ -228,7 +229,8 @@ func testCreateGetPromotion(t *testing.T, s store.Store) {
 	full.StartsAt = time.Date(2026, 3, 1, 12, 30, 15, 123456000, time.FixedZone("KST", 9*3600))
 	full.EndsAt = full.StartsAt.Add(90 * time.Minute)
 	full.ClosedAt = full.StartsAt.Add(time.Minute)
-	full.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300}
+	full.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300,
+		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32]}
 	full.Drained = true
 
 	defaults := promo("defaults")

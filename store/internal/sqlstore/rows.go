@@ -38,7 +38,8 @@ type Times[T, N any] struct {
 const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
-	drained`
+	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
+	waiting_room_prequeue_seed`
 
 // PromotionArgs returns p's values in [PromotionCols] order. A zero
 // CreatedAt goes out as NULL: the backend fills it in.
@@ -47,7 +48,8 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		p.ID, p.Name, p.Mode, p.Kind, p.Stock, p.PerUserLimit, p.Value,
 		tc.Encode(p.StartsAt), tc.Encode(p.EndsAt), tc.EncodeNull(p.ClosedAt), tc.EncodeNull(p.CreatedAt),
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
-		p.Drained,
+		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
+		p.WaitingRoom.PrequeueSeed,
 	}
 }
 
@@ -61,7 +63,8 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &p.PerUserLimit, &p.Value,
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
-		&p.Drained); err != nil {
+		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
+		&p.WaitingRoom.PrequeueSeed); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -264,6 +265,8 @@ func (r row) Scan(dest ...any) error {
 			*d = v.(bool)
 		case **string:
 			*d = v.(*string)
+		case *[]byte:
+			*d = v.([]byte)
 		default:
 			return errors.New("unexpected destination type")
 		}
@@ -300,8 +303,9 @@ func TestPromotionRoundTrip(t *testing.T) {
 			ID: "p1", Name: "Promotion", Mode: store.ModeGrant, Kind: store.KindVoucher,
 			Stock: 100, PerUserLimit: 2, Value: 5000,
 			StartsAt: start, EndsAt: start.Add(24 * time.Hour), ClosedAt: closed, CreatedAt: start.Add(-time.Hour),
-			WaitingRoom: store.WaitingRoom{Enabled: true, AdmitPerSecond: 50, EntryTTLSeconds: 60},
-			Drained:     true,
+			WaitingRoom: store.WaitingRoom{Enabled: true, AdmitPerSecond: 50, EntryTTLSeconds: 60,
+				AbandonAfterSeconds: 90, PrequeueSeconds: 30, PrequeueSeed: []byte("0123456789abcdef0123456789abcdef")},
+			Drained: true,
 		}
 		args := PromotionArgs(p, textTimes)
 		if n := strings.Count(PromotionCols, ",") + 1; len(args) != n {
@@ -314,7 +318,7 @@ func TestPromotionRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != p {
+		if !reflect.DeepEqual(got, p) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, p)
 		}
 	}
