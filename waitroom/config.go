@@ -143,6 +143,15 @@ type Settings struct {
 	// created. Defaults to the promotion's start (the claim meta's
 	// starts_ms), or the time of creation if the promotion is not in Redis.
 	OpensAt time.Time
+	// PrequeueFrom opens the room's opening moment: from then until
+	// OpensAt, joins are collected unordered and, at the first tick at or
+	// after OpensAt, shuffled once in the order PrequeueOrder gives with
+	// Seed. It must be before OpensAt. Fixed when the room is created.
+	// Defaults to none: places in order of joining from the first join.
+	PrequeueFrom time.Time
+	// Seed is the shuffle's random seed, at least MinSeedLen bytes; required
+	// with PrequeueFrom, unused without. Fixed when the room is created.
+	Seed []byte
 }
 
 func (s Settings) withDefaults() Settings {
@@ -166,6 +175,11 @@ func (s Settings) validate() error {
 		return fmt.Errorf("waitroom: EntryTTL must be 1ms..%s, got %s", MaxEntryTTL, s.EntryTTL)
 	case s.AbandonAfter < time.Millisecond:
 		return fmt.Errorf("waitroom: AbandonAfter must be at least 1ms, got %s", s.AbandonAfter)
+	case s.PrequeueFrom.IsZero():
+	case len(s.Seed) < MinSeedLen:
+		return fmt.Errorf("waitroom: Seed must hold at least %d bytes with PrequeueFrom, got %d", MinSeedLen, len(s.Seed))
+	case !s.OpensAt.IsZero() && !s.PrequeueFrom.Before(s.OpensAt):
+		return fmt.Errorf("waitroom: PrequeueFrom (%s) must be before OpensAt (%s)", s.PrequeueFrom, s.OpensAt)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func (k Keys) ClaimSeq() string { return k.base + "seq" }
 // KEYS order.
 func (k Keys) room() []string {
 	return []string{k.Meta(), k.Seq(), k.Place(), k.ByPlace(), k.Seen(),
-		k.Admitted(), k.Passes(), k.Live(), k.ClaimMeta(), k.ClaimSeq()}
+		k.Admitted(), k.Passes(), k.Live(), k.ClaimMeta(), k.ClaimSeq(), k.Prequeue()}
 }
 
 // SpendKeys lists the keys SpendScript takes, in its KEYS order: Passes,

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -58,6 +59,10 @@ type Standing struct {
 	Token string
 	// Now is Redis TIME when the answer was made.
 	Now time.Time
+	// ShuffleAt is when the prequeue's places are dealt: the room's
+	// opening (StatusPrequeue only; the shuffle runs at the first tick at
+	// or after it).
+	ShuffleAt time.Time
 }
 
 // Rooms holds the waiting rooms of promotions in Redis. It is safe for
@@ -91,7 +96,8 @@ func (r *Rooms) Signer() *Signer { return r.signer }
 func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
 
 // Open creates promotion id's room with s, or updates the entry TTL and the
-// abandonment time of the room that exists, and registers it with the
+// abandonment time of the room that exists (its rate, opening and prequeue
+// stay as created), and registers it with the
 // scheduler. The promotion's claim state (claim.Gate.Open) should exist
 // first; until it does, joins answer ErrNotFound. Open reports whether it
 // created the room.
@@ -101,15 +107,21 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 		return false, err
 	}
 	k := r.Keys(id)
-	var opens int64
+	var opens, pqFrom int64
 	if !s.OpensAt.IsZero() {
 		opens = s.OpensAt.UnixMilli()
+	}
+	var seed string
+	if !s.PrequeueFrom.IsZero() {
+		pqFrom, seed = max(s.PrequeueFrom.UnixMilli(), 1), hex.EncodeToString(s.Seed)
 	}
 	n, err := openScript.Exec(ctx, r.client, []string{k.Meta(), k.ClaimMeta()}, []string{
 		strconv.FormatInt(s.AdmitPerSecond, 10),
 		strconv.FormatInt(s.EntryTTL.Milliseconds(), 10),
 		strconv.FormatInt(s.AbandonAfter.Milliseconds(), 10),
 		strconv.FormatInt(opens, 10),
+		strconv.FormatInt(pqFrom, 10),
+		seed,
 	}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("open waiting room %s: %w", id, err)
@@ -142,7 +154,9 @@ func (r *Rooms) Active(ctx context.Context) ([]string, error) {
 // Join puts userID in line in promotion id's room, or answers the standing
 // of a user already there: joining again, from any number of tabs, keeps
 // the place. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
-// cannot join.
+// cannot join, and ErrNotStarted before a prequeue's opening moment. During
+// the opening moment the user is collected unordered (StatusPrequeue) and
+// gets a place from the shuffle.
 func (r *Rooms) Join(ctx context.Context, id, userID string) (Standing, error) {
 	vals, err := joinScript.Exec(ctx, r.client, r.Keys(id).room(), []string{userID}).ToArray()
 	if err != nil {
@@ -189,9 +203,12 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 		if e, ok := outcomes[status]; ok {
 			return Standing{}, e
 		}
+		if status == "not_started" {
+			return Standing{}, ErrNotStarted
+		}
 		return Standing{}, fmt.Errorf("unexpected outcome %q", status)
 	}
-	if len(vals) < 10 {
+	if len(vals) < 11 {
 		return Standing{}, fmt.Errorf("short script reply (%d values)", len(vals))
 	}
 	var n [8]int64 // place, cursor, pass, exp, remaining, live, now, rate
@@ -217,6 +234,12 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 		st.StockExpectedToLast = StockExpectedToLast(st.Position, remaining-live)
 	case StatusAdmitted:
 		st.Token = r.signer.Sign(st.Pass)
+	case StatusPrequeue:
+		opens, err := vals[10].AsInt64()
+		if err != nil {
+			return Standing{}, err
+		}
+		st.ShuffleAt = time.UnixMilli(opens).UTC()
 	}
 	return st, nil
 }
@@ -249,18 +272,39 @@ type TickResult struct {
 // Tick advances admission in promotion id's room to what Redis TIME and the
 // stock allow (see tickScript). Any number of callers may tick one room at
 // once: each admission happens once. ErrNotFound if the room is missing.
+//
+// The first tick at or after the opening of a room with a prequeue shuffles
+// it (see PrequeueOrder) before it admits anyone; ticks at once shuffle
+// once.
 func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	batch := strconv.Itoa(r.cfg.TickBatch)
-	vals, err := tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch}).ToArray()
-	if err != nil {
-		return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+	var (
+		vals  []rueidis.RedisMessage
+		state string
+		err   error
+	)
+	// Twice at most: a tick that finds the prequeue to shuffle shuffles it
+	// to the end (or fails), and the next run of the script admits.
+	for range 2 {
+		vals, err = tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch}).ToArray()
+		if err != nil {
+			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+		}
+		if len(vals) == 0 {
+			return TickResult{}, fmt.Errorf("tick %s: empty script reply", id)
+		}
+		if state, err = vals[0].ToString(); err != nil {
+			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+		}
+		if state != "shuffle" {
+			break
+		}
+		if err := r.shuffle(ctx, id); err != nil {
+			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+		}
 	}
-	if len(vals) == 0 {
-		return TickResult{}, fmt.Errorf("tick %s: empty script reply", id)
-	}
-	state, err := vals[0].ToString()
-	if err != nil {
-		return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
+	if state == "shuffle" {
+		return TickResult{}, fmt.Errorf("tick %s: the prequeue is still being shuffled", id)
 	}
 	if state == "not_found" {
 		return TickResult{}, ErrNotFound
@@ -336,6 +380,9 @@ type Counts struct {
 	PassesExpired int64
 	// Abandoned is the places skipped by admission.
 	Abandoned int64
+	// Prequeue is the users collected by the room's opening moment (0
+	// without one); they count in Joined once shuffled.
+	Prequeue int64
 }
 
 // Counts reads promotion id's room counters; ErrNotFound if it is missing.
@@ -343,7 +390,8 @@ func (r *Rooms) Counts(ctx context.Context, id string) (Counts, error) {
 	k := r.Keys(id)
 	res := r.client.DoMulti(ctx,
 		r.client.B().Hmget().Key(k.Meta()).Field("admitted", "cursor", "skipped", "spent", "expired").Build(),
-		r.client.B().Get().Key(k.Seq()).Build())
+		r.client.B().Get().Key(k.Seq()).Build(),
+		r.client.B().Scard().Key(k.Prequeue()).Build())
 	vals, err := res[0].ToArray()
 	if err != nil {
 		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
@@ -359,6 +407,10 @@ func (r *Rooms) Counts(ctx context.Context, id string) (Counts, error) {
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
 	}
+	pre, err := res[2].AsInt64()
+	if err != nil {
+		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
+	}
 	return Counts{Joined: joined, Waiting: joined - n[1], Admitted: n[0], Abandoned: n[2],
-		PassesSpent: n[3], PassesExpired: n[4]}, nil
+		PassesSpent: n[3], PassesExpired: n[4], Prequeue: pre}, nil
 }

@@ -12,6 +12,7 @@ import (
 //	KEYS[1] Meta   KEYS[2] Seq      KEYS[3] Place   KEYS[4] ByPlace
 //	KEYS[5] Seen   KEYS[6] Admitted KEYS[7] Passes  KEYS[8] Live
 //	KEYS[9] ClaimMeta               KEYS[10] ClaimSeq
+//	KEYS[11] Prequeue
 //
 // All carry the promotion's hash tag, so each script touches one slot.
 
@@ -24,12 +25,19 @@ import (
 // and no live pass may give a unit back.
 //
 // standing reads one user's place in the room: the status ('admitted',
-// 'used', 'expired', 'waiting', 'abandoned' or 'not_joined'), the place
-// (0 when not waiting), the latest pass id and its expiry (0 when none).
+// 'used', 'expired', 'waiting', 'prequeue', 'abandoned' or 'not_joined'),
+// the place (0 when not waiting), the latest pass id and its expiry (0 when
+// none). 'prequeue' is a user collected by the opening moment (pq is the
+// meta's pq field: open or sealed) who has no place yet.
 //
 // reply builds the common answer of join and status:
 // {status, place, cursor, pass id, expires ms, remaining, live, now ms,
-// rate, measured rate (a string, places per second, "" when unmeasured)}.
+// rate, measured rate (a string, places per second, "" when unmeasured),
+// opening ms (the shuffle's time for 'prequeue')}.
+//
+// room_meta reads the room's meta hash: rate, open_ms, ttl_ms, abandon_ms,
+// admitted, cursor, m_rate, skipped, m_ms, m_cur, pq (nil without a
+// prequeue, else open, sealed or done) and pq_from.
 const prelude = `
 local function now_ms()
   local t = redis.call('TIME')
@@ -47,7 +55,7 @@ local function room_state(now)
   if remaining == 0 and live == 0 then return 'sold_out', 0, live end
   return 'open', remaining, live
 end
-local function standing(user, now, abandon)
+local function standing(user, now, abandon, pq)
   local adm = redis.call('HGET', KEYS[6], user)
   if adm then
     local pass, exp = string.match(adm, '^(%d+):(%d+)$')
@@ -63,16 +71,20 @@ local function standing(user, now, abandon)
     if tonumber(seen or '0') + abandon <= now then return 'abandoned', 0, 0, 0 end
     return 'waiting', tonumber(place), 0, 0
   end
+  if pq and pq ~= 'done' and redis.call('SISMEMBER', KEYS[11], user) == 1 then
+    if tonumber(seen or '0') + abandon <= now then return 'abandoned', 0, 0, 0 end
+    return 'prequeue', 0, 0, 0
+  end
   if seen then return 'abandoned', 0, 0, 0 end
   return 'not_joined', 0, 0, 0
 end
 local function reply(st, place, pass, exp, now, remaining, live, m)
   return {st, place, tonumber(m[6] or '0'), pass, exp, remaining, live, now,
-    tonumber(m[1]), m[7] or ''}
+    tonumber(m[1]), m[7] or '', tonumber(m[2])}
 end
 local function room_meta()
   return redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'ttl_ms', 'abandon_ms',
-    'admitted', 'cursor', 'm_rate', 'skipped', 'm_ms', 'm_cur')
+    'admitted', 'cursor', 'm_rate', 'skipped', 'm_ms', 'm_cur', 'pq', 'pq_from')
 end
 `
 
@@ -80,12 +92,14 @@ end
 //
 // KEYS: Meta, ClaimMeta. ARGV: rate (users per second), entry ttl (ms),
 // abandon after (ms), opening (ms; 0 means the promotion's starts_ms, or
-// Redis TIME when the claim meta is missing).
+// Redis TIME when the claim meta is missing), prequeue from (ms; 0 for no
+// prequeue), the shuffle's seed (hex; "" without a prequeue).
 //
-// The rate and the opening are fixed when the room is created, so the
-// admission count stays a function of time alone; an update changes the
-// entry ttl and the abandonment time. Returns 1 if the room was created, 0
-// if it existed.
+// The rate, the opening and the prequeue are fixed when the room is
+// created, so the admission count stays a function of time alone and the
+// seed cannot change after its hash was shown; an update changes the entry
+// ttl and the abandonment time. A room with a prequeue starts with pq =
+// open. Returns 1 if the room was created, 0 if it existed.
 var openScript = rueidis.NewLuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSET', KEYS[1], 'ttl_ms', ARGV[2], 'abandon_ms', ARGV[3])
@@ -103,6 +117,9 @@ if open == 0 then
 end
 redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'ttl_ms', ARGV[2], 'abandon_ms', ARGV[3],
   'open_ms', open, 'admitted', 0, 'cursor', 0, 'skipped', 0, 'spent', 0, 'expired', 0, 'pass_seq', 0)
+if ARGV[5] ~= '0' then
+  redis.call('HSET', KEYS[1], 'pq', 'open', 'pq_from', ARGV[5], 'pq_seed', ARGV[6])
+end
 return 1
 `)
 
@@ -116,6 +133,13 @@ return 1
 // pass expire takes a new place at the back: INCR of Seq, O(1). Returns the
 // reply of the prelude, or {outcome} with outcome not_found, ended or
 // sold_out (no new place is handed out when nobody can be let in).
+//
+// With a prequeue not yet shuffled (pq open or sealed), a join before
+// pq_from answers {'not_started'}; from pq_from until the tick seals the
+// prequeue (pq open) a join adds the user to the Prequeue set (SADD, O(1),
+// idempotent) and answers 'prequeue' with no place; a member joining again
+// while the shuffle runs (pq sealed) checks in and stays 'prequeue', and a
+// newcomer then takes a place after the shuffled ones.
 var joinScript = rueidis.NewLuaScript(prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
@@ -123,7 +147,16 @@ local now = now_ms()
 local state, remaining, live = room_state(now)
 if state == 'not_found' or state == 'ended' then return {state} end
 local user = ARGV[1]
-local st, place, pass, exp = standing(user, now, tonumber(m[4]))
+local pq = m[11]
+if pq and pq ~= 'done' then
+  if now < tonumber(m[12]) then return {'not_started'} end
+  if pq == 'open' or (redis.call('SISMEMBER', KEYS[11], user) == 1 and redis.call('HEXISTS', KEYS[3], user) == 0) then
+    redis.call('SADD', KEYS[11], user)
+    redis.call('HSET', KEYS[5], user, now)
+    return reply('prequeue', 0, 0, 0, now, remaining, live, m)
+  end
+end
+local st, place, pass, exp = standing(user, now, tonumber(m[4]), pq)
 if st == 'admitted' or st == 'used' then return reply(st, 0, pass, exp, now, remaining, live, m) end
 if st == 'waiting' then
   redis.call('HSET', KEYS[5], user, now)
@@ -146,8 +179,9 @@ return reply('waiting', place, 0, 0, now, remaining, live, m)
 // A promotion that ended answers 'ended', and one sold out 'sold_out', to
 // every user who has not spent a pass, at once: the state is derived from
 // the claim meta on every call. Returns the reply of the prelude with status
-// one of waiting, admitted, used, expired, abandoned, sold_out, ended; or
-// {outcome} with outcome not_found or not_joined. O(1) but for ZCOUNT's
+// one of waiting, prequeue, admitted, used, expired, abandoned, sold_out,
+// ended; or {outcome} with outcome not_found or not_joined. A prequeue user
+// checks in as a waiting one does. O(1) but for ZCOUNT's
 // O(log n).
 var statusScript = rueidis.NewLuaScript(prelude + `
 local m = room_meta()
@@ -156,7 +190,7 @@ local now = now_ms()
 local state, remaining, live = room_state(now)
 if state == 'not_found' then return {state} end
 local user = ARGV[1]
-local st, place, pass, exp = standing(user, now, tonumber(m[4]))
+local st, place, pass, exp = standing(user, now, tonumber(m[4]), m[11])
 if st == 'not_joined' then return {st} end
 if st ~= 'used' then
   if state == 'ended' then
@@ -165,7 +199,7 @@ if st ~= 'used' then
     st = 'sold_out'
   end
 end
-if st == 'waiting' and ARGV[2] == '1' then redis.call('HSET', KEYS[5], user, now) end
+if (st == 'waiting' or st == 'prequeue') and ARGV[2] == '1' then redis.call('HSET', KEYS[5], user, now) end
 return reply(st, place, pass, exp, now, remaining, live, m)
 `)
 
@@ -189,13 +223,35 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 // never admit twice. Each admitted user gets the next pass id, expiring
 // ttl_ms after now.
 //
+// With a prequeue not yet shuffled, a tick at or after open_ms first seals
+// it (pq open → sealed): pq_n = SCARD of Prequeue (frozen from then on),
+// pq_base = Seq, Seq += pq_n (the shuffle's places, base+1..base+pq_n, are
+// reserved, so joins from then on take places after them) and pq_next = 0
+// (places assigned so far). Until assignScript has assigned them all
+// (pq done) it admits nobody and returns {'shuffle'}: the caller shuffles
+// and ticks again. An empty prequeue is done at once.
+//
 // Returns {state, now, admitted, cursor, skipped, allowed, remaining, live,
 // then user, pass id, expiry (ms) for each user admitted by this call}, with
-// state one of open, paused, sold_out, ended; or {'not_found'}.
+// state one of open, paused, sold_out, ended; or {'not_found'} or
+// {'shuffle'}.
 var tickScript = rueidis.NewLuaScript(prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
+if m[11] and m[11] ~= 'done' and now >= tonumber(m[2]) then
+  if m[11] == 'open' then
+    local n = redis.call('SCARD', KEYS[11])
+    local base = tonumber(redis.call('GET', KEYS[2]) or '0')
+    redis.call('SET', KEYS[2], base + n)
+    local pq = 'sealed'
+    if n == 0 then pq = 'done' end
+    redis.call('HSET', KEYS[1], 'pq', pq, 'pq_n', n, 'pq_base', base, 'pq_next', 0)
+    if n > 0 then return {'shuffle'} end
+  else
+    return {'shuffle'}
+  end
+end
 local batch = tonumber(ARGV[1])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 if #gone > 0 then
