@@ -28,13 +28,96 @@ type RoomCounts struct {
 func (m *Manager) Rooms() *waitroom.Rooms { return m.cfg.Rooms }
 
 // roomSettings are the waitroom settings of p's waiting room: admission
-// counts from the promotion's start.
+// counts from the promotion's start, and a prequeue collects joins for its
+// PrequeueSeconds before.
 func roomSettings(p Promotion) waitroom.Settings {
-	return waitroom.Settings{
-		AdmitPerSecond: int64(p.WaitingRoom.AdmitPerSecond),
-		EntryTTL:       time.Duration(p.WaitingRoom.EntryTTLSeconds) * time.Second,
+	w := p.WaitingRoom
+	s := waitroom.Settings{
+		AdmitPerSecond: int64(w.AdmitPerSecond),
+		EntryTTL:       time.Duration(w.EntryTTLSeconds) * time.Second,
+		AbandonAfter:   time.Duration(w.AbandonAfterSeconds) * time.Second,
 		OpensAt:        p.StartsAt,
 	}
+	if w.PrequeueSeconds > 0 {
+		s.PrequeueFrom = p.StartsAt.Add(-time.Duration(w.PrequeueSeconds) * time.Second)
+		s.Seed = w.PrequeueSeed
+	}
+	return s
+}
+
+// Outcomes of Manager.Prequeue, besides ErrNotFound and ErrNotStarted.
+var (
+	// ErrNoPrequeue means the promotion has no prequeue (no opening
+	// moment): its places are in order of joining.
+	ErrNoPrequeue = waitroom.ErrNoPrequeue
+	// ErrNotShuffled means the promotion has started but its prequeue is
+	// not shuffled yet: the room's first tick after the start does it.
+	ErrNotShuffled = waitroom.ErrNotShuffled
+)
+
+// PrequeueSeedSHA256 returns the hex SHA-256 of the prequeue's seed, the
+// commitment shown from creation on; "" without a prequeue.
+func (w WaitingRoom) PrequeueSeedSHA256() string {
+	if len(w.PrequeueSeed) == 0 {
+		return ""
+	}
+	return waitroom.SeedSHA256(w.PrequeueSeed)
+}
+
+// RevealedSeed returns the prequeue's seed once it may be shown: from
+// starts_at on by the manager's clock (State is no longer scheduled), or
+// once the promotion was closed; nil before, and without a prequeue.
+func (v View) RevealedSeed() []byte {
+	if v.State == StateScheduled {
+		return nil
+	}
+	return v.WaitingRoom.PrequeueSeed
+}
+
+// PrequeueAudit is the record of a promotion's shuffle that lets anyone
+// check it: the seed, its hash shown since creation, and the join list in
+// the order the shuffle gave places (waitroom.PrequeueOrder recomputes it).
+type PrequeueAudit struct {
+	// Seed is the revealed seed.
+	Seed []byte
+	// SeedSHA256 is the hex SHA-256 of Seed.
+	SeedSHA256 string
+	// Users is a page of the prequeue's users in the order of their
+	// places.
+	Users []string
+	// Total is the users the prequeue collected.
+	Total int64
+}
+
+// Prequeue returns up to limit users of promotion id's shuffled prequeue
+// from offset, with the seed. It answers ErrNotFound for an unknown
+// promotion, ErrNoPrequeue for one without a prequeue, ErrNotStarted before
+// starts_at (the seed is still secret) and ErrNotShuffled after it until the
+// shuffle ran.
+func (m *Manager) Prequeue(ctx context.Context, id string, offset, limit int64) (PrequeueAudit, error) {
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return PrequeueAudit{}, err
+	}
+	w := p.WaitingRoom
+	switch {
+	case !w.Enabled || w.PrequeueSeconds == 0:
+		return PrequeueAudit{}, ErrNoPrequeue
+	case m.cfg.Now().Before(p.StartsAt):
+		return PrequeueAudit{}, ErrNotStarted
+	case m.cfg.Rooms == nil:
+		return PrequeueAudit{}, errors.New("this instance runs no waiting room")
+	}
+	list, err := m.cfg.Rooms.Prequeue(ctx, id, offset, limit)
+	if errors.Is(err, waitroom.ErrNotFound) {
+		// Redis does not hold the room (yet): nothing shuffled to show.
+		return PrequeueAudit{}, ErrNotShuffled
+	}
+	if err != nil {
+		return PrequeueAudit{}, fmt.Errorf("prequeue of %s: %w", id, err)
+	}
+	return PrequeueAudit{Seed: w.PrequeueSeed, SeedSHA256: w.PrequeueSeedSHA256(),
+		Users: list.Users, Total: list.Total}, nil
 }
 
 // openRoom opens p's waiting room, if it has one, before its claim state:

@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"crypto/rand"
 	"fmt"
 	"time"
 )
@@ -14,6 +15,15 @@ const (
 	MaxAdmitPerSecond   = 1_000_000
 	DefaultAdmitPerSec  = 100
 	DefaultEntryTTLSecs = 300
+	// DefaultAbandonAfterSecs, MinAbandonAfterSeconds and
+	// MaxAbandonAfterSeconds bound WaitingRoom.AbandonAfterSeconds.
+	DefaultAbandonAfterSecs = 120
+	MinAbandonAfterSeconds  = 10
+	MaxAbandonAfterSeconds  = 3_600
+	// MaxPrequeueSeconds is the longest opening moment.
+	MaxPrequeueSeconds = 86_400
+	// PrequeueSeedLen is the length of a prequeue's seed in bytes.
+	PrequeueSeedLen = 32
 )
 
 // ValidID reports whether s is a valid promotion or user id: 1–64
@@ -48,7 +58,9 @@ func invalid(field, format string, args ...any) error {
 }
 
 // Normalize fills defaults into p (mode, kind, limit, window, waiting room)
-// relative to now, and validates it. Times are converted to UTC.
+// relative to now, and validates it. Times are converted to UTC. A waiting
+// room with a prequeue and no seed gets a new random seed of PrequeueSeedLen
+// bytes; one without a prequeue has its seed cleared.
 func Normalize(p *Promotion, now time.Time) error {
 	if p.ID != "" && !ValidID(p.ID) {
 		return invalid("id", "must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit")
@@ -98,12 +110,16 @@ func Normalize(p *Promotion, now time.Time) error {
 	if !p.EndsAt.After(p.StartsAt) {
 		return invalid("ends_at", "must be after starts_at")
 	}
-	if w := &p.WaitingRoom; w.Enabled || w.AdmitPerSecond != 0 || w.EntryTTLSeconds != 0 {
+	if w := &p.WaitingRoom; w.Enabled || w.AdmitPerSecond != 0 || w.EntryTTLSeconds != 0 ||
+		w.AbandonAfterSeconds != 0 || w.PrequeueSeconds != 0 {
 		if w.AdmitPerSecond == 0 {
 			w.AdmitPerSecond = DefaultAdmitPerSec
 		}
 		if w.EntryTTLSeconds == 0 {
 			w.EntryTTLSeconds = DefaultEntryTTLSecs
+		}
+		if w.AbandonAfterSeconds == 0 {
+			w.AbandonAfterSeconds = DefaultAbandonAfterSecs
 		}
 		if w.AdmitPerSecond < 1 || w.AdmitPerSecond > MaxAdmitPerSecond {
 			return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
@@ -111,9 +127,34 @@ func Normalize(p *Promotion, now time.Time) error {
 		if w.EntryTTLSeconds < 1 || w.EntryTTLSeconds > MaxEntryTTLSeconds {
 			return invalid("waiting_room.entry_ttl_seconds", "must be between 1 and %d", MaxEntryTTLSeconds)
 		}
+		if w.AbandonAfterSeconds < MinAbandonAfterSeconds || w.AbandonAfterSeconds > MaxAbandonAfterSeconds {
+			return invalid("waiting_room.abandon_after_seconds", "must be between %d and %d", MinAbandonAfterSeconds, MaxAbandonAfterSeconds)
+		}
 		if w.Enabled && p.Mode == ModeGrant {
 			return invalid("waiting_room.enabled", "a grant promotion has no waiting room: its targets are uploaded, not raced for")
 		}
+		if err := normalizePrequeue(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normalizePrequeue checks the opening moment of w and gives it a seed.
+func normalizePrequeue(w *WaitingRoom) error {
+	switch {
+	case w.PrequeueSeconds < 0 || w.PrequeueSeconds > MaxPrequeueSeconds:
+		return invalid("waiting_room.prequeue_seconds", "must be between 0 and %d", MaxPrequeueSeconds)
+	case w.PrequeueSeconds == 0:
+		w.PrequeueSeed = nil
+		return nil
+	case !w.Enabled:
+		return invalid("waiting_room.prequeue_seconds", "needs the waiting room enabled")
+	case w.PrequeueSeed == nil:
+		w.PrequeueSeed = make([]byte, PrequeueSeedLen)
+		_, _ = rand.Read(w.PrequeueSeed) // never fails (crypto/rand)
+	case len(w.PrequeueSeed) != PrequeueSeedLen:
+		return invalid("waiting_room.prequeue_seed", "must be %d bytes", PrequeueSeedLen)
 	}
 	return nil
 }

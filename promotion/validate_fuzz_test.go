@@ -1,6 +1,7 @@
 package promotion_test
 
 import (
+	"reflect"
 	"regexp"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("normalizing twice moved the window: %+v, then %+v", p, again)
 		}
 		again.StartsAt, again.EndsAt = p.StartsAt, p.EndsAt
-		if again != p {
+		if !reflect.DeepEqual(again, p) {
 			t.Fatalf("normalizing twice changed the definition: %+v, then %+v", p, again)
 		}
 	})

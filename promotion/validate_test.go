@@ -54,6 +54,13 @@ func TestNormalize(t *testing.T) {
 		{"waiting room on", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, ""},
 		{"waiting room on a grant", promotion.Promotion{Mode: promotion.ModeGrant, WaitingRoom: promotion.WaitingRoom{Enabled: true}}, "waiting_room.enabled"},
 		{"admit rate too high", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{AdmitPerSecond: 2_000_000}}, "waiting_room.admit_per_second"},
+		{"abandonment too short", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, AbandonAfterSeconds: 9}}, "waiting_room.abandon_after_seconds"},
+		{"abandonment too long", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, AbandonAfterSeconds: 3601}}, "waiting_room.abandon_after_seconds"},
+		{"abandonment negative", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, AbandonAfterSeconds: -1}}, "waiting_room.abandon_after_seconds"},
+		{"prequeue too long", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PrequeueSeconds: 86_401}}, "waiting_room.prequeue_seconds"},
+		{"prequeue negative", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PrequeueSeconds: -1}}, "waiting_room.prequeue_seconds"},
+		{"prequeue without the room", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{PrequeueSeconds: 60}}, "waiting_room.prequeue_seconds"},
+		{"prequeue with a short seed", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PrequeueSeconds: 60, PrequeueSeed: make([]byte, 31)}}, "waiting_room.prequeue_seed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
