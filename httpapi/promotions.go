@@ -1,16 +1,22 @@
 package httpapi
 
 import (
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dibsio/dibs/promotion"
 )
 
 type waitingRoomIn struct {
-	Enabled         bool `json:"enabled"`
-	AdmitPerSecond  *int `json:"admit_per_second"`
-	EntryTTLSeconds *int `json:"entry_ttl_seconds"`
+	Enabled             bool `json:"enabled"`
+	AdmitPerSecond      *int `json:"admit_per_second"`
+	EntryTTLSeconds     *int `json:"entry_ttl_seconds"`
+	AbandonAfterSeconds *int `json:"abandon_after_seconds"`
+	PrequeueSeconds     *int `json:"prequeue_seconds"`
 }
 
 type promotionIn struct {
@@ -35,13 +41,18 @@ type countsOut struct {
 }
 
 type waitingRoomOut struct {
-	Enabled         bool  `json:"enabled"`
-	AdmitPerSecond  int   `json:"admit_per_second,omitempty"`
-	EntryTTLSeconds int   `json:"entry_ttl_seconds,omitempty"`
-	Waiting         int64 `json:"waiting"`
-	Admitted        int64 `json:"admitted"`
-	PassesSpent     int64 `json:"passes_spent"`
-	Abandoned       int64 `json:"abandoned"`
+	Enabled             bool   `json:"enabled"`
+	AdmitPerSecond      int    `json:"admit_per_second,omitempty"`
+	EntryTTLSeconds     int    `json:"entry_ttl_seconds,omitempty"`
+	AbandonAfterSeconds int    `json:"abandon_after_seconds,omitempty"`
+	PrequeueSeconds     int    `json:"prequeue_seconds,omitempty"`
+	PrequeueSeedSHA256  string `json:"prequeue_seed_sha256,omitempty"`
+	// PrequeueSeed is shown from starts_at on only.
+	PrequeueSeed string `json:"prequeue_seed,omitempty"`
+	Waiting      int64  `json:"waiting"`
+	Admitted     int64  `json:"admitted"`
+	PassesSpent  int64  `json:"passes_spent"`
+	Abandoned    int64  `json:"abandoned"`
 }
 
 type promotionOut struct {
@@ -82,13 +93,17 @@ func toOut(v promotion.View) promotionOut {
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
 		},
 		WaitingRoom: waitingRoomOut{
-			Enabled:         v.WaitingRoom.Enabled,
-			AdmitPerSecond:  v.WaitingRoom.AdmitPerSecond,
-			EntryTTLSeconds: v.WaitingRoom.EntryTTLSeconds,
-			Waiting:         v.Room.Waiting,
-			Admitted:        v.Room.Admitted,
-			PassesSpent:     v.Room.PassesSpent,
-			Abandoned:       v.Room.Abandoned,
+			Enabled:             v.WaitingRoom.Enabled,
+			AdmitPerSecond:      v.WaitingRoom.AdmitPerSecond,
+			EntryTTLSeconds:     v.WaitingRoom.EntryTTLSeconds,
+			AbandonAfterSeconds: v.WaitingRoom.AbandonAfterSeconds,
+			PrequeueSeconds:     v.WaitingRoom.PrequeueSeconds,
+			PrequeueSeedSHA256:  v.WaitingRoom.PrequeueSeedSHA256(),
+			PrequeueSeed:        hex.EncodeToString(v.RevealedSeed()),
+			Waiting:             v.Room.Waiting,
+			Admitted:            v.Room.Admitted,
+			PassesSpent:         v.Room.PassesSpent,
+			Abandoned:           v.Room.Abandoned,
 		},
 	}
 }
@@ -147,6 +162,17 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 				return p, problem(CodeInvalidRequest, "entry_ttl_seconds must be between 1 and 86400").withField("waiting_room.entry_ttl_seconds")
 			}
 			p.WaitingRoom.EntryTTLSeconds = *w.EntryTTLSeconds
+		}
+		if w.AbandonAfterSeconds != nil {
+			// 0 would mean the default: an explicit one is refused.
+			if *w.AbandonAfterSeconds < promotion.MinAbandonAfterSeconds {
+				return p, problem(CodeInvalidRequest, fmt.Sprintf("abandon_after_seconds must be between %d and %d",
+					promotion.MinAbandonAfterSeconds, promotion.MaxAbandonAfterSeconds)).withField("waiting_room.abandon_after_seconds")
+			}
+			p.WaitingRoom.AbandonAfterSeconds = *w.AbandonAfterSeconds
+		}
+		if w.PrequeueSeconds != nil {
+			p.WaitingRoom.PrequeueSeconds = *w.PrequeueSeconds
 		}
 	}
 	return p, nil
@@ -253,4 +279,56 @@ func (s *Server) closePromotion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toOut(v))
+}
+
+// prequeueOut is the audit record of a promotion's shuffled prequeue.
+type prequeueOut struct {
+	PromotionID string   `json:"promotion_id"`
+	Seed        string   `json:"seed"`
+	SeedSHA256  string   `json:"seed_sha256"`
+	Total       int64    `json:"total"`
+	Users       []string `json:"users"`
+	NextCursor  *string  `json:"next_cursor"`
+}
+
+// getPrequeue publishes a promotion's shuffled prequeue once it started:
+// the revealed seed, its hash, and a page of the join list in the order
+// the shuffle gave places, so anyone can recompute the order.
+func (s *Server) getPrequeue(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	after, limit, pr := page(r)
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	var offset int64
+	if after != "" {
+		n, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || n < 0 {
+			problem(CodeInvalidRequest, "cursor is not one this server issued").withField("cursor").write(w, r)
+			return
+		}
+		offset = n
+	}
+	a, err := s.cfg.Manager.Prequeue(r.Context(), id, offset, int64(limit))
+	switch {
+	case errors.Is(err, promotion.ErrNoPrequeue):
+		problem(CodeNotFound, "this promotion has no prequeue: its places are in order of joining").write(w, r)
+		return
+	case errors.Is(err, promotion.ErrNotShuffled):
+		problem(CodeUnavailable, "the prequeue is shuffled at the waiting room's first tick after starts_at; retry shortly").retry(1).write(w, r)
+		return
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+	out := prequeueOut{PromotionID: id, Seed: hex.EncodeToString(a.Seed), SeedSHA256: a.SeedSHA256,
+		Total: a.Total, Users: a.Users}
+	if next := offset + int64(len(a.Users)); next < a.Total {
+		out.NextCursor = nextCursor(strconv.FormatInt(next, 10), limit, limit)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -293,6 +293,7 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.queue))})
+	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
