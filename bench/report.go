@@ -121,6 +121,7 @@ type roomJSON struct {
 	SoldOut         int            `json:"sold_out_in_line"`
 	InLine          map[string]int `json:"left_line_otherwise"`
 	Lookups         int            `json:"lookups"`
+	LookupsPerSec   float64        `json:"lookups_per_second"`
 	JoinsPerSecond  float64        `json:"joins_per_second"`
 	JoinLatencyMS   latencyJSON    `json:"join_latency_ms"`
 	LookupLatencyMS latencyJSON    `json:"lookup_latency_ms"`
@@ -146,7 +147,7 @@ func (r *RoomReport) toJSON() *roomJSON {
 	}
 	return &roomJSON{
 		AdmitPerSecond: r.AdmitPerSecond, Joined: r.Joined, Admitted: r.Admitted, SoldOut: r.SoldOut,
-		InLine: inLine, Lookups: r.Lookups, JoinsPerSecond: round(r.JoinsPerSecond(), 1),
+		InLine: inLine, Lookups: r.Lookups, LookupsPerSec: round(r.LookupsPerSecond(), 1), JoinsPerSecond: round(r.JoinsPerSecond(), 1),
 		JoinLatencyMS: latencyToJSON(r.JoinLatency), LookupLatencyMS: latencyToJSON(r.LookupLatency),
 		ElapsedMS: ms(r.Elapsed), MeasuredRate: round(r.MeasuredRate, 2), RateError: round(r.RateError(), 4),
 		RateWindowMS: ms(r.RateWindow), RateSamples: r.RateSamples, Server: r.Server,
@@ -280,7 +281,8 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "joins\t%s in %s (%s joins/s), p50 %s, p99 %s\n", thousands(int64(rm.Joined)), human(rm.JoinElapsed),
 			thousands(int64(rm.JoinsPerSecond()+0.5)), msText(rm.JoinLatency.P50), msText(rm.JoinLatency.P99))
-		fmt.Fprintf(tw, "status lookups\t%s, p50 %s, p99 %s\n", thousands(int64(rm.Lookups)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
+		fmt.Fprintf(tw, "status lookups\t%s (%s lookups/s), p50 %s, p99 %s\n", thousands(int64(rm.Lookups)),
+			thousands(int64(rm.LookupsPerSecond()+0.5)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
 		if rm.MeasuredRate > 0 {
 			fmt.Fprintf(tw, "admission rate\t%.1f/s measured over %s (%d samples), configured %d/s: %+.1f%%\n",
 				rm.MeasuredRate, human(rm.RateWindow), rm.RateSamples, rm.AdmitPerSecond, 100*rm.RateError())

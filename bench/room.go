@@ -67,6 +67,16 @@ func (r RoomReport) JoinsPerSecond() float64 {
 	return float64(r.Joined) / r.JoinElapsed.Seconds()
 }
 
+// LookupsPerSecond is Lookups per second of Elapsed: what the server
+// answered when the users' polling asks more than it can take, else the
+// pace of their polling.
+func (r RoomReport) LookupsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Lookups) / r.Elapsed.Seconds()
+}
+
 // RateError is MeasuredRate's deviation from AdmitPerSecond, as a
 // fraction (0.02 is 2 % fast).
 func (r RoomReport) RateError() float64 {
