@@ -66,7 +66,8 @@ type problem struct {
 
 // result is the outcome of one claim request.
 type result struct {
-	user    int // 0-based user number
+	user    int  // 0-based user number
+	inLine  bool // the outcome came from the waiting room: no claim was sent
 	latency time.Duration
 	outcome string
 	rank    int64
@@ -88,6 +89,7 @@ type tally struct {
 	outcomes    map[string]int
 	firstErrors map[string]string
 	accepted    []acceptance
+	sent        int // claims sent (results not inLine)
 }
 
 func newTally() *tally {
@@ -99,8 +101,10 @@ func newTally() *tally {
 }
 
 func (t *tally) add(r result) {
-	us := min(max(r.latency.Microseconds(), histMin), histMax)
-	_ = t.hist.RecordValue(us) // cannot fail: clamped into the trackable range
+	if !r.inLine {
+		recordLatency(t.hist, r.latency)
+		t.sent++
+	}
 	t.outcomes[r.outcome]++
 	if r.outcome == OutcomeAccepted {
 		t.accepted = append(t.accepted, acceptance{user: r.user, rank: r.rank, claimID: r.claimID})
@@ -133,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cfg.PromotionID = newPromotionID()
 	}
 	inFlight := cfg.Concurrency
-	if cfg.Waves > 0 {
+	if cfg.Waves > 0 && !cfg.WaitingRoom {
 		inFlight = ceilDiv(cfg.Users*cfg.Repeat, cfg.Waves)
 	}
 	client := cfg.HTTPClient
@@ -155,9 +159,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	t := newTally()
 	start := time.Now()
-	if cfg.Waves > 0 {
+	var room *RoomReport
+	switch {
+	case cfg.WaitingRoom:
+		room = r.runRoom(ctx, t)
+	case cfg.Waves > 0:
 		r.runWaves(ctx, t)
-	} else {
+	default:
 		r.runSteady(ctx, t)
 	}
 	claimsDone := time.Now()
@@ -188,18 +196,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		Concurrency:  inFlight,
 		Claims:       cfg.Users * cfg.Repeat,
 		Elapsed:      claimsDone.Sub(start),
-		Latency: Latency{
-			P50:  usDuration(t.hist.ValueAtQuantile(50)),
-			P99:  usDuration(t.hist.ValueAtQuantile(99)),
-			P999: usDuration(t.hist.ValueAtQuantile(99.9)),
-			Max:  usDuration(t.hist.Max()),
-			Mean: time.Duration(t.hist.Mean() * float64(time.Microsecond)),
-		},
-		Accepted:    int64(len(t.accepted)),
-		Rejected:    map[string]int{},
-		AllIssued:   conf.allIssued,
-		IssuedAfter: conf.after,
-		Server:      conf.counts,
+		Latency:      latencyOf(t.hist),
+		Accepted:     int64(len(t.accepted)),
+		Rejected:     map[string]int{},
+		AllIssued:    conf.allIssued,
+		IssuedAfter:  conf.after,
+		Server:       conf.counts,
+		Room:         room,
+	}
+	if room != nil {
+		room.Server = conf.room
+		rep.Claims = t.sent
 	}
 	for code, n := range t.outcomes {
 		if code != OutcomeAccepted {
@@ -207,6 +214,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	rep.Checks = r.checks(t, conf, spots)
+	if room != nil {
+		rep.Checks = append(rep.Checks, checkRoom(int64(len(t.accepted)), room, conf.known))
+	}
 	return rep, nil
 }
 
@@ -235,6 +245,23 @@ func (r *runner) checks(t *tally, conf confirmation, spots []spotResult) []Check
 
 func usDuration(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
+// recordLatency records d in h, clamped into its trackable range.
+func recordLatency(h *hdrhistogram.Histogram, d time.Duration) {
+	us := min(max(d.Microseconds(), histMin), histMax)
+	_ = h.RecordValue(us) // cannot fail: clamped into the trackable range
+}
+
+// latencyOf summarises h.
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	return Latency{
+		P50:  usDuration(h.ValueAtQuantile(50)),
+		P99:  usDuration(h.ValueAtQuantile(99)),
+		P999: usDuration(h.ValueAtQuantile(99.9)),
+		Max:  usDuration(h.Max()),
+		Mean: time.Duration(h.Mean() * float64(time.Microsecond)),
+	}
+}
+
 // newTransport is keep-alive HTTP/1.1 with room for every claim in flight to
 // keep its connection between claims, so the run measures the server rather
 // than connection set-up.
@@ -260,8 +287,9 @@ func newPromotionID() string {
 func (r *runner) userID(u int) string { return r.cfg.UserPrefix + strconv.Itoa(u+1) }
 
 // do sends one request and reads the whole answer (so the connection can be
-// reused), at most maxBody of it.
-func (r *runner) do(ctx context.Context, method, url string, body []byte, admin bool) (int, []byte, error) {
+// reused), at most maxBody of it. hdr are more headers, as name, value
+// pairs.
+func (r *runner) do(ctx context.Context, method, url string, body []byte, admin bool, hdr ...string) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -276,6 +304,9 @@ func (r *runner) do(ctx context.Context, method, url string, body []byte, admin 
 	req.Header.Set("Accept", "application/json")
 	if admin {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminToken)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -314,14 +345,18 @@ func snippet(body []byte) string {
 }
 
 func (r *runner) createPromotion(ctx context.Context) error {
-	body, err := json.Marshal(map[string]any{
+	p := map[string]any{
 		"id":             r.cfg.PromotionID,
 		"name":           "dibs bench " + r.cfg.PromotionID,
 		"mode":           "first_come",
 		"kind":           "coupon",
 		"stock":          r.cfg.Stock,
 		"per_user_limit": r.cfg.PerUserLimit,
-	})
+	}
+	if r.cfg.WaitingRoom {
+		p["waiting_room"] = map[string]any{"enabled": true, "admit_per_second": r.cfg.AdmitPerSecond}
+	}
+	body, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("create promotion: %w", err)
 	}
@@ -336,11 +371,19 @@ func (r *runner) createPromotion(ctx context.Context) error {
 }
 
 // claim sends one claim for user u and classifies the answer.
-func (r *runner) claim(ctx context.Context, u int) result {
+func (r *runner) claim(ctx context.Context, u int) result { return r.claimWith(ctx, u, "") }
+
+// claimWith sends one claim for user u, with entryToken as X-Entry-Token
+// when not empty, and classifies the answer.
+func (r *runner) claimWith(ctx context.Context, u int, entryToken string) result {
 	res := result{user: u}
 	body := []byte(`{"user_id":"` + r.userID(u) + `"}`) // user ids are validated identifiers: no escaping needed
+	var hdr []string
+	if entryToken != "" {
+		hdr = []string{"X-Entry-Token", entryToken}
+	}
 	start := time.Now()
-	status, data, err := r.do(ctx, http.MethodPost, r.claims, body, false)
+	status, data, err := r.do(ctx, http.MethodPost, r.claims, body, false, hdr...)
 	res.latency = time.Since(start)
 	switch {
 	case err != nil && status == 0:
@@ -476,9 +519,10 @@ func outcomeLine(outcomes map[string]int) string {
 
 // promotionView is the part of a promotion the bench reads.
 type promotionView struct {
-	ID     string `json:"id"`
-	State  string `json:"state"`
-	Counts Counts `json:"counts"`
+	ID          string     `json:"id"`
+	State       string     `json:"state"`
+	Counts      Counts     `json:"counts"`
+	WaitingRoom RoomCounts `json:"waiting_room"`
 }
 
 func (r *runner) getPromotion(ctx context.Context) (promotionView, error) {
@@ -499,6 +543,7 @@ func (r *runner) getPromotion(ctx context.Context) (promotionView, error) {
 // confirmation is how the wait for issuance ended.
 type confirmation struct {
 	counts    Counts        // the last counts read
+	room      RoomCounts    // the last waiting-room counts read
 	known     bool          // counts were read at least once
 	allIssued bool          // every accepted claim issued, none failed
 	timedOut  bool          // gave up with claims still pending
@@ -524,13 +569,13 @@ func (r *runner) confirm(ctx context.Context, since time.Time) (confirmation, er
 		case err != nil:
 			lastErr = err
 		case p.Counts.Pending == 0:
-			c.counts, c.known = p.Counts, true
+			c.counts, c.room, c.known = p.Counts, p.WaitingRoom, true
 			c.allIssued = p.Counts.Issued == p.Counts.Accepted && p.Counts.Failed == 0
 			fmt.Fprintf(r.cfg.Progress, "confirmed: %d/%d issued, %d failed, %s after the last answer\n",
 				p.Counts.Issued, p.Counts.Accepted, p.Counts.Failed, human(c.after))
 			return c, nil
 		default:
-			c.counts, c.known = p.Counts, true
+			c.counts, c.room, c.known = p.Counts, p.WaitingRoom, true
 			if time.Since(lastLine) >= time.Second {
 				lastLine = time.Now()
 				fmt.Fprintf(r.cfg.Progress, "confirming: %d/%d issued, %d pending (%s)\n",

@@ -23,7 +23,20 @@ const (
 	DefaultPollInterval   = 20 * time.Millisecond
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultSpotChecks     = 20
+	// DefaultAdmitPerSecond is the waiting room's admission rate: 2,000
+	// users and 1,000 stock go through in about five seconds.
+	DefaultAdmitPerSecond = 200
+	// DefaultMaxPoll caps the pause between a waiting user's status
+	// lookups, whatever poll_after_ms says, so a run stays short.
+	DefaultMaxPoll = time.Second
+	// DefaultRoomTimeout bounds the waiting-room part of a run.
+	DefaultRoomTimeout = 2 * time.Minute
 )
+
+// MaxRoomUsers bounds the users of a waiting-room run: each one is a
+// goroutine for the whole run (their requests in flight are bounded by
+// Concurrency).
+const MaxRoomUsers = 100_000
 
 // MaxConcurrency bounds the number of claims in flight at once (workers in a
 // steady run, the size of a wave in a wave run): each one holds a goroutine
@@ -87,9 +100,34 @@ type Config struct {
 	// keep-alive with as many idle connections per host as claims in flight.
 	HTTPClient *http.Client
 	// Progress receives one human-readable line per wave (or per tenth of a
-	// steady run) and for the confirmation. Defaults to io.Discard.
+	// steady run, or per second of a waiting-room run) and for the
+	// confirmation. Defaults to io.Discard.
 	Progress io.Writer
+
+	// WaitingRoom runs the users through the promotion's waiting room: each
+	// joins (POST …/queue), follows its status (GET …/queue/{user}) as
+	// poll_after_ms says, capped at MaxPoll, and claims with the entry
+	// token once admitted. Concurrency bounds the requests in flight;
+	// Waves must be 0 and Repeat 1. Defaults to false.
+	WaitingRoom bool
+	// AdmitPerSecond is the room's admission rate. Defaults to
+	// DefaultAdmitPerSecond.
+	AdmitPerSecond int
+	// MaxPoll caps the pause between a waiting user's status lookups.
+	// Defaults to DefaultMaxPoll.
+	MaxPoll time.Duration
+	// RoomTimeout bounds the waiting-room part of the run; users still in
+	// line then count as timed out. Defaults to DefaultRoomTimeout.
+	RoomTimeout time.Duration
+	// RateSampleInterval is the pause between reads of the promotion's
+	// admitted count, from which the admission rate is measured. Defaults
+	// to DefaultRateSampleInterval.
+	RateSampleInterval time.Duration
 }
+
+// DefaultRateSampleInterval is how often a waiting-room run reads the
+// admitted count to measure the admission rate.
+const DefaultRateSampleInterval = 50 * time.Millisecond
 
 // Validate reports whether [Run] would accept c, with the defaults applied.
 // The error wraps [ErrInvalidConfig] and names the field.
@@ -128,6 +166,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
+	}
+	if c.AdmitPerSecond == 0 {
+		c.AdmitPerSecond = DefaultAdmitPerSecond
+	}
+	if c.MaxPoll == 0 {
+		c.MaxPoll = DefaultMaxPoll
+	}
+	if c.RoomTimeout == 0 {
+		c.RoomTimeout = DefaultRoomTimeout
+	}
+	if c.RateSampleInterval == 0 {
+		c.RateSampleInterval = DefaultRateSampleInterval
 	}
 	c.Target = strings.TrimRight(c.Target, "/")
 	return c
@@ -189,6 +239,24 @@ func (c Config) validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return bad("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
+	}
+	if c.WaitingRoom {
+		switch {
+		case c.Waves != 0:
+			return bad("Waves", "must be 0 with WaitingRoom: the room paces the users, got %d", c.Waves)
+		case c.Repeat != 1:
+			return bad("Repeat", "must be 1 with WaitingRoom, got %d", c.Repeat)
+		case c.Users > MaxRoomUsers:
+			return bad("Users", "must be at most %d with WaitingRoom, got %d", MaxRoomUsers, c.Users)
+		case c.AdmitPerSecond < 1 || c.AdmitPerSecond > 1_000_000:
+			return bad("AdmitPerSecond", "must be 1..1,000,000, got %d", c.AdmitPerSecond)
+		case c.MaxPoll < time.Millisecond:
+			return bad("MaxPoll", "must be at least 1ms, got %v", c.MaxPoll)
+		case c.RoomTimeout < 0:
+			return bad("RoomTimeout", "must not be negative, got %v", c.RoomTimeout)
+		case c.RateSampleInterval < time.Millisecond:
+			return bad("RateSampleInterval", "must be at least 1ms, got %v", c.RateSampleInterval)
+		}
 	}
 	return nil
 }

@@ -59,6 +59,10 @@ type Report struct {
 	Server Counts
 	// Checks are the invariant checks, in a fixed order.
 	Checks []Check
+	// Room is what a waiting-room run saw of the room; nil otherwise.
+	// Claims then counts the claims sent: users told sold_out in line
+	// send none.
+	Room *RoomReport
 }
 
 // OK reports whether no check failed.
@@ -106,7 +110,48 @@ type reportJSON struct {
 	AllIssued   bool           `json:"all_issued"`
 	IssuedAfter float64        `json:"all_issued_after_ms"`
 	Server      Counts         `json:"server_counts"`
+	Room        *roomJSON      `json:"waiting_room,omitempty"`
 	Checks      []Check        `json:"checks"`
+}
+
+type roomJSON struct {
+	AdmitPerSecond  int            `json:"admit_per_second"`
+	Joined          int            `json:"joined"`
+	Admitted        int            `json:"admitted"`
+	SoldOut         int            `json:"sold_out_in_line"`
+	InLine          map[string]int `json:"left_line_otherwise"`
+	Lookups         int            `json:"lookups"`
+	LookupsPerSec   float64        `json:"lookups_per_second"`
+	JoinsPerSecond  float64        `json:"joins_per_second"`
+	JoinLatencyMS   latencyJSON    `json:"join_latency_ms"`
+	LookupLatencyMS latencyJSON    `json:"lookup_latency_ms"`
+	ElapsedMS       float64        `json:"elapsed_ms"`
+	MeasuredRate    float64        `json:"measured_admit_per_second"`
+	RateError       float64        `json:"admit_rate_error"`
+	RateWindowMS    float64        `json:"rate_window_ms"`
+	RateSamples     int            `json:"rate_samples"`
+	Server          RoomCounts     `json:"server_counts"`
+}
+
+func latencyToJSON(l Latency) latencyJSON {
+	return latencyJSON{P50: ms(l.P50), P99: ms(l.P99), P999: ms(l.P999), Max: ms(l.Max), Mean: ms(l.Mean)}
+}
+
+func (r *RoomReport) toJSON() *roomJSON {
+	if r == nil {
+		return nil
+	}
+	inLine := r.InLine
+	if inLine == nil {
+		inLine = map[string]int{}
+	}
+	return &roomJSON{
+		AdmitPerSecond: r.AdmitPerSecond, Joined: r.Joined, Admitted: r.Admitted, SoldOut: r.SoldOut,
+		InLine: inLine, Lookups: r.Lookups, LookupsPerSec: round(r.LookupsPerSecond(), 1), JoinsPerSecond: round(r.JoinsPerSecond(), 1),
+		JoinLatencyMS: latencyToJSON(r.JoinLatency), LookupLatencyMS: latencyToJSON(r.LookupLatency),
+		ElapsedMS: ms(r.Elapsed), MeasuredRate: round(r.MeasuredRate, 2), RateError: round(r.RateError(), 4),
+		RateWindowMS: ms(r.RateWindow), RateSamples: r.RateSamples, Server: r.Server,
+	}
 }
 
 type configJSON struct {
@@ -128,6 +173,9 @@ type latencyJSON struct {
 }
 
 func (r Report) mode() string {
+	if r.Room != nil {
+		return "waiting_room"
+	}
 	if r.Waves > 0 {
 		return "waves"
 	}
@@ -156,18 +204,16 @@ func (r Report) MarshalJSON() ([]byte, error) {
 			Stock: r.Stock, Users: r.Users, PerUserLimit: r.PerUserLimit, Repeat: r.Repeat,
 			Mode: r.mode(), Waves: r.Waves, Concurrency: r.Concurrency,
 		},
-		Claims:    r.Claims,
-		ElapsedMS: ms(r.Elapsed),
-		PerSecond: round(r.Throughput(), 1),
-		LatencyMS: latencyJSON{
-			P50: ms(r.Latency.P50), P99: ms(r.Latency.P99), P999: ms(r.Latency.P999),
-			Max: ms(r.Latency.Max), Mean: ms(r.Latency.Mean),
-		},
+		Claims:      r.Claims,
+		ElapsedMS:   ms(r.Elapsed),
+		PerSecond:   round(r.Throughput(), 1),
+		LatencyMS:   latencyToJSON(r.Latency),
 		Accepted:    r.Accepted,
 		Rejected:    rejected,
 		AllIssued:   r.AllIssued,
 		IssuedAfter: ms(r.IssuedAfter),
 		Server:      r.Server,
+		Room:        r.Room.toJSON(),
 		Checks:      checks,
 	})
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
@@ -189,7 +235,10 @@ func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "promotion %s at %s\n", r.PromotionID, r.Target)
 	shape := fmt.Sprintf("%d workers", r.Concurrency)
-	if r.Waves > 0 {
+	switch {
+	case r.Room != nil:
+		shape = fmt.Sprintf("through a waiting room admitting %d/s, up to %d requests in flight", r.Room.AdmitPerSecond, r.Concurrency)
+	case r.Waves > 0:
 		shape = fmt.Sprintf("%d waves of up to %d", r.Waves, r.Concurrency)
 	}
 	repeat := ""
@@ -220,6 +269,29 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "server counts\taccepted %d, pending %d, issued %d, failed %d, remaining %d\n",
 		r.Server.Accepted, r.Server.Pending, r.Server.Issued, r.Server.Failed, r.Server.Remaining)
+	if rm := r.Room; rm != nil {
+		fmt.Fprintf(tw, "waiting room\t%s joined, %s admitted, %s claimed, %s sold out in line, in %s\n",
+			thousands(int64(rm.Joined)), thousands(int64(rm.Admitted)), thousands(r.Accepted), thousands(int64(rm.SoldOut)), human(rm.Elapsed))
+		if len(rm.InLine) > 0 {
+			var parts []string
+			for _, k := range sortedKeys(rm.InLine) {
+				parts = append(parts, fmt.Sprintf("%s %d", k, rm.InLine[k]))
+			}
+			fmt.Fprintf(tw, "left the line\t%s\n", strings.Join(parts, ", "))
+		}
+		fmt.Fprintf(tw, "joins\t%s in %s (%s joins/s), p50 %s, p99 %s\n", thousands(int64(rm.Joined)), human(rm.JoinElapsed),
+			thousands(int64(rm.JoinsPerSecond()+0.5)), msText(rm.JoinLatency.P50), msText(rm.JoinLatency.P99))
+		fmt.Fprintf(tw, "status lookups\t%s (%s lookups/s), p50 %s, p99 %s\n", thousands(int64(rm.Lookups)),
+			thousands(int64(rm.LookupsPerSecond()+0.5)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
+		if rm.MeasuredRate > 0 {
+			fmt.Fprintf(tw, "admission rate\t%.1f/s measured over %s (%d samples), configured %d/s: %+.1f%%\n",
+				rm.MeasuredRate, human(rm.RateWindow), rm.RateSamples, rm.AdmitPerSecond, 100*rm.RateError())
+		} else {
+			fmt.Fprintf(tw, "admission rate\tnot measured: admission ran too briefly (%d samples), configured %d/s\n", rm.RateSamples, rm.AdmitPerSecond)
+		}
+		fmt.Fprintf(tw, "server room\twaiting %d, admitted %d, passes spent %d, abandoned %d\n",
+			rm.Server.Waiting, rm.Server.Admitted, rm.Server.PassesSpent, rm.Server.Abandoned)
+	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}

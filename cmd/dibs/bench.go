@@ -35,6 +35,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	waves := fs.Int("waves", 0, "split the claims into this many waves released together behind a barrier (0: steady run with --concurrency workers)")
 	confirmTimeout := fs.Duration("confirm-timeout", bench.DefaultConfirmTimeout, "how long to wait for every accepted claim to be issued")
 	requestTimeout := fs.Duration("request-timeout", bench.DefaultRequestTimeout, "timeout of each HTTP request")
+	var room roomFlags
+	room.register(fs)
 	var opts demo.Options
 	registerRunFlags(fs, &opts)
 	if err := parseFlags(fs, args); err != nil {
@@ -59,6 +61,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Waves:          *waves,
 		ConfirmTimeout: *confirmTimeout,
 		RequestTimeout: *requestTimeout,
+	}
+	if room.on {
+		room.apply(&cfg)
 	}
 	return demo.Run(ctx, cfg, opts, stdout, stderr)
 }

@@ -187,6 +187,60 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// TestDemoWaitingRoom runs the seed scenario, smaller, through a waiting
+// room: every user joins, those admitted claim with their entry token, the
+// rest are told sold_out in line, and every invariant holds.
+func TestDemoWaitingRoom(t *testing.T) {
+	t.Parallel()
+	r := runDibs(t, nil, "demo", "--waiting-room", "--stock", "60", "--users", "150", "--admit-per-second", "100", "--json")
+	if r.code != 0 {
+		t.Fatalf("dibs demo --waiting-room failed:\n%s", r)
+	}
+	rep := decodeReport(t, r)
+	// Claims counts the claims sent: the 90 users told sold_out in line
+	// send none.
+	assertReport(t, r, rep, 60, 60, map[string]int{"sold_out": 90})
+	var room struct {
+		WaitingRoom struct {
+			AdmitPerSecond int            `json:"admit_per_second"`
+			Joined         int            `json:"joined"`
+			Admitted       int            `json:"admitted"`
+			SoldOut        int            `json:"sold_out_in_line"`
+			InLine         map[string]int `json:"left_line_otherwise"`
+			Lookups        int            `json:"lookups"`
+			Server         struct {
+				Admitted    int64 `json:"admitted"`
+				PassesSpent int64 `json:"passes_spent"`
+			} `json:"server_counts"`
+		} `json:"waiting_room"`
+		Config struct {
+			Mode string `json:"mode"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &room); err != nil {
+		t.Fatal(err)
+	}
+	w := room.WaitingRoom
+	if room.Config.Mode != "waiting_room" || w.AdmitPerSecond != 100 || w.Joined != 150 || w.Admitted != 60 || w.SoldOut != 90 || len(w.InLine) != 0 {
+		t.Errorf("waiting room %+v, mode %q; want 150 joined, 60 admitted, 90 sold out in line", w, room.Config.Mode)
+	}
+	if w.Server.Admitted != 60 || w.Server.PassesSpent != 60 {
+		t.Errorf("server room counts %+v, want 60 admitted and spent", w.Server)
+	}
+	found := false
+	for _, c := range rep.Checks {
+		found = found || c.Name == "waiting_room"
+	}
+	if !found {
+		t.Error("no waiting_room check in the report")
+	}
+	for _, want := range []string{"room: 150 joined", "confirmed: 60/60 issued"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("progress lacks %q:\n%s", want, r)
+		}
+	}
+}
+
 func TestDemoJSON(t *testing.T) {
 	t.Parallel()
 	r := runDibs(t, nil, "demo", "--stock", "40", "--users", "90", "--waves", "3", "--json")
@@ -313,6 +367,9 @@ func TestDemoFlags(t *testing.T) {
 		{"bad concurrency", []string{"bench", "--concurrency", "100000"}, 1, "Concurrency must be"},
 		{"target without token", []string{"bench", "--target", "http://127.0.0.1:1"}, 2, "--admin-token (or DIBS_ADMIN_TOKEN) is required"},
 		{"unreachable target", []string{"bench", "--target", "http://127.0.0.1:1", "--admin-token", "t"}, 1, "create promotion"},
+		{"room with repeat", []string{"bench", "--waiting-room", "--repeat", "2"}, 1, "Repeat must be 1 with WaitingRoom"},
+		{"room with waves", []string{"bench", "--waiting-room", "--waves", "3"}, 1, "Waves must be 0 with WaitingRoom"},
+		{"bad admission rate", []string{"demo", "--waiting-room", "--admit-per-second", "-5"}, 1, "AdmitPerSecond must be 1..1,000,000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

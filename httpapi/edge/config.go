@@ -7,10 +7,12 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // Defaults of [Config].
@@ -45,6 +47,9 @@ const (
 const (
 	EnvUserTokenSecret    = "DIBS_USER_TOKEN_SECRET"
 	EnvUserTokenPublicKey = "DIBS_USER_TOKEN_PUBLIC_KEY"
+	// EnvUserTokenSecrets holds several HS256 secrets with their key ids,
+	// `k1:<secret>,k2:<secret>`, for a rotation (see ParseSecrets).
+	EnvUserTokenSecrets = "DIBS_USER_TOKEN_SECRETS"
 )
 
 // Rate limiter backends.
@@ -102,6 +107,8 @@ type Config struct {
 	// Logger receives the edge's logs (never a token). Defaults to
 	// slog.Default().
 	Logger *slog.Logger `yaml:"-"`
+	// Metrics counts the requests the edge refuses. Defaults to none.
+	Metrics *Metrics `yaml:"-"`
 }
 
 // RateLimitConfig is the `rate_limits:` section.
@@ -173,6 +180,17 @@ type UserTokenConfig struct {
 	// PublicKeyFile is a file holding PublicKey, read by New when
 	// PublicKey is empty. Defaults to none.
 	PublicKeyFile string `yaml:"public_key_file"`
+	// Keys are keys with ids, for a rotation: a token whose header names a
+	// kid is checked with the key of that id (or, if none has it, with the
+	// keys that have no id), a token without kid with every key until one
+	// verifies it. Secret, PublicKey and PublicKeyFile, when set, are one
+	// more key without id; PublicKey and PublicKeyFile may hold several PEM
+	// blocks, each a key without id. Defaults to none.
+	Keys []UserTokenKey `yaml:"keys"`
+	// Secrets are HS256 secrets with ids, `k1:<secret>,k2:<secret>` (see
+	// ParseSecrets), keys like those of Keys. Best given as
+	// DIBS_USER_TOKEN_SECRETS. Defaults to none.
+	Secrets string `yaml:"secrets"`
 	// Issuer, when set, must equal the token's iss. Defaults to no check.
 	Issuer string `yaml:"issuer"`
 	// Audience, when set, must be among the token's aud. Defaults to no
@@ -188,6 +206,39 @@ type UserTokenConfig struct {
 
 // On reports whether user tokens are configured.
 func (u UserTokenConfig) On() bool { return u.Algorithm != "" }
+
+// UserTokenKey is one key of UserTokenConfig.Keys: a secret for HS256, a
+// public key for EdDSA and RS256.
+type UserTokenKey struct {
+	// ID is the key id a token names in its kid header: 1-64 characters
+	// from A-Z a-z 0-9 _ - . @, no ':' or ','. Empty: a key tried for
+	// every token. Defaults to none.
+	ID string `yaml:"id"`
+	// Secret is the HS256 secret, at least MinSecretBytes long. Defaults
+	// to none.
+	Secret string `yaml:"secret"`
+	// PublicKey is the EdDSA or RS256 public key, PEM. Defaults to none.
+	PublicKey string `yaml:"public_key"`
+	// PublicKeyFile is a file holding PublicKey, read by New when
+	// PublicKey is empty. Defaults to none.
+	PublicKeyFile string `yaml:"public_key_file"`
+}
+
+// ParseSecrets parses HS256 secrets with their key ids as
+// UserTokenConfig.Secrets and DIBS_USER_TOKEN_SECRETS write them:
+// `k1:<secret>,k2:<secret>`. A secret must not contain ',' (base64 never
+// does); ids and lengths are checked by New.
+func ParseSecrets(s string) ([]UserTokenKey, error) {
+	var keys []UserTokenKey
+	for i, part := range strings.Split(s, ",") {
+		id, secret, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || id == "" || secret == "" {
+			return nil, fmt.Errorf("edge: user_tokens.secrets (or %s) entry %d must be <key id>:<secret>", EnvUserTokenSecrets, i+1)
+		}
+		keys = append(keys, UserTokenKey{ID: id, Secret: secret})
+	}
+	return keys, nil
+}
 
 // CORSConfig is the `cors:` section.
 type CORSConfig struct {
@@ -210,7 +261,9 @@ type CORSConfig struct {
 // ApplyEnv sets the user-token secret and public key from
 // DIBS_USER_TOKEN_SECRET and DIBS_USER_TOKEN_PUBLIC_KEY where they are set
 // (non-empty): the environment wins over the file, as for the serve flags.
-// lookup is os.LookupEnv when nil.
+// DIBS_USER_TOKEN_SECRETS, when set, replaces the file's secrets, and its
+// secret unless DIBS_USER_TOKEN_SECRET is set too. lookup is os.LookupEnv
+// when nil.
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -220,6 +273,12 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 	}
 	if v, ok := lookup(EnvUserTokenPublicKey); ok && v != "" {
 		c.UserTokens.PublicKey = v
+	}
+	if v, ok := lookup(EnvUserTokenSecrets); ok && v != "" {
+		c.UserTokens.Secrets = v
+		if v, ok := lookup(EnvUserTokenSecret); !ok || v == "" {
+			c.UserTokens.Secret = ""
+		}
 	}
 }
 
@@ -326,15 +385,28 @@ func (c Config) validate() error {
 	switch ut.Algorithm {
 	case "":
 	case AlgHS256:
-		if len(ut.Secret) < MinSecretBytes {
-			return fmt.Errorf("edge: user_tokens.secret (or %s) must be at least %d bytes for HS256, got %d", EnvUserTokenSecret, MinSecretBytes, len(ut.Secret))
+		if ut.Secret != "" || (len(ut.Keys) == 0 && ut.Secrets == "") {
+			if len(ut.Secret) < MinSecretBytes {
+				return fmt.Errorf("edge: user_tokens.secret (or %s) must be at least %d bytes for HS256, got %d", EnvUserTokenSecret, MinSecretBytes, len(ut.Secret))
+			}
+		}
+		if ut.PublicKey != "" || ut.PublicKeyFile != "" {
+			return fmt.Errorf("edge: user_tokens.public_key is for EdDSA and RS256, not HS256")
 		}
 	case AlgEdDSA, AlgRS256:
-		if ut.PublicKey == "" && ut.PublicKeyFile == "" {
+		if ut.PublicKey == "" && ut.PublicKeyFile == "" && len(ut.Keys) == 0 {
 			return fmt.Errorf("edge: user_tokens.public_key (or public_key_file, or %s) is required for %s", EnvUserTokenPublicKey, ut.Algorithm)
+		}
+		if ut.Secret != "" || ut.Secrets != "" {
+			return fmt.Errorf("edge: user_tokens.secret is for HS256, not %s", ut.Algorithm)
 		}
 	default:
 		return fmt.Errorf("edge: user_tokens.algorithm must be %q, %q or %q, got %q", AlgHS256, AlgEdDSA, AlgRS256, ut.Algorithm)
+	}
+	if ut.On() {
+		if _, err := ut.allKeys(); err != nil {
+			return err
+		}
 	}
 	if c.CORS.MaxAgeSeconds < 0 || c.CORS.MaxAge < 0 {
 		return fmt.Errorf("edge: cors.max_age_seconds must not be negative, got %s", c.CORS.MaxAge)
@@ -403,4 +475,52 @@ func parseTrusted(list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// allKeys returns Keys followed by the keys of Secrets, checked: the right
+// material for the algorithm in each, ids well formed and distinct.
+// Secret, PublicKey and PublicKeyFile are not among them.
+func (u UserTokenConfig) allKeys() ([]UserTokenKey, error) {
+	keys := slices.Clone(u.Keys)
+	fromFile := len(keys)
+	if u.Secrets != "" {
+		more, err := ParseSecrets(u.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, more...)
+	}
+	seen := map[string]bool{}
+	for i, k := range keys {
+		name := fmt.Sprintf("edge: user_tokens.keys[%d]", i)
+		if i >= fromFile {
+			name = fmt.Sprintf("edge: user_tokens.secrets (or %s) entry %d", EnvUserTokenSecrets, i-fromFile+1)
+		}
+		if err := checkKey(u.Algorithm, k, name); err != nil {
+			return nil, err
+		}
+		if k.ID != "" && seen[k.ID] {
+			return nil, fmt.Errorf("%s: key id %q is used twice", name, k.ID)
+		}
+		seen[k.ID] = true
+	}
+	return keys, nil
+}
+
+// checkKey checks that k is a key for alg with a well-formed id; name
+// says where k was configured.
+func checkKey(alg string, k UserTokenKey, name string) error {
+	switch {
+	case k.ID != "" && (!promotion.ValidID(k.ID) || strings.ContainsAny(k.ID, ":,")):
+		return fmt.Errorf("%s: key id %q must be 1-64 characters from A-Z a-z 0-9 _ - . @, starting with a letter or digit", name, k.ID)
+	case alg == AlgHS256 && len(k.Secret) < MinSecretBytes:
+		return fmt.Errorf("%s: the secret must be at least %d bytes for HS256, got %d", name, MinSecretBytes, len(k.Secret))
+	case alg == AlgHS256 && (k.PublicKey != "" || k.PublicKeyFile != ""):
+		return fmt.Errorf("%s: public_key is for EdDSA and RS256, not HS256", name)
+	case alg != AlgHS256 && k.PublicKey == "" && k.PublicKeyFile == "":
+		return fmt.Errorf("%s: public_key (or public_key_file) is required for %s", name, alg)
+	case alg != AlgHS256 && k.Secret != "":
+		return fmt.Errorf("%s: secret is for HS256, not %s", name, alg)
+	}
+	return nil
 }

@@ -66,6 +66,8 @@ func (e *Edge) CORS(h http.Handler) http.Handler {
 				hd.Set("Access-Control-Allow-Methods", corsMethods)
 				hd.Set("Access-Control-Allow-Headers", corsAllowHeaders)
 				hd.Set("Access-Control-Max-Age", p.maxAge)
+			} else {
+				e.cfg.Metrics.corsPreflightInc()
 			}
 			w.WriteHeader(http.StatusNoContent)
 			return

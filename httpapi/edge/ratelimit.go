@@ -21,19 +21,21 @@ const failLogEvery = 10 * time.Second
 // rule is one bucket a request must find room in.
 type rule struct {
 	key      string
-	interval int64 // microseconds between two requests at the steady rate
+	scope    string // ScopeUser or ScopeIP, for the metrics
+	interval int64  // microseconds between two requests at the steady rate
 	burst    int64
 }
 
-func ruleFor(key string, l Limit) rule {
-	return rule{key: key, interval: max(int64(l.Window/time.Microsecond)/int64(l.Requests), 1), burst: int64(l.Burst)}
+func ruleFor(key, scope string, l Limit) rule {
+	return rule{key: key, scope: scope, interval: max(int64(l.Window/time.Microsecond)/int64(l.Requests), 1), burst: int64(l.Burst)}
 }
 
 // limiter decides whether a request finds room in every one of its rules.
 // It takes one request from each rule only when all have room; wait is
-// then 0, else the longest time until the full ones have room again.
+// then 0, else the longest time until the full ones have room again, and
+// full the index of the rule with that wait.
 type limiter interface {
-	allow(ctx context.Context, rules []rule) (ok bool, wait time.Duration, err error)
+	allow(ctx context.Context, rules []rule) (ok bool, wait time.Duration, full int, err error)
 }
 
 // gcra decides one request against a bucket (the generic cell rate
@@ -57,15 +59,17 @@ func gcra(now, tat, interval, burst int64) (newTAT int64, ok bool, wait int64) {
 // KEYS: the buckets, all under one promotion's hash tag.
 // ARGV: for each key in order, its interval and its burst (microseconds,
 // count).
-// Reply: {1, 0} when every bucket had room, and each then took the
+// Reply: {1, 0, 0} when every bucket had room, and each then took the
 // request (stored as its new TAT, expiring when it is empty again); or
-// {0, wait} when one had not, and none took anything: wait is the longest
-// microseconds until the full ones have room.
+// {0, wait, i} when one had not, and none took anything: wait is the
+// longest microseconds until the full ones have room, i the 1-based index
+// of the key with that wait.
 var limitScript = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tats = {}
 local wait = 0
+local full = 0
 for i = 1, #KEYS do
   local interval = tonumber(ARGV[2 * i - 1])
   local burst = tonumber(ARGV[2 * i])
@@ -73,14 +77,17 @@ for i = 1, #KEYS do
   if tat < now then tat = now end
   local new = tat + interval
   local allow_at = new - burst * interval
-  if now < allow_at and allow_at - now > wait then wait = allow_at - now end
+  if now < allow_at and allow_at - now > wait then
+    wait = allow_at - now
+    full = i
+  end
   tats[i] = new
 end
-if wait > 0 then return {0, wait} end
+if wait > 0 then return {0, wait, full} end
 for i = 1, #KEYS do
   redis.call('SET', KEYS[i], string.format('%d', tats[i]), 'PX', string.format('%d', math.ceil((tats[i] - now) / 1000)))
 end
-return {1, 0}
+return {1, 0, 0}
 `)
 
 // redisLimiter keeps the buckets in Redis.
@@ -89,7 +96,7 @@ type redisLimiter struct {
 	timeout time.Duration
 }
 
-func (l *redisLimiter) allow(ctx context.Context, rules []rule) (bool, time.Duration, error) {
+func (l *redisLimiter) allow(ctx context.Context, rules []rule) (bool, time.Duration, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	keys := make([]string, len(rules))
@@ -100,17 +107,18 @@ func (l *redisLimiter) allow(ctx context.Context, rules []rule) (bool, time.Dura
 	}
 	reply, err := limitScript.Exec(ctx, l.client, keys, args).ToArray()
 	if err != nil {
-		return false, 0, fmt.Errorf("rate limit: %w", err)
+		return false, 0, 0, fmt.Errorf("rate limit: %w", err)
 	}
-	if len(reply) != 2 {
-		return false, 0, fmt.Errorf("rate limit: unexpected reply of %d elements", len(reply))
+	if len(reply) != 3 {
+		return false, 0, 0, fmt.Errorf("rate limit: unexpected reply of %d elements", len(reply))
 	}
 	ok, err1 := reply[0].AsInt64()
 	wait, err2 := reply[1].AsInt64()
-	if err := errors.Join(err1, err2); err != nil {
-		return false, 0, fmt.Errorf("rate limit: %w", err)
+	full, err3 := reply[2].AsInt64()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return false, 0, 0, fmt.Errorf("rate limit: %w", err)
 	}
-	return ok == 1, time.Duration(wait) * time.Microsecond, nil
+	return ok == 1, time.Duration(wait) * time.Microsecond, max(int(full)-1, 0), nil
 }
 
 // errLocalFull: the local table is full of buckets that are not empty.
@@ -129,34 +137,35 @@ func newLocalLimiter(maxKeys int, now func() time.Time) *localLimiter {
 	return &localLimiter{now: now, maxKeys: maxKeys, tats: make(map[string]int64)}
 }
 
-func (l *localLimiter) allow(_ context.Context, rules []rule) (bool, time.Duration, error) {
+func (l *localLimiter) allow(_ context.Context, rules []rule) (bool, time.Duration, int, error) {
 	now := l.now().UnixMicro()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait int64
+	full := 0
 	news := make([]int64, len(rules))
 	for i, r := range rules {
 		n, ok, w := gcra(now, l.tats[r.key], r.interval, r.burst)
-		if !ok {
-			wait = max(wait, w)
+		if !ok && w > wait {
+			wait, full = w, i
 		}
 		news[i] = n
 	}
 	if wait > 0 {
-		return false, time.Duration(wait) * time.Microsecond, nil
+		return false, time.Duration(wait) * time.Microsecond, full, nil
 	}
 	for _, r := range rules {
 		if _, ok := l.tats[r.key]; !ok && len(l.tats) >= l.maxKeys {
 			l.sweep(now)
 			if len(l.tats) >= l.maxKeys {
-				return false, 0, errLocalFull
+				return false, 0, 0, errLocalFull
 			}
 		}
 	}
 	for i, r := range rules {
 		l.tats[r.key] = news[i]
 	}
-	return true, 0, nil
+	return true, 0, 0, nil
 }
 
 // sweep drops the buckets that are empty by now: an absent bucket means
@@ -220,11 +229,11 @@ func (e *Edge) RateLimit(kind Kind, promotionID func(*http.Request) string) func
 			rules := make([]rule, 0, 2)
 			if lim.PerIP.On() {
 				if a, ok := e.clientOf(r); ok {
-					rules = append(rules, ruleFor(base+"ip:"+e.ipKey(a), lim.PerIP))
+					rules = append(rules, ruleFor(base+"ip:"+e.ipKey(a), ScopeIP, lim.PerIP))
 				}
 			}
 			if user, ok := UserFrom(r.Context()); ok && lim.PerUser.On() {
-				rules = append(rules, ruleFor(base+"user:"+user, lim.PerUser))
+				rules = append(rules, ruleFor(base+"user:"+user, ScopeUser, lim.PerUser))
 				r = r.WithContext(context.WithValue(r.Context(), keyUserLimited, user))
 			}
 			if e.check(w, r, rules) {
@@ -249,7 +258,7 @@ func (e *Edge) LimitUser(w http.ResponseWriter, r *http.Request, kind Kind, prom
 	if done, _ := r.Context().Value(keyUserLimited).(string); done == userID {
 		return true
 	}
-	return e.check(w, r, []rule{ruleFor(e.bucketBase(kind, promotionID)+"user:"+userID, lim)})
+	return e.check(w, r, []rule{ruleFor(e.bucketBase(kind, promotionID)+"user:"+userID, ScopeUser, lim)})
 }
 
 // check asks the limiter about rules; it answers 429 and returns false
@@ -258,7 +267,7 @@ func (e *Edge) check(w http.ResponseWriter, r *http.Request, rules []rule) bool 
 	if len(rules) == 0 {
 		return true
 	}
-	ok, wait, err := e.limiter.allow(r.Context(), rules)
+	ok, wait, full, err := e.limiter.allow(r.Context(), rules)
 	if err != nil {
 		e.failOpen.Add(1)
 		now := time.Now().UnixNano()
@@ -268,6 +277,7 @@ func (e *Edge) check(w http.ResponseWriter, r *http.Request, rules []rule) bool 
 		return true
 	}
 	if !ok {
+		e.cfg.Metrics.rateLimitedInc(rules[full].scope)
 		secs := retrySeconds(wait)
 		e.cfg.Problem(w, r, CodeOverloaded, http.StatusTooManyRequests,
 			fmt.Sprintf("too many requests; retry in %d s", secs), secs)

@@ -366,15 +366,15 @@ func TestLocalLimiterBound(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, k := range []string{"a", "b"} {
-		if ok, _, err := l.allow(ctx, r(k)); !ok || err != nil {
+		if ok, _, _, err := l.allow(ctx, r(k)); !ok || err != nil {
 			t.Fatalf("%s: %v %v", k, ok, err)
 		}
 	}
-	if _, _, err := l.allow(ctx, r("c")); err != errLocalFull {
+	if _, _, _, err := l.allow(ctx, r("c")); err != errLocalFull {
 		t.Fatalf("c with a full table: %v, want errLocalFull", err)
 	}
 	c.add(time.Second)
-	if ok, _, err := l.allow(ctx, r("c")); !ok || err != nil {
+	if ok, _, _, err := l.allow(ctx, r("c")); !ok || err != nil {
 		t.Fatalf("c after a sweep: %v %v", ok, err)
 	}
 	if len(l.tats) != 1 {

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/subtle"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,10 +35,17 @@ var (
 	ErrUserMismatch = errors.New("user_id differs from the user of the token")
 )
 
-// verifier checks user tokens with one key, pinned to one algorithm.
+// errUnknownKey: the token's kid names no configured key, and every key
+// has an id.
+var errUnknownKey = errors.New("unknown key id")
+
+// verifier checks user tokens with its keys, pinned to one algorithm.
+// Read-only after newVerifier.
 type verifier struct {
 	parser *jwt.Parser
-	key    any
+	byID   map[string]any // keys with an id
+	anon   []any          // keys without one: tried for every token
+	all    []any          // every key, for a token without kid
 }
 
 func newVerifier(c UserTokenConfig, now func() time.Time) (*verifier, error) {
@@ -54,79 +62,170 @@ func newVerifier(c UserTokenConfig, now func() time.Time) (*verifier, error) {
 	if c.Audience != "" {
 		opts = append(opts, jwt.WithAudience(c.Audience))
 	}
-	v := &verifier{parser: jwt.NewParser(opts...)}
-	if c.Algorithm == AlgHS256 {
-		v.key = []byte(c.Secret)
-		return v, nil
-	}
-	pemText := []byte(c.PublicKey)
-	if len(pemText) == 0 {
-		b, err := os.ReadFile(c.PublicKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("edge: user_tokens.public_key_file: %w", err)
-		}
-		pemText = b
-	}
-	var err error
-	switch c.Algorithm {
-	case AlgRS256:
-		var k *rsa.PublicKey
-		k, err = jwt.ParseRSAPublicKeyFromPEM(pemText)
-		if err == nil && k.N.BitLen() < MinRSABits {
-			err = fmt.Errorf("RSA key of %d bits; at least %d needed", k.N.BitLen(), MinRSABits)
-		}
-		v.key = k
-	case AlgEdDSA:
-		var k crypto.PublicKey
-		k, err = jwt.ParseEdPublicKeyFromPEM(pemText)
-		if _, ok := k.(ed25519.PublicKey); err == nil && !ok {
-			err = errors.New("not an Ed25519 key")
-		}
-		v.key = k
-	}
+	v := &verifier{parser: jwt.NewParser(opts...), byID: map[string]any{}}
+	keys, err := c.allKeys()
 	if err != nil {
-		return nil, fmt.Errorf("edge: user_tokens.public_key for %s: %w", c.Algorithm, err)
+		return nil, err
+	}
+	if c.Secret != "" || c.PublicKey != "" || c.PublicKeyFile != "" {
+		keys = append([]UserTokenKey{{Secret: c.Secret, PublicKey: c.PublicKey, PublicKeyFile: c.PublicKeyFile}}, keys...)
+	}
+	for i, k := range keys {
+		parsed, err := parseKey(c.Algorithm, k)
+		if err != nil {
+			if k.ID != "" {
+				return nil, fmt.Errorf("edge: user_tokens key %q: %w", k.ID, err)
+			}
+			if i > 0 || (c.Secret == "" && c.PublicKey == "" && c.PublicKeyFile == "") {
+				return nil, fmt.Errorf("edge: user_tokens.keys: %w", err)
+			}
+			return nil, fmt.Errorf("edge: %w", err)
+		}
+		v.all = append(v.all, parsed...)
+		if k.ID == "" {
+			v.anon = append(v.anon, parsed...)
+			continue
+		}
+		if len(parsed) != 1 {
+			return nil, fmt.Errorf("edge: user_tokens key %q holds %d public keys; give each its own id", k.ID, len(parsed))
+		}
+		v.byID[k.ID] = parsed[0]
+	}
+	if len(v.all) == 0 {
+		return nil, fmt.Errorf("edge: user_tokens: no key for %s", c.Algorithm)
 	}
 	return v, nil
 }
 
+// parseKey returns the verification keys of k for alg: its secret, or the
+// public keys of its PEM blocks.
+func parseKey(alg string, k UserTokenKey) ([]any, error) {
+	if alg == AlgHS256 {
+		return []any{[]byte(k.Secret)}, nil
+	}
+	pemText := []byte(k.PublicKey)
+	if len(pemText) == 0 {
+		b, err := os.ReadFile(k.PublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("user_tokens.public_key_file: %w", err)
+		}
+		pemText = b
+	}
+	var out []any
+	for {
+		block, rest := pem.Decode(pemText)
+		if block == nil {
+			break
+		}
+		pemText = rest
+		one := pem.EncodeToMemory(block)
+		var key any
+		var err error
+		switch alg {
+		case AlgRS256:
+			var pk *rsa.PublicKey
+			pk, err = jwt.ParseRSAPublicKeyFromPEM(one)
+			if err == nil && pk.N.BitLen() < MinRSABits {
+				err = fmt.Errorf("RSA key of %d bits; at least %d needed", pk.N.BitLen(), MinRSABits)
+			}
+			key = pk
+		case AlgEdDSA:
+			var pk crypto.PublicKey
+			pk, err = jwt.ParseEdPublicKeyFromPEM(one)
+			if _, ok := pk.(ed25519.PublicKey); err == nil && !ok {
+				err = errors.New("not an Ed25519 key")
+			}
+			key = pk
+		}
+		if err != nil {
+			return nil, fmt.Errorf("user_tokens.public_key for %s: %w", alg, err)
+		}
+		out = append(out, key)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("user_tokens.public_key for %s: no PEM block found", alg)
+	}
+	return out, nil
+}
+
+// keyFor picks the keys a token is checked with: the key its kid names;
+// failing that the keys without id (none: errUnknownKey); every key for a
+// token without kid.
+func (v *verifier) keyFor(t *jwt.Token) (any, error) {
+	cands := v.all
+	if kid, _ := t.Header["kid"].(string); kid != "" {
+		if k, ok := v.byID[kid]; ok {
+			return k, nil
+		}
+		if len(v.anon) == 0 {
+			return nil, errUnknownKey
+		}
+		cands = v.anon
+	}
+	if len(cands) == 1 {
+		return cands[0], nil
+	}
+	set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(cands))}
+	for i, k := range cands {
+		set.Keys[i] = k
+	}
+	return set, nil
+}
+
+// tokenError is a refused user token: why, as a metric label (one of the
+// Reason… constants), and the detail shown to the client.
+type tokenError struct {
+	reason string
+	err    error
+}
+
+func (e *tokenError) Error() string { return e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+func refuse(reason, words string) error {
+	return &tokenError{reason: reason, err: fmt.Errorf("%w: %s", ErrBadToken, words)}
+}
+
 // verify returns the user id of a valid token. Its errors never carry the
-// token.
+// token; they are *tokenError wrapping ErrBadToken.
 func (v *verifier) verify(token string) (string, error) {
 	if len(token) > maxTokenBytes {
-		return "", fmt.Errorf("%w: token too long", ErrBadToken)
+		return "", refuse(ReasonMalformed, "token too long")
 	}
 	var claims jwt.RegisteredClaims
-	_, err := v.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return v.key, nil })
+	_, err := v.parser.ParseWithClaims(token, &claims, v.keyFor)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s", ErrBadToken, reason(err))
+		return "", refuse(reason(err))
 	}
 	if !promotion.ValidID(claims.Subject) {
-		return "", fmt.Errorf("%w: sub is not a valid user id", ErrBadToken)
+		return "", refuse(ReasonSubject, "sub is not a valid user id")
 	}
 	return claims.Subject, nil
 }
 
-// reason says why a token was refused in a few words safe to show the
-// client (the library's messages may quote parts of the token).
-func reason(err error) string {
+// reason says why a token was refused: a metric label and a few words
+// safe to show the client (the library's messages may quote parts of the
+// token).
+func reason(err error) (label, words string) {
 	switch {
+	case errors.Is(err, errUnknownKey):
+		return ReasonUnknownKey, "unknown key id"
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "expired"
+		return ReasonExpired, "expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "not valid yet"
+		return ReasonNotYetValid, "not valid yet"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "exp is missing"
+		return ReasonMissingExp, "exp is missing"
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "wrong issuer"
+		return ReasonIssuer, "wrong issuer"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return "wrong audience"
+		return ReasonAudience, "wrong audience"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-		return "bad signature or algorithm"
+		return ReasonSignature, "bad signature or algorithm"
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return "malformed"
+		return ReasonMalformed, "malformed"
 	}
-	return "invalid"
+	return ReasonInvalid, "invalid"
 }
 
 // bearer returns the token of an `Authorization: Bearer <token>` header;
@@ -155,6 +254,7 @@ func (e *Edge) UserToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r)
 		if !ok {
+			e.cfg.Metrics.tokenRefusedInc(ReasonMissing)
 			e.cfg.Problem(w, r, CodeUnauthorized, http.StatusUnauthorized, ErrNoToken.Error(), 0)
 			return
 		}
@@ -164,6 +264,10 @@ func (e *Edge) UserToken(h http.Handler) http.Handler {
 		}
 		user, err := e.verifier.verify(token)
 		if err != nil {
+			var te *tokenError
+			if errors.As(err, &te) {
+				e.cfg.Metrics.tokenRefusedInc(te.reason)
+			}
 			e.cfg.Problem(w, r, CodeUnauthorized, http.StatusUnauthorized, err.Error(), 0)
 			return
 		}

@@ -204,6 +204,7 @@ func TestUserTokenKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	long := strings.Repeat("s", MinSecretBytes)
 	file := filepath.Join(t.TempDir(), "key.pem")
 	if err := os.WriteFile(file, []byte(k.edPEM), 0o600); err != nil {
 		t.Fatal(err)
@@ -219,6 +220,18 @@ func TestUserTokenKeys(t *testing.T) {
 		{"Ed25519 key for RS256", UserTokenConfig{Algorithm: AlgRS256, PublicKey: k.edPEM}, "public_key"},
 		{"RSA key too small", UserTokenConfig{Algorithm: AlgRS256, PublicKey: pubPEM(&small.PublicKey)}, "2048"},
 		{"not PEM", UserTokenConfig{Algorithm: AlgRS256, PublicKey: "hello"}, "public_key"},
+		{"secrets only", UserTokenConfig{Algorithm: AlgHS256, Secrets: "k1:" + long + ",k2:" + long + "x"}, ""},
+		{"secret and keys", UserTokenConfig{Algorithm: AlgHS256, Secret: long, Keys: []UserTokenKey{{ID: "k2", Secret: long}}}, ""},
+		{"secrets malformed", UserTokenConfig{Algorithm: AlgHS256, Secrets: "k1:" + long + ",oops"}, "entry 2 must be <key id>:<secret>"},
+		{"secrets short", UserTokenConfig{Algorithm: AlgHS256, Secrets: "k1:short"}, "secrets (or DIBS_USER_TOKEN_SECRETS) entry 1: the secret must be at least 32 bytes"},
+		{"duplicate id", UserTokenConfig{Algorithm: AlgHS256, Secrets: "k1:" + long + ",k1:" + long}, `key id "k1" is used twice`},
+		{"bad id", UserTokenConfig{Algorithm: AlgHS256, Keys: []UserTokenKey{{ID: "-x", Secret: long}}}, "keys[0]: key id"},
+		{"public key for HS256", UserTokenConfig{Algorithm: AlgHS256, Keys: []UserTokenKey{{ID: "a", Secret: long, PublicKey: k.edPEM}}}, "not HS256"},
+		{"secret for EdDSA", UserTokenConfig{Algorithm: AlgEdDSA, Keys: []UserTokenKey{{ID: "a", Secret: long}}}, "keys[0]: public_key"},
+		{"secrets for EdDSA", UserTokenConfig{Algorithm: AlgEdDSA, PublicKey: k.edPEM, Secrets: "a:" + long}, "secret is for HS256"},
+		{"EdDSA keys", UserTokenConfig{Algorithm: AlgEdDSA, Keys: []UserTokenKey{{ID: "a", PublicKey: k.edPEM}}}, ""},
+		{"EdDSA key not PEM", UserTokenConfig{Algorithm: AlgEdDSA, Keys: []UserTokenKey{{ID: "a", PublicKey: "nope"}}}, `key "a"`},
+		{"two PEM blocks under one id", UserTokenConfig{Algorithm: AlgEdDSA, Keys: []UserTokenKey{{ID: "a", PublicKey: k.edPEM + k.edPEM}}}, "give each its own id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

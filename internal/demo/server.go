@@ -45,6 +45,9 @@ type ServerConfig struct {
 	// StopTimeout bounds the graceful drain after SIGTERM. Defaults to
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
+	// ConfigYAML, when set, is written to the temporary directory and given
+	// to the server as --config. Defaults to none.
+	ConfigYAML string
 }
 
 // Server is a throw-away `dibs serve` child on the embedded default:
@@ -98,11 +101,20 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		log:        newServerLog(cfg.LogTo),
 		done:       make(chan struct{}),
 	}
-	s.cmd = exec.Command(exe, "serve",
+	args := []string{"serve",
 		"--addr", "127.0.0.1:0",
-		"--db", "sqlite://"+filepath.Join(dir, "dibs.db"),
+		"--db", "sqlite://" + filepath.Join(dir, "dibs.db"),
 		"--admin-token", s.AdminToken,
-	)
+	}
+	if cfg.ConfigYAML != "" {
+		file := filepath.Join(dir, "dibs.yaml")
+		if err := os.WriteFile(file, []byte(cfg.ConfigYAML), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local server: %w", err)
+		}
+		args = append(args, "--config", file)
+	}
+	s.cmd = exec.Command(exe, args...)
 	s.cmd.Env = ServerEnv(os.Environ(), dir)
 	s.cmd.Dir = dir
 	s.cmd.Stdout = s.log

@@ -30,6 +30,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
@@ -195,6 +196,7 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(waitroom.NewCollector(rooms, 0, 0))
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Rooms:    rooms,
 		Prefix:   KeyPrefix,
@@ -230,8 +232,10 @@ func (s *Service) start(ctx context.Context) error {
 		token = randomToken()
 		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
 	}
+	ecfg := cfg.Edge
+	ecfg.Metrics = edge.NewMetrics(reg)
 	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
-		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: cfg.Edge}
+		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg}
 	cfg.HTTP.apply(&hcfg)
 	api, err := httpapi.New(hcfg)
 	if err != nil {

@@ -1,0 +1,353 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// CheckRoom is the name of the waiting-room check of a waiting-room run.
+const CheckRoom = "waiting_room"
+
+// RoomCounts are a promotion's waiting-room counts as the server reports
+// them.
+type RoomCounts struct {
+	Waiting     int64 `json:"waiting"`
+	Admitted    int64 `json:"admitted"`
+	PassesSpent int64 `json:"passes_spent"`
+	Abandoned   int64 `json:"abandoned"`
+}
+
+// RoomReport is what a waiting-room run saw of the room.
+type RoomReport struct {
+	// AdmitPerSecond is the configured admission rate.
+	AdmitPerSecond int
+	// Joined is the users whose join was answered with a place or a pass.
+	Joined int
+	// Admitted is the users who got an entry token.
+	Admitted int
+	// SoldOut is the users told sold_out while in line (or when joining).
+	SoldOut int
+	// InLine counts the other ways users left the line without claiming:
+	// a status (ended, expired, abandoned, used), a problem code of the
+	// join or lookup, a transport error, or timed_out.
+	InLine map[string]int
+	// Lookups is the status lookups sent.
+	Lookups int
+	// JoinElapsed is the time from the first join sent to the last join
+	// answered.
+	JoinElapsed time.Duration
+	// JoinLatency and LookupLatency summarise the joins and lookups.
+	JoinLatency, LookupLatency Latency
+	// Elapsed is the time from the first join to the last user done.
+	Elapsed time.Duration
+	// MeasuredRate is the admission rate measured from the server's
+	// admitted count (passes per second, the slope of a least-squares fit
+	// over the samples taken while admission ran), 0 if too few samples.
+	MeasuredRate float64
+	// RateWindow is the time the measurement spans.
+	RateWindow time.Duration
+	// RateSamples is the number of samples the measurement used.
+	RateSamples int
+	// Server holds the room's counts as last read from the server.
+	Server RoomCounts
+}
+
+// JoinsPerSecond is Joined per second of JoinElapsed.
+func (r RoomReport) JoinsPerSecond() float64 {
+	if r.JoinElapsed <= 0 {
+		return 0
+	}
+	return float64(r.Joined) / r.JoinElapsed.Seconds()
+}
+
+// LookupsPerSecond is Lookups per second of Elapsed: what the server
+// answered when the users' polling asks more than it can take, else the
+// pace of their polling.
+func (r RoomReport) LookupsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Lookups) / r.Elapsed.Seconds()
+}
+
+// RateError is MeasuredRate's deviation from AdmitPerSecond, as a
+// fraction (0.02 is 2 % fast).
+func (r RoomReport) RateError() float64 {
+	if r.AdmitPerSecond == 0 || r.MeasuredRate == 0 {
+		return 0
+	}
+	return r.MeasuredRate/float64(r.AdmitPerSecond) - 1
+}
+
+// standing is the answer of POST …/queue and GET …/queue/{user}.
+type standing struct {
+	Status      string `json:"status"`
+	Position    int64  `json:"position"`
+	PollAfterMS int64  `json:"poll_after_ms"`
+	EntryToken  string `json:"entry_token"`
+}
+
+// roomEvent is what a user's goroutine tells the run's goroutine.
+type roomEvent struct {
+	kind    string // "join", "lookup", "admitted", "done"
+	latency time.Duration
+	ok      bool   // join: answered with a place or a pass
+	res     result // done
+}
+
+// runRoom runs every user through the waiting room: one goroutine per user
+// joins, polls its standing and claims when admitted; requests in flight
+// are bounded by cfg.Concurrency. Events flow to this goroutine, which owns
+// the tally, the counts and the progress output. A sampler reads the
+// server's admitted count meanwhile, for the admission rate.
+func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
+	cfg := r.cfg
+	ctx, cancel := context.WithTimeout(ctx, cfg.RoomTimeout)
+	defer cancel()
+	rep := &RoomReport{AdmitPerSecond: cfg.AdmitPerSecond, InLine: map[string]int{}}
+	sem := make(chan struct{}, cfg.Concurrency)
+	events := make(chan roomEvent, cfg.Concurrency)
+
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	samples := make(chan []rateSample, 1)
+	var bg sync.WaitGroup
+	bg.Go(func() { samples <- r.sampleAdmitted(sampleCtx) })
+
+	start := time.Now()
+	var users sync.WaitGroup
+	for u := range cfg.Users {
+		users.Go(func() { r.roomUser(ctx, u, sem, events) })
+	}
+	bg.Go(func() {
+		users.Wait()
+		close(events)
+	})
+
+	joinHist := hdrhistogram.New(histMin, histMax, histSigFigs)
+	lookupHist := hdrhistogram.New(histMin, histMax, histSigFigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	joinsAnswered, done, accepted := 0, 0, 0
+	var lastJoin time.Time
+	progress := func() {
+		fmt.Fprintf(cfg.Progress, "room: %d joined, %d admitted, %d claimed, %d sold out in line, %d of %d users done (%s)\n",
+			rep.Joined, rep.Admitted, accepted, rep.SoldOut, done, cfg.Users, human(time.Since(start)))
+	}
+	for open := true; open; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				open = false
+				break
+			}
+			switch ev.kind {
+			case "join":
+				recordLatency(joinHist, ev.latency)
+				joinsAnswered++
+				if ev.ok {
+					rep.Joined++
+				}
+				if joinsAnswered == cfg.Users {
+					lastJoin = time.Now()
+				}
+			case "lookup":
+				recordLatency(lookupHist, ev.latency)
+				rep.Lookups++
+			case "admitted":
+				rep.Admitted++
+			case "done":
+				done++
+				t.add(ev.res)
+				switch {
+				case ev.res.outcome == OutcomeAccepted:
+					accepted++
+				case ev.res.inLine && ev.res.outcome == "sold_out":
+					rep.SoldOut++
+				case ev.res.inLine:
+					rep.InLine[ev.res.outcome]++
+				}
+			}
+		case <-tick.C:
+			progress()
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	stopSampling()
+	rep.MeasuredRate, rep.RateWindow, rep.RateSamples = admissionRate(<-samples)
+	bg.Wait()
+	progress()
+	if !lastJoin.IsZero() {
+		rep.JoinElapsed = lastJoin.Sub(start)
+	}
+	rep.JoinLatency, rep.LookupLatency = latencyOf(joinHist), latencyOf(lookupHist)
+	return rep
+}
+
+// roomUser is one user's way through the room. It ends with exactly one
+// "done" event; a user that never claimed has a result marked inLine.
+func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events chan<- roomEvent) {
+	queue := r.cfg.Target + "/v1/promotions/" + url.PathEscape(r.cfg.PromotionID) + "/queue"
+	body := []byte(`{"user_id":"` + r.userID(u) + `"}`)
+	status := queue + "/" + url.PathEscape(r.userID(u))
+	inLine := func(outcome, detail string) {
+		events <- roomEvent{kind: "done", res: result{user: u, inLine: true, outcome: outcome, detail: detail}}
+	}
+	send := func(method, target string, body []byte) (standing, string, string) {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return standing{}, "timed_out", ctx.Err().Error()
+		}
+		began := time.Now()
+		code, data, err := r.do(ctx, method, target, body, false)
+		took := time.Since(began)
+		<-sem
+		kind := "lookup"
+		if method == http.MethodPost {
+			kind = "join"
+		}
+		var st standing
+		outcome, detail := "", ""
+		switch {
+		case err != nil && ctx.Err() != nil:
+			outcome, detail = "timed_out", ctx.Err().Error()
+		case err != nil:
+			outcome, detail = OutcomeTransportError, err.Error()
+		case code == http.StatusOK || code == http.StatusAccepted:
+			if json.Unmarshal(data, &st) != nil || st.Status == "" {
+				outcome, detail = OutcomeBadResponse, "standing without status: "+snippet(data)
+			}
+		default:
+			p := apiError(kind, code, data)
+			outcome, detail = p.Code, p.Error()
+			if p.Code == "" {
+				outcome = fmt.Sprintf("http_%d", code)
+			}
+		}
+		events <- roomEvent{kind: kind, latency: took, ok: outcome == ""}
+		return st, outcome, detail
+	}
+
+	st, outcome, detail := send(http.MethodPost, queue, body)
+	for {
+		if outcome != "" {
+			inLine(outcome, detail)
+			return
+		}
+		switch st.Status {
+		case "admitted":
+			if st.EntryToken == "" {
+				inLine(OutcomeBadResponse, "admitted without entry_token")
+				return
+			}
+			events <- roomEvent{kind: "admitted"}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				inLine("timed_out", ctx.Err().Error())
+				return
+			}
+			res := r.claimWith(ctx, u, st.EntryToken)
+			<-sem
+			events <- roomEvent{kind: "done", res: res}
+			return
+		case "waiting":
+			pause := min(time.Duration(max(st.PollAfterMS, 1))*time.Millisecond, r.cfg.MaxPoll)
+			timer := time.NewTimer(pause)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				inLine("timed_out", fmt.Sprintf("still waiting at position %d", st.Position))
+				return
+			}
+			st, outcome, detail = send(http.MethodGet, status, nil)
+		case "sold_out":
+			inLine("sold_out", "")
+			return
+		default: // ended, expired, abandoned, used: not a way the run should go
+			inLine("room_"+st.Status, "status "+st.Status+" in line")
+			return
+		}
+	}
+}
+
+// rateSample is the server's admitted count at a time.
+type rateSample struct {
+	at       time.Time
+	admitted int64
+}
+
+// sampleAdmitted reads the promotion's admitted count every
+// cfg.RateSampleInterval until ctx ends; failed reads are skipped.
+func (r *runner) sampleAdmitted(ctx context.Context) []rateSample {
+	var out []rateSample
+	tick := time.NewTicker(r.cfg.RateSampleInterval)
+	defer tick.Stop()
+	for {
+		p, err := r.getPromotion(ctx)
+		if err == nil {
+			out = append(out, rateSample{at: time.Now(), admitted: p.WaitingRoom.Admitted})
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+	}
+}
+
+// admissionRate fits a line through the samples taken while admission ran
+// — after the count first moved and before it reached its final value —
+// and returns its slope (passes per second), the time the samples span and
+// their number. Fewer than three such samples give 0.
+func admissionRate(samples []rateSample) (rate float64, window time.Duration, n int) {
+	if len(samples) == 0 {
+		return 0, 0, 0
+	}
+	first, final := samples[0].admitted, samples[len(samples)-1].admitted
+	var used []rateSample
+	for _, s := range samples {
+		if s.admitted > first && s.admitted < final {
+			used = append(used, s)
+		}
+	}
+	if len(used) < 3 {
+		return 0, 0, len(used)
+	}
+	t0 := used[0].at
+	var sx, sy, sxx, sxy float64
+	for _, s := range used {
+		x, y := s.at.Sub(t0).Seconds(), float64(s.admitted)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	k := float64(len(used))
+	den := k*sxx - sx*sx
+	if den <= 0 {
+		return 0, 0, len(used)
+	}
+	return (k*sxy - sx*sy) / den, used[len(used)-1].at.Sub(t0), len(used)
+}
+
+// checkRoom checks the room against the claims: every accepted claim
+// spent one pass, and no claim was accepted without one.
+func checkRoom(accepted int64, room *RoomReport, serverKnown bool) Check {
+	c := Check{Name: CheckRoom, Title: "every accepted claim spent one pass (server: passes_spent == accepted <= admitted)"}
+	if !serverKnown {
+		c.Status = Fail
+		c.Detail = "could not read the promotion's counts"
+		return c
+	}
+	s := room.Server
+	c.Status = passIf(s.PassesSpent == accepted && accepted <= s.Admitted && int64(room.Admitted) >= accepted)
+	c.Detail = fmt.Sprintf("%d passes spent, %d accepted, %d admitted (clients saw %d), %d abandoned",
+		s.PassesSpent, accepted, s.Admitted, room.Admitted, s.Abandoned)
+	return c
+}
