@@ -128,7 +128,7 @@ func TestPrequeueShuffle(t *testing.T) {
 		if res, err := f.rooms.Tick(ctx, f.id); err != nil || res.Admitted != 0 {
 			t.Fatalf("tick before the opening: %+v, %v", res, err)
 		}
-		if cn, err := f.rooms.Counts(ctx, f.id); err != nil || cn.Prequeue != 40 || cn.Joined != 0 {
+		if cn, err := f.rooms.Counts(ctx, f.id); err != nil || cn.Prequeue != 40 || cn.Joined != 0 || cn.Waiting != 40 {
 			t.Fatalf("counts before the shuffle: %+v, %v", cn, err)
 		}
 

@@ -369,7 +369,8 @@ type Counts struct {
 	// Joined is the places handed out.
 	Joined int64
 	// Waiting is the places not yet reached by admission (users who
-	// abandoned ahead of being reached included).
+	// abandoned ahead of being reached included), and, until the shuffle
+	// seals it, the users the prequeue collected.
 	Waiting int64
 	// Admitted is the passes handed out.
 	Admitted int64
@@ -389,14 +390,14 @@ type Counts struct {
 func (r *Rooms) Counts(ctx context.Context, id string) (Counts, error) {
 	k := r.Keys(id)
 	res := r.client.DoMulti(ctx,
-		r.client.B().Hmget().Key(k.Meta()).Field("admitted", "cursor", "skipped", "spent", "expired").Build(),
+		r.client.B().Hmget().Key(k.Meta()).Field("admitted", "cursor", "skipped", "spent", "expired", "pq").Build(),
 		r.client.B().Get().Key(k.Seq()).Build(),
 		r.client.B().Scard().Key(k.Prequeue()).Build())
 	vals, err := res[0].ToArray()
 	if err != nil {
 		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
 	}
-	if len(vals) < 5 || vals[0].IsNil() {
+	if len(vals) < 6 || vals[0].IsNil() {
 		return Counts{}, ErrNotFound
 	}
 	var n [5]int64
@@ -411,6 +412,12 @@ func (r *Rooms) Counts(ctx context.Context, id string) (Counts, error) {
 	if err != nil {
 		return Counts{}, fmt.Errorf("counts of %s: %w", id, err)
 	}
-	return Counts{Joined: joined, Waiting: joined - n[1], Admitted: n[0], Abandoned: n[2],
+	waiting := joined - n[1]
+	if pq, _ := vals[5].ToString(); pq == "open" {
+		// Not sealed yet: the collected users have no places, but they
+		// wait all the same.
+		waiting += pre
+	}
+	return Counts{Joined: joined, Waiting: waiting, Admitted: n[0], Abandoned: n[2],
 		PassesSpent: n[3], PassesExpired: n[4], Prequeue: pre}, nil
 }
