@@ -31,6 +31,7 @@ import (
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/internal/redisserver"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
 	"github.com/dibsio/dibs/waitroom"
@@ -195,7 +196,12 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kinds, err := issue.Builtin(cfg.Issue)
+	if err != nil {
+		return err
+	}
 	mgr, err := promotion.New(client, st, promotion.Config{
+		Issuers:  kinds,
 		Rooms:    rooms,
 		Prefix:   KeyPrefix,
 		Instance: cfg.Instance,
