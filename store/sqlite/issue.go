@@ -32,7 +32,7 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 		}
 	}
 
-	if err := writeGrants(ctx, tx, outcomes.InsertedIssues(), issuedAt); err != nil {
+	if err := writeGrants(ctx, tx, ins, outcomes.InsertedIssues(), issuedAt); err != nil {
 		return nil, err
 	}
 
@@ -75,7 +75,7 @@ const (
 
 // writeGrants writes the codes and ledger entries of the issues just
 // inserted, inside tx.
-func writeGrants(ctx context.Context, tx *sql.Tx, inserted []store.Issue, issuedAt string) error {
+func writeGrants(ctx context.Context, tx *sql.Tx, ins *insertStmts, inserted []store.Issue, issuedAt string) error {
 	err := sqlstore.WriteCodes(inserted, func(rows []sqlstore.CodeRow) ([]string, error) {
 		arr := make([][]any, len(rows))
 		for i, r := range rows {
@@ -89,7 +89,7 @@ func writeGrants(ctx context.Context, tx *sql.Tx, inserted []store.Issue, issued
 		if err != nil {
 			return nil, err
 		}
-		res, err := tx.QueryContext(ctx, insertCodes, string(js))
+		res, err := ins.queryText(ctx, tx, insertCodes, string(js))
 		if err != nil {
 			return nil, err
 		}
@@ -119,8 +119,11 @@ func writeGrants(ctx context.Context, tx *sql.Tx, inserted []store.Issue, issued
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, insertLedger, issuedAt, string(js))
-	return err
+	res, err := ins.queryText(ctx, tx, insertLedger, issuedAt, string(js))
+	if err != nil {
+		return err
+	}
+	return res.Close()
 }
 
 // scanKeys hands each (claim_id, promotion_id, user_id, rank, slot) row to

@@ -363,3 +363,77 @@ func (c *tally) check(t *testing.T, claims int) {
 		}
 	}
 }
+
+// benchGrants measures what grants add: batches of 10 coupon claims with
+// their codes (compare with batch=10), and Balance, a sum over the ledger,
+// for a user with 1,000 and 100,000 entries among 100,000 of other users.
+func benchGrants(b *testing.B, open func(tb testing.TB) store.Store) {
+	b.Run("batch=10/coupon", func(b *testing.B) {
+		s := open(b)
+		ctx := context.Background()
+		p := promo("bench")
+		if err := s.CreatePromotion(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		codes, err := issuers.NewCodes(issuers.CodeConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		coupon := issuers.Coupon{Codes: codes}
+		at := now()
+		rank := int64(0)
+		batch := make([]store.Issue, 10)
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range batch {
+				rank++
+				batch[i] = issue(p.ID, rank, fmt.Sprintf("u%d", rank), 1, at)
+				if batch[i].Grant, err = coupon.Grant(ctx, p, batch[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := s.IssueBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(rank)/b.Elapsed().Seconds(), "claims/s")
+	})
+	for _, entries := range []int64{1000, 100_000} {
+		b.Run(fmt.Sprintf("balance/entries=%d", entries), func(b *testing.B) {
+			s := open(b)
+			ctx := context.Background()
+			p := promo("bench")
+			p.Kind, p.Mode, p.PerUserLimit = store.KindPoint, store.ModeGrant, int(entries)
+			if err := s.CreatePromotion(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+			at := now()
+			const others = 100_000
+			var batch []store.Issue
+			for r := int64(1); r <= entries+others; r++ {
+				user, slot := "rich", int(r)
+				if r > entries {
+					user, slot = fmt.Sprintf("u%d", r), 1
+				}
+				is := issue(p.ID, r, user, slot, at)
+				is.Grant = store.Grant{Points: 3}
+				if batch = append(batch, is); len(batch) == 1000 {
+					if _, err := s.IssueBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			if _, err := s.IssueBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				bal, err := s.Balance(ctx, "rich")
+				if err != nil || bal.Points != 3*entries {
+					b.Fatalf("Balance = %+v, %v", bal, err)
+				}
+			}
+		})
+	}
+}

@@ -58,8 +58,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-// Bench runs BenchmarkIssueBatch's cases (batches of 10 and 100 new claims)
-// against a store made by open.
+// Bench runs BenchmarkIssueBatch's cases (batches of 10 and 100 new claims,
+// batches of 10 coupon claims with their codes, and Balance of users with
+// many ledger entries) against a store made by open.
 func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 	for _, size := range []int{10, 100} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
@@ -117,6 +118,7 @@ func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 		})
 		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
 	})
+	benchGrants(b, open)
 }
 
 // now is the current time at the precision both backends store.
