@@ -8,7 +8,10 @@
 // Exactly-once issuance rests on two unique keys: UNIQUE(promotion_id, rank)
 // and UNIQUE(promotion_id, user_id, slot). Issuing a claim that is already
 // present with the same content is reported as [Duplicate], never as a second
-// row; the same key with other content is a [Conflict].
+// row; the same key with other content is a [Conflict]. What a claim
+// receives (its [Grant]: a code, points on the user's ledger) is written in
+// the same transaction as its issued row and only with a new row, so a
+// redelivery never issues it twice; codes are unique across every claim.
 package store
 
 import (
