@@ -7,6 +7,7 @@ import (
 
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
 )
 
 type claimIn struct {
@@ -77,6 +78,27 @@ type userClaimOut struct {
 	Rank     int64   `json:"rank"`
 	Status   string  `json:"status"`
 	IssuedAt *string `json:"issued_at"`
+	// What an issued claim received: a coupon's or voucher's code and
+	// value, a voucher's expiry, or the points a point claim credited (as
+	// value). Left out until issued, and where the kind has none.
+	Code      string  `json:"code,omitempty"`
+	Value     *int64  `json:"value,omitempty"`
+	ExpiresAt *string `json:"expires_at,omitempty"`
+}
+
+// withGrant adds what an issued claim received to its status.
+func (o userClaimOut) withGrant(g store.Grant) userClaimOut {
+	o.Code = g.Code
+	switch {
+	case g.Code != "":
+		o.Value = &g.Value
+	case g.Points != 0:
+		o.Value = &g.Points
+	}
+	if !g.ExpiresAt.IsZero() {
+		o.ExpiresAt = optTime(g.ExpiresAt)
+	}
+	return o
 }
 
 func (s *Server) getClaims(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +122,7 @@ func (s *Server) getClaims(w http.ResponseWriter, r *http.Request) {
 	for _, c := range cs {
 		out.Claims = append(out.Claims, userClaimOut{
 			ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt),
-		})
+		}.withGrant(c.Grant))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"reflect"
 	"strconv"
 	"testing"
 )
@@ -41,7 +42,7 @@ func FuzzDecodeIssue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded %+v as %q, which does not decode: %v", is, again, err)
 		}
-		if is2 != is {
+		if !reflect.DeepEqual(is2, is) {
 			t.Fatalf("round trip of %q: %+v, then %+v", fields, is, is2)
 		}
 	})

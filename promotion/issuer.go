@@ -13,13 +13,16 @@ import (
 	"github.com/dibsio/dibs/stream"
 )
 
-// issuer is the stream handler of one promotion's pool: it writes the claims
-// of one read as issued rows in one database transaction. Unique keys make a
-// redelivered claim a Duplicate, which is done; a Conflict (another claim
-// holds the rank or the user's slot) is permanent.
+// issuer is the stream handler of one promotion's pool: it asks the
+// promotion kind's issue.Issuer for each claim's grant, then writes the
+// claims of one read as issued rows, with their grants, in one database
+// transaction. Unique keys make a redelivered claim a Duplicate, which is
+// done and keeps the grant written first; a Conflict (another claim holds
+// the rank or the user's slot) is permanent.
 type issuer struct {
 	m           *Manager
 	promotionID string
+	promo       store.Promotion
 }
 
 // Handle implements stream.Handler.
@@ -31,6 +34,10 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		is, err := decodeIssue(h.promotionID, msg.Fields)
 		if err != nil {
 			errs[i] = stream.Malformed(err)
+			continue
+		}
+		if is.Grant, err = h.grant(ctx, is); err != nil {
+			errs[i] = err
 			continue
 		}
 		issues = append(issues, is)
@@ -79,6 +86,21 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		h.m.cfg.OnIssued(h.promotionID, inserted)
 	}
 	return errs
+}
+
+// grant asks the promotion kind's issuer what the claim receives. A kind
+// without an issuer is a permanent failure; the issuer's own errors keep
+// their kind (stream.Transient, stream.Permanent).
+func (h *issuer) grant(ctx context.Context, is store.Issue) (store.Grant, error) {
+	iss := h.m.cfg.Issuers[h.promo.Kind]
+	if iss == nil {
+		return store.Grant{}, stream.Permanent(fmt.Errorf("claim %s: no issuer for kind %q", is.ClaimID, h.promo.Kind))
+	}
+	g, err := iss.Grant(ctx, h.promo, is)
+	if err != nil {
+		return store.Grant{}, fmt.Errorf("claim %s: issue %s: %w", is.ClaimID, h.promo.Kind, err)
+	}
+	return g, nil
 }
 
 // conflict settles a claim the database refused because another claim

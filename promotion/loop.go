@@ -243,7 +243,7 @@ func (m *Manager) newHandle(p Promotion) *handle {
 	return &handle{id: p.ID, room: p.WaitingRoom.Enabled, spec: stream.Spec{
 		Stream:           k.Stream(),
 		Group:            claim.Group,
-		Handler:          &issuer{m: m, promotionID: p.ID},
+		Handler:          &issuer{m: m, promotionID: p.ID, promo: p.toStore()},
 		Ack:              m.acker(p.ID),
 		OnDeadLetter:     m.deadLetterer(p.ID),
 		DeadLetterStream: k.DeadLetters(),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/startstop"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 	"github.com/dibsio/dibs/waitroom"
@@ -85,6 +86,11 @@ type Config struct {
 	// OnJournalDropped, if set, is called with the number of claims the
 	// journal dropped (full): they could not be put back if Redis lost them.
 	OnJournalDropped func(promotionID string, n int)
+	// Issuers says what each kind of promotion issues (package issue): a
+	// claim gets its kind's Grant in the transaction that writes its issued
+	// row. Kinds missing from it get the built-in issuer of
+	// issue.Builtin(issue.Config{}). Defaults to those.
+	Issuers issue.Kinds
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -115,6 +121,20 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	builtin, err := issue.Builtin(issue.Config{})
+	if err != nil {
+		panic(err) // the default configuration is valid
+	}
+	kinds := make(issue.Kinds, len(builtin))
+	for k, iss := range builtin {
+		kinds[k] = iss
+	}
+	for k, iss := range c.Issuers {
+		if iss != nil {
+			kinds[k] = iss
+		}
+	}
+	c.Issuers = kinds
 	return c
 }
 

@@ -80,10 +80,16 @@ func (w world) manager(t *testing.T, instance string, tune func(*stream.Config))
 	if tune != nil {
 		tune(&sc)
 	}
-	m, err := promotion.New(w.client, w.st, promotion.Config{
+	return w.start(t, promotion.Config{
 		Prefix: w.prefix, Instance: instance, Stream: sc,
 		RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
+}
+
+// start starts a manager with cfg in w, stopped at cleanup.
+func (w world) start(t *testing.T, cfg promotion.Config) *promotion.Manager {
+	t.Helper()
+	m, err := promotion.New(w.client, w.st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +100,7 @@ func (w world) manager(t *testing.T, instance string, tune func(*stream.Config))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := m.Stop(ctx); err != nil {
-			t.Errorf("stop %s: %v", instance, err)
+			t.Errorf("stop %s: %v", cfg.Instance, err)
 		}
 	})
 	return m

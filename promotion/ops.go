@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/store"
 )
 
 // Promotion states.
@@ -264,6 +265,9 @@ type UserClaim struct {
 	Rank     int64
 	Status   string    // StatusPending, StatusIssued, StatusFailed or StatusVoided
 	IssuedAt time.Time // zero unless issued
+	// Grant is what the issued claim received (its code, value and expiry,
+	// or its points); zero unless issued.
+	Grant store.Grant
 }
 
 // UserClaims returns the user's claims in the promotion, oldest first.
@@ -277,27 +281,34 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 		return nil, domainErr(err)
 	}
 	out := make([]UserClaim, len(cs))
-	pending := false
+	read := false
 	for i, c := range cs {
 		cid := claim.ClaimID(id, c.Rank)
 		if p.Mode == ModeGrant {
 			cid = claim.GrantID(id, userID)
 		}
 		out[i] = UserClaim{ClaimID: cid, Rank: c.Rank, Status: c.Status, IssuedAt: c.IssuedAt}
-		pending = pending || c.Status == claim.StatusPending
+		read = read || c.Status == claim.StatusPending || c.Status == claim.StatusIssued
 	}
-	if pending {
+	if read {
 		// The database is the truth: a row commits a moment before its
 		// acknowledgement marks the claim issued in Redis, and the promotion's
-		// counts already show it issued. Answer the same.
+		// counts already show it issued. Answer the same. The grants (codes,
+		// points) are only in the database.
 		issued, err := m.st.ListIssued(ctx, id, userID)
 		if err != nil {
 			return nil, domainErr(err)
 		}
 		for i := range out {
 			for _, is := range issued {
-				if out[i].Status == claim.StatusPending && is.ClaimID == out[i].ClaimID {
+				if is.ClaimID != out[i].ClaimID {
+					continue
+				}
+				if out[i].Status == claim.StatusPending {
 					out[i].Status, out[i].IssuedAt = claim.StatusIssued, is.IssuedAt
+				}
+				if out[i].Status == claim.StatusIssued {
+					out[i].Grant = is.Grant
 				}
 			}
 		}

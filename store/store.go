@@ -8,7 +8,10 @@
 // Exactly-once issuance rests on two unique keys: UNIQUE(promotion_id, rank)
 // and UNIQUE(promotion_id, user_id, slot). Issuing a claim that is already
 // present with the same content is reported as [Duplicate], never as a second
-// row; the same key with other content is a [Conflict].
+// row; the same key with other content is a [Conflict]. What a claim
+// receives (its [Grant]: a code, points on the user's ledger) is written in
+// the same transaction as its issued row and only with a new row, so a
+// redelivery never issues it twice; codes are unique across every claim.
 package store
 
 import (
@@ -35,6 +38,10 @@ var (
 	// rank or slot (a claim id reused after Redis lost writes). Nothing was
 	// written.
 	ErrClaimMismatch = errors.New("store: a different claim is stored under this claim id")
+	// ErrCodeTaken means a claim's code is held by another claim and no
+	// free one was found (Grant.NewCode is nil, or MaxCodeAttempts codes
+	// were all taken: the code space is nearly full). Nothing was written.
+	ErrCodeTaken = errors.New("store: code already taken")
 )
 
 // Promotion modes.
@@ -94,6 +101,55 @@ type Issue struct {
 	Rank        int64 // arrival order (grants: order of enqueueing)
 	Slot        int   // 1..per_user_limit
 	AcceptedAt  time.Time
+	// Grant is what the promotion's issuer produced for the claim (see
+	// package issue), written with the issued row. The zero Grant writes
+	// nothing more.
+	Grant Grant
+}
+
+// MaxCodeAttempts bounds how often IssueBatch asks Grant.NewCode for
+// another code when the one it holds is taken by another claim.
+const MaxCodeAttempts = 16
+
+// Grant is what a claim receives beyond its issued row: a code with its
+// value and expiry, and points credited to the user's balance. IssueBatch
+// writes it in the same transaction as the issued row, and only when that
+// row is newly inserted: a redelivered claim (Duplicate) keeps the grant
+// written the first time, and nothing is written twice.
+type Grant struct {
+	// Code is the claim's code (coupons, vouchers), empty for none. A code
+	// is unique across every claim of every promotion.
+	Code string
+	// Value is the code's value, stored with it (unused without a Code).
+	Value int64
+	// ExpiresAt is when the code stops being valid; zero for never
+	// (unused without a Code).
+	ExpiresAt time.Time
+	// Points, if not zero, is credited to the user's balance as one ledger
+	// entry keyed by the claim id.
+	Points int64
+	// NewCode makes another code when Code is already held by another
+	// claim; IssueBatch calls it inside the transaction, up to
+	// MaxCodeAttempts times, so a collision never fails the batch. Nil
+	// makes a taken code an error wrapping ErrCodeTaken. Never stored.
+	NewCode func() (string, error) `json:"-"`
+}
+
+// LedgerEntry is one credit of points to a user: the Points of a claim's
+// Grant.
+type LedgerEntry struct {
+	ClaimID     string
+	PromotionID string
+	UserID      string
+	Amount      int64
+	At          time.Time // when the claim was issued
+}
+
+// Balance is a user's points: the sum of the user's ledger entries.
+type Balance struct {
+	UserID  string
+	Points  int64 // the sum of the entries' amounts
+	Entries int64 // how many ledger entries there are
 }
 
 // Outcome is what IssueBatch did with one Issue.
@@ -133,6 +189,10 @@ type Issued struct {
 	Slot        int
 	AcceptedAt  time.Time
 	IssuedAt    time.Time
+	// Grant is what was written with the row: Code, Value and ExpiresAt if
+	// the claim got a code, Points if it credited the user's balance
+	// (NewCode is nil).
+	Grant Grant
 }
 
 // Dead-letter states.
@@ -213,10 +273,21 @@ type Store interface {
 
 	// IssueBatch writes the issues in one transaction (a multi-row insert
 	// where the backend allows) and reports an Outcome per issue, in order.
-	// An error means nothing is known to be written; the caller retries.
+	// Each Inserted issue's Grant is written in the same transaction; a
+	// Duplicate's is not (the first one stays). An error means nothing is
+	// known to be written; the caller retries.
 	IssueBatch(ctx context.Context, issues []Issue) ([]Outcome, error)
-	// ListIssued returns the user's issued rows in the promotion, by slot.
+	// ListIssued returns the user's issued rows in the promotion, by slot,
+	// each with its Grant.
 	ListIssued(ctx context.Context, promotionID, userID string) ([]Issued, error)
+	// IssuedByRank returns up to limit issued rows of the promotion with
+	// rank > afterRank, ordered by rank, each with its Grant: an export of
+	// the codes a promotion handed out, paged on the last rank returned.
+	IssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]Issued, error)
+	// Balance returns the user's points: the sum of the user's ledger
+	// entries over every promotion. A user without entries has a zero
+	// Balance (no error).
+	Balance(ctx context.Context, userID string) (Balance, error)
 	// Counts returns the promotion's database-side counts.
 	Counts(ctx context.Context, promotionID string) (Counts, error)
 

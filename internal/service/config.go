@@ -13,6 +13,7 @@ import (
 
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/stream"
 	"github.com/dibsio/dibs/waitroom"
 )
@@ -62,6 +63,11 @@ type Config struct {
 	// and the secret that signs entry tokens. DIBS_WAITROOM_SECRET wins over
 	// the file (see LoadFile).
 	WaitingRoom WaitingRoomConfig `yaml:"waiting_room"`
+	// Issue configures what claims receive: the alphabet and length of
+	// coupon and voucher codes, and how long a voucher is valid. Defaults
+	// to issue.DefaultAlphabet, issue.DefaultCodeLength and
+	// issue.DefaultVoucherValidDays.
+	Issue issue.Config `yaml:"issue"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -153,6 +159,23 @@ func (w WaitingRoomConfig) validate() error {
 	return nil
 }
 
+// MinCodeBits is the least randomness a code may carry in dibs serve:
+// guessing one of a million issued codes then takes over a million tries
+// per hit on average.
+const MinCodeBits = 40
+
+// validateIssue names the first key of the issue: section that cannot
+// work: what issue.Config.Validate refuses, and codes too easy to guess.
+func validateIssue(c issue.Config) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("issue: %w", err)
+	}
+	if bits := c.Codes.Bits(); bits < MinCodeBits {
+		return fmt.Errorf("issue.codes: %.1f bits of randomness ((length-1) × log2(alphabet size)), want at least %d: lengthen the codes or widen the alphabet", bits, MinCodeBits)
+	}
+	return nil
+}
+
 // DefaultConfig is the configuration of a file that sets nothing.
 func DefaultConfig() Config {
 	return Config{Stream: stream.DefaultConfig()}
@@ -194,6 +217,9 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := validateIssue(c.Issue); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil

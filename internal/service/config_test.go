@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dibsio/dibs/issue"
 )
 
 // TestTuningDocLoads keeps docs/tuning.md honest: its YAML example, with
@@ -39,6 +41,9 @@ func TestTuningDocLoads(t *testing.T) {
 	if fc.HTTP.MaxInFlight != 4096 || fc.EmbeddedRedis.AppendFsync != "everysec" {
 		t.Fatalf("http/embedded_redis: %+v %+v", fc.HTTP, fc.EmbeddedRedis)
 	}
+	if got, want := fc.Issue, (issue.Config{}).WithDefaults(); got != want {
+		t.Fatalf("issue: %+v, want the defaults %+v", got, want)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -47,6 +52,10 @@ func TestConfigErrors(t *testing.T) {
 		"unknown key":     "stream:\n  batch_sise: 10\n",
 		"bad appendfsync": "embedded_redis:\n  appendfsync: sometimes\n",
 		"not yaml":        "stream: [\n",
+		"short codes":     "issue:\n  codes:\n    length: 5\n",
+		"small alphabet":  "issue:\n  codes:\n    alphabet: AB\n",
+		"repeated char":   "issue:\n  codes:\n    alphabet: ABCA\n",
+		"voucher days":    "issue:\n  voucher_valid_days: -1\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

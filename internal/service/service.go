@@ -32,6 +32,7 @@ import (
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/internal/redisserver"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
 	"github.com/dibsio/dibs/waitroom"
@@ -197,7 +198,12 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	reg.MustRegister(waitroom.NewCollector(rooms, 0, 0))
+	kinds, err := issue.Builtin(cfg.Issue)
+	if err != nil {
+		return err
+	}
 	mgr, err := promotion.New(client, st, promotion.Config{
+		Issuers:  kinds,
 		Rooms:    rooms,
 		Prefix:   KeyPrefix,
 		Instance: cfg.Instance,

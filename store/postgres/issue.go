@@ -77,7 +77,7 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		ranks[j], slots[j], accepted[j] = is.Rank, int32(is.Slot), pgTime(is.AcceptedAt)
 	}
 
-	var written []sqlstore.IssueKey
+	var outcomes *sqlstore.Outcomes
 	for attempt := 1; ; attempt++ {
 		// The claims' locks are taken first, and the insert runs as a new
 		// statement after it: a void of one of them either committed before
@@ -92,8 +92,17 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 			if err != nil {
 				return err
 			}
-			written, err = pgx.CollectRows(rows, scanKey)
-			return err
+			written, err := pgx.CollectRows(rows, scanKey)
+			if err != nil {
+				return err
+			}
+			outcomes = sqlstore.NewOutcomes(issues)
+			for _, k := range written {
+				if err := outcomes.Inserted(k); err != nil {
+					return err
+				}
+			}
+			return writeGrants(ctx, tx, outcomes.InsertedIssues())
 		})
 		if err == nil {
 			break
@@ -102,13 +111,6 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 			continue
 		}
 		return nil, err
-	}
-
-	outcomes := sqlstore.NewOutcomes(issues)
-	for _, k := range written {
-		if err := outcomes.Inserted(k); err != nil {
-			return nil, err
-		}
 	}
 
 	// Every issue not inserted hit a unique key. It is a duplicate only if
@@ -134,6 +136,55 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 	return outcomes.Settle(stored), nil
 }
 
+// The grant inserts. Rows travel as arrays, like insertIssued's. A code
+// another claim holds is skipped (and made anew by sqlstore.WriteCodes); a
+// concurrent transaction inserting the same code makes this one wait for
+// it, then skip the row if it committed.
+const (
+	insertCodes = `INSERT INTO codes (code, claim_id, promotion_id, value, expires_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])
+		ON CONFLICT DO NOTHING RETURNING claim_id`
+	insertLedger = `INSERT INTO ledger (claim_id, user_id, promotion_id, amount)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])`
+)
+
+// writeGrants writes the codes and ledger entries of the issues just
+// inserted, inside tx.
+func writeGrants(ctx context.Context, tx pgx.Tx, inserted []store.Issue) error {
+	err := sqlstore.WriteCodes(inserted, func(rows []sqlstore.CodeRow) ([]string, error) {
+		var (
+			codes, claims, promos = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+			values                = make([]int64, len(rows))
+			expires               = make([]*time.Time, len(rows))
+		)
+		for i, r := range rows {
+			codes[i], claims[i], promos[i] = r.Code, r.Issue.ClaimID, r.Issue.PromotionID
+			values[i], expires[i] = r.Issue.Grant.Value, pgNullTime(r.Issue.Grant.ExpiresAt)
+		}
+		res, err := tx.Query(ctx, insertCodes, codes, claims, promos, values, expires)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(res, pgx.RowTo[string])
+	})
+	if err != nil {
+		return err
+	}
+	credits := sqlstore.Credits(inserted)
+	if len(credits) == 0 {
+		return nil
+	}
+	var (
+		claims, users, promos = make([]string, len(credits)), make([]string, len(credits)), make([]string, len(credits))
+		amounts               = make([]int64, len(credits))
+	)
+	for i, is := range credits {
+		claims[i], users[i], promos[i], amounts[i] = is.ClaimID, is.UserID, is.PromotionID, is.Grant.Points
+	}
+	_, err = tx.Exec(ctx, insertLedger, claims, users, promos, amounts)
+	return err
+}
+
 func scanKey(row pgx.CollectableRow) (sqlstore.IssueKey, error) {
 	return sqlstore.ScanIssueKey(row)
 }
@@ -147,18 +198,41 @@ func retryable(err error) bool {
 
 // ListIssued returns the user's issued rows in the promotion, by slot.
 func (s *Store) ListIssued(ctx context.Context, promotionID, userID string) ([]store.Issued, error) {
-	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = $1 AND user_id = $2 ORDER BY slot`, promotionID, userID)
+	return s.issuedRows(ctx, "list issued", `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = $1 AND i.user_id = $2 ORDER BY i.slot`, promotionID, userID)
+}
+
+// IssuedByRank returns up to limit issued rows of the promotion with rank >
+// afterRank, ordered by rank, each with its grant.
+func (s *Store) IssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]store.Issued, error) {
+	return s.issuedRows(ctx, "issued by rank", `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = $1 AND i.rank > $2 ORDER BY i.rank LIMIT $3`, promotionID, afterRank, max(limit, 0))
+}
+
+// issuedRows runs a query of sqlstore.IssuedCols.
+func (s *Store) issuedRows(ctx context.Context, op, query string, args ...any) ([]store.Issued, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, wrapErr("list issued", err)
+		return nil, wrapErr(op, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Issued, error) {
 		return sqlstore.ScanIssued(row, pgTimes)
 	})
 	if err != nil {
-		return nil, wrapErr("list issued", err)
+		return nil, wrapErr(op, err)
 	}
 	return out, nil
+}
+
+// Balance returns the sum and count of the user's ledger entries.
+func (s *Store) Balance(ctx context.Context, userID string) (store.Balance, error) {
+	b := store.Balance{UserID: userID}
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(sum(amount), 0)::bigint, count(*) FROM ledger WHERE user_id = $1`,
+		userID).Scan(&b.Points, &b.Entries)
+	if err != nil {
+		return store.Balance{}, wrapErr("balance", err)
+	}
+	return b, nil
 }
 
 // Counts returns the promotion's database-side counts (zero for an unknown

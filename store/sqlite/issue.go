@@ -32,6 +32,10 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 		}
 	}
 
+	if err := writeGrants(ctx, tx, ins, outcomes.InsertedIssues(), issuedAt); err != nil {
+		return nil, err
+	}
+
 	// Every issue not inserted hit a unique key. It is a duplicate only if
 	// the row stored under its claim id has the same content.
 	rest := outcomes.Rest()
@@ -57,6 +61,71 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 	return outcomes.Settle(stored), nil
 }
 
+// The grant inserts take their rows as one JSON array parameter, so each
+// is one statement text whatever the row count (SQLite caches its compiled
+// form). A row whose code another claim holds is skipped and made anew
+// (sqlstore.WriteCodes).
+const (
+	insertCodes = `INSERT INTO codes (code, claim_id, promotion_id, value, expires_at)
+		SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4 FROM json_each(?) j WHERE true
+		ON CONFLICT DO NOTHING RETURNING claim_id`
+	insertLedger = `INSERT INTO ledger (claim_id, user_id, promotion_id, amount, at)
+		SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, ? FROM json_each(?) j WHERE true`
+)
+
+// writeGrants writes the codes and ledger entries of the issues just
+// inserted, inside tx.
+func writeGrants(ctx context.Context, tx *sql.Tx, ins *insertStmts, inserted []store.Issue, issuedAt string) error {
+	err := sqlstore.WriteCodes(inserted, func(rows []sqlstore.CodeRow) ([]string, error) {
+		arr := make([][]any, len(rows))
+		for i, r := range rows {
+			var expires any
+			if t := r.Issue.Grant.ExpiresAt; !t.IsZero() {
+				expires = fmtTime(t)
+			}
+			arr[i] = []any{r.Code, r.Issue.ClaimID, r.Issue.PromotionID, r.Issue.Grant.Value, expires}
+		}
+		js, err := json.Marshal(arr)
+		if err != nil {
+			return nil, err
+		}
+		res, err := ins.queryText(ctx, tx, insertCodes, string(js))
+		if err != nil {
+			return nil, err
+		}
+		defer res.Close()
+		var written []string
+		for res.Next() {
+			var id string
+			if err := res.Scan(&id); err != nil {
+				return nil, err
+			}
+			written = append(written, id)
+		}
+		return written, res.Err()
+	})
+	if err != nil {
+		return err
+	}
+	credits := sqlstore.Credits(inserted)
+	if len(credits) == 0 {
+		return nil
+	}
+	arr := make([][]any, len(credits))
+	for i, is := range credits {
+		arr[i] = []any{is.ClaimID, is.UserID, is.PromotionID, is.Grant.Points}
+	}
+	js, err := json.Marshal(arr)
+	if err != nil {
+		return err
+	}
+	res, err := ins.queryText(ctx, tx, insertLedger, issuedAt, string(js))
+	if err != nil {
+		return err
+	}
+	return res.Close()
+}
+
 // scanKeys hands each (claim_id, promotion_id, user_id, rank, slot) row to
 // fn and closes rows.
 func scanKeys(rows *sql.Rows, fn func(sqlstore.IssueKey) error) error {
@@ -75,19 +144,42 @@ func scanKeys(rows *sql.Rows, fn func(sqlstore.IssueKey) error) error {
 
 // ListIssued returns the user's issued rows in the promotion, by slot.
 func (s *Store) ListIssued(ctx context.Context, promotionID, userID string) ([]store.Issued, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = ? AND user_id = ? ORDER BY slot`, promotionID, userID)
+	return s.issuedRows(ctx, "list issued", `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = ? AND i.user_id = ? ORDER BY i.slot`, promotionID, userID)
+}
+
+// IssuedByRank returns up to limit issued rows of the promotion with rank >
+// afterRank, ordered by rank, each with its grant.
+func (s *Store) IssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]store.Issued, error) {
+	return s.issuedRows(ctx, "issued by rank", `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = ? AND i.rank > ? ORDER BY i.rank LIMIT ?`, promotionID, afterRank, max(limit, 0))
+}
+
+// issuedRows runs a query of sqlstore.IssuedCols.
+func (s *Store) issuedRows(ctx context.Context, op, query string, args ...any) ([]store.Issued, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, wrapErr("list issued", err)
+		return nil, wrapErr(op, err)
 	}
 	defer rows.Close()
 	out, err := sqlstore.Collect(rows, func(row sqlstore.Scanner) (store.Issued, error) {
 		return sqlstore.ScanIssued(row, liteTimes)
 	})
 	if err != nil {
-		return nil, wrapErr("list issued", err)
+		return nil, wrapErr(op, err)
 	}
 	return out, nil
+}
+
+// Balance returns the sum and count of the user's ledger entries.
+func (s *Store) Balance(ctx context.Context, userID string) (store.Balance, error) {
+	b := store.Balance{UserID: userID}
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(sum(amount), 0), count(*) FROM ledger WHERE user_id = ?`,
+		userID).Scan(&b.Points, &b.Entries)
+	if err != nil {
+		return store.Balance{}, wrapErr("balance", err)
+	}
+	return b, nil
 }
 
 // Counts returns the promotion's database-side counts (zero for an unknown

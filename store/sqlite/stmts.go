@@ -64,15 +64,32 @@ func insertSQL(n int) string {
 // cannot be prepared while the transaction that first needs it is open:
 // that transaction runs the insert unprepared and notes the row count, and
 // prepareMissed prepares it once the transaction is over.
+//
+// The grant inserts (insertCodes, insertLedger) have one text whatever
+// their row count and are kept prepared the same way, by text.
 type insertStmts struct {
-	db       *sql.DB
-	byRows   map[int]*sql.Stmt
-	missed   []int        // row counts run unprepared since the last prepareMissed
-	prepared atomic.Int64 // statements prepared so far; read by tests
+	db         *sql.DB
+	byRows     map[int]*sql.Stmt
+	byText     map[string]*sql.Stmt
+	missed     []int        // row counts run unprepared since the last prepareMissed
+	missedText []string     // texts run unprepared since the last prepareMissed
+	prepared   atomic.Int64 // statements prepared so far; read by tests
 }
 
 func newInsertStmts(db *sql.DB) *insertStmts {
-	return &insertStmts{db: db, byRows: make(map[int]*sql.Stmt)}
+	return &insertStmts{db: db, byRows: make(map[int]*sql.Stmt), byText: make(map[string]*sql.Stmt)}
+}
+
+// queryText runs the statement of text in tx with args, prepared if it was
+// prepared before.
+func (c *insertStmts) queryText(ctx context.Context, tx *sql.Tx, text string, args ...any) (*sql.Rows, error) {
+	if st := c.byText[text]; st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	if !slices.Contains(c.missedText, text) {
+		c.missedText = append(c.missedText, text)
+	}
+	return tx.QueryContext(ctx, text, args...)
 }
 
 // query runs the insert of n rows in tx with args (n × issueCols of them).
@@ -98,6 +115,13 @@ func (c *insertStmts) prepareMissed(ctx context.Context) {
 		}
 	}
 	c.missed = c.missed[:0]
+	for _, text := range c.missedText {
+		if st, err := c.db.PrepareContext(ctx, text); err == nil {
+			c.byText[text] = st
+			c.prepared.Add(1)
+		}
+	}
+	c.missedText = c.missedText[:0]
 }
 
 // close closes every prepared insert.
@@ -106,6 +130,10 @@ func (c *insertStmts) close() error {
 	for n, st := range c.byRows {
 		errs = append(errs, st.Close())
 		delete(c.byRows, n)
+	}
+	for text, st := range c.byText {
+		errs = append(errs, st.Close())
+		delete(c.byText, text)
 	}
 	return errors.Join(errs...)
 }

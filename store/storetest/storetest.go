@@ -34,6 +34,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IssueBatchOutcomes", testIssueBatchOutcomes},
 		{"IssueBatchLarge", testIssueBatchLarge},
 		{"IssueBatchConcurrent", testIssueBatchConcurrent},
+		{"CodesUnique", testCodesUnique},
+		{"CodeCollision", testCodeCollision},
+		{"PointsConcurrent", testPointsConcurrent},
+		{"Voucher", testVoucher},
 		{"DeadLetters", testDeadLetters},
 		{"DeadLettersPaging", testDeadLettersPaging},
 		{"DeadLetterMismatch", testDeadLetterMismatch},
@@ -55,8 +59,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-// Bench runs BenchmarkIssueBatch's cases (batches of 10 and 100 new claims)
-// against a store made by open.
+// Bench runs BenchmarkIssueBatch's cases (batches of 10 and 100 new claims,
+// batches of 10 coupon claims with their codes, and Balance of users with
+// many ledger entries) against a store made by open.
 func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 	for _, size := range []int{10, 100} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
@@ -114,6 +119,7 @@ func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 		})
 		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
 	})
+	benchGrants(b, open)
 }
 
 // now is the current time at the precision both backends store.
@@ -605,11 +611,9 @@ func testIssueBatchConcurrent(t *testing.T, s store.Store) {
 	}
 
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		inserted = map[string]int{}
-		dups     int
-		errs     = make([]error, writers)
+		wg   sync.WaitGroup
+		tl   = newTally()
+		errs = make([]error, writers)
 	)
 	for w := range writers {
 		// Each writer covers every claim, starting at a different place, in
@@ -621,22 +625,13 @@ func testIssueBatchConcurrent(t *testing.T, s store.Store) {
 			for start := 0; start < len(order); start += batch {
 				b := order[start:min(start+batch, len(order))]
 				out, err := s.IssueBatch(ctx, b)
+				if err == nil {
+					err = tl.add(b, out)
+				}
 				if err != nil {
 					errs[w] = err
 					return
 				}
-				mu.Lock()
-				for i, o := range out {
-					switch o {
-					case store.Inserted:
-						inserted[b[i].ClaimID]++
-					case store.Duplicate:
-						dups++
-					default:
-						errs[w] = fmt.Errorf("claim %s: outcome %s", b[i].ClaimID, o)
-					}
-				}
-				mu.Unlock()
 			}
 		})
 	}
@@ -644,16 +639,9 @@ func testIssueBatchConcurrent(t *testing.T, s store.Store) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if len(inserted) != claims {
-		t.Fatalf("%d claims inserted, want %d", len(inserted), claims)
-	}
-	for id, n := range inserted {
-		if n != 1 {
-			t.Errorf("claim %s inserted %d times", id, n)
-		}
-	}
-	if want := claims*writers - claims; dups != want {
-		t.Errorf("%d duplicates, want %d", dups, want)
+	tl.check(t, claims)
+	if want := claims*writers - claims; tl.dups != want {
+		t.Errorf("%d duplicates, want %d", tl.dups, want)
 	}
 	c, err := s.Counts(ctx, "conc")
 	if err != nil {

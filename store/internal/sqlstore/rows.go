@@ -128,14 +128,15 @@ func ScanKnownClaim[T, N any](row Scanner, tc Times[T, N]) (store.KnownClaim, er
 	return c, nil
 }
 
-// ScanIssued reads a row of claim_id, promotion_id, user_id, rank, slot,
-// accepted_at and issued_at.
+// ScanIssued reads a row of [IssuedCols].
 func ScanIssued[T, N any](row Scanner, tc Times[T, N]) (store.Issued, error) {
 	var (
 		is               store.Issued
 		accepted, issued T
+		expires          N
 	)
-	if err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &is.Slot, &accepted, &issued); err != nil {
+	if err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &is.Slot, &accepted, &issued,
+		&is.Grant.Code, &is.Grant.Value, &expires, &is.Grant.Points); err != nil {
 		return store.Issued{}, err
 	}
 	var err error
@@ -143,6 +144,9 @@ func ScanIssued[T, N any](row Scanner, tc Times[T, N]) (store.Issued, error) {
 		return store.Issued{}, err
 	}
 	if is.IssuedAt, err = tc.Decode(issued); err != nil {
+		return store.Issued{}, err
+	}
+	if is.Grant.ExpiresAt, err = tc.DecodeNull(expires); err != nil {
 		return store.Issued{}, err
 	}
 	return is, nil

@@ -1,0 +1,27 @@
+package httpapi
+
+import (
+	"net/http"
+)
+
+// balanceOut is the answer of GET /v1/users/{user_id}/balance.
+type balanceOut struct {
+	UserID  string `json:"user_id"`
+	Balance int64  `json:"balance"`
+	Entries int64  `json:"entries"`
+}
+
+// getBalance answers a user's points: the sum of the ledger entries point
+// promotions credited, and how many there are.
+func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
+	user, ok := pathID(w, r, "user_id")
+	if !ok {
+		return
+	}
+	b, err := s.cfg.Manager.Balance(r.Context(), user)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, balanceOut{UserID: b.UserID, Balance: b.Points, Entries: b.Entries})
+}
