@@ -165,6 +165,11 @@ type Watch struct {
 // pushed by a tick has a zero Now.
 func (s *Watch) Updates() <-chan Standing { return s.c }
 
+// Done is closed when the Watcher stops: no more updates come. A stream
+// fed by the watch should end then, so that its client reconnects to an
+// instance that runs.
+func (s *Watch) Done() <-chan struct{} { return s.w.exited }
+
 // Close stops the watch. It is safe to call twice, and after the Watcher
 // stopped.
 func (s *Watch) Close() {
