@@ -38,11 +38,11 @@ func acceptsEventStream(r *http.Request) bool {
 }
 
 // events serves GET …/queue/{user_id} as server-sent events when the
-// client accepts them and the server has a Watcher; otherwise with h, the
-// JSON answer.
+// client accepts them and the server has a Watcher; otherwise (HEAD too)
+// with h, the JSON answer.
 func (s *Server) events(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Watcher == nil || !acceptsEventStream(r) {
+		if s.cfg.Watcher == nil || r.Method != http.MethodGet || !acceptsEventStream(r) {
 			h(w, r)
 			return
 		}
