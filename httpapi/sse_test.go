@@ -260,3 +260,33 @@ func TestQueueEventsRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueEventsHeartbeat: an idle stream gets a comment line every half
+// StreamIdleTimeout, each moving the connection's deadlines ahead, so it
+// outlives the timeout many times over.
+func TestQueueEventsHeartbeat(t *testing.T) {
+	t.Parallel()
+	b := backends[0]
+	idle := 2 * time.Second
+	e := watched(t, b, func(cfg *httpapi.Config) { cfg.StreamIdleTimeout = idle })
+	e.roomed(t, "wr", 5)
+	e.join(t, "wr", "u1")
+	s, r := e.openEvents(t, "wr", "u1")
+	if s == nil {
+		t.Fatalf("stream: %d %s", r.status, r.raw)
+	}
+	s.until(t, "waiting")
+	began, beats := time.Now(), 0
+	for time.Since(began) < 2*idle {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream cut after %s and %d heartbeats: %v", time.Since(began), beats, err)
+		}
+		if line == ": keep-alive\n" {
+			beats++
+		}
+	}
+	if beats < 2 {
+		t.Fatalf("%d heartbeats in %s", beats, time.Since(began))
+	}
+}
