@@ -436,8 +436,9 @@ func (w *Watcher) refresh(ctx context.Context, room *watchRoom, users []string) 
 
 // statuses answers the standings of users in promotion id's room, checking
 // each in, in one pipelined round with the room's abandonment time. Users
-// whose standing cannot be read (never joined, the room gone) are left out;
-// the first such error is returned with the rest.
+// who never joined, or whose room is gone, are left out; so are those whose
+// standing could not be read, the first such error being returned with the
+// rest.
 func (r *Rooms) statuses(ctx context.Context, id string, users []string) (map[string]Standing, time.Duration, error) {
 	k := r.Keys(id)
 	var abandon time.Duration
@@ -465,6 +466,9 @@ func (r *Rooms) statuses(ctx context.Context, id string, users []string) (map[st
 				out[users[i]] = st
 				continue
 			}
+		}
+		if errors.Is(err, ErrNotJoined) || errors.Is(err, ErrNotFound) {
+			continue // a watch of a request refused: nothing to tell, nothing to log
 		}
 		if first == nil {
 			first = fmt.Errorf("status of %s in %s: %w", users[i], id, err)
