@@ -82,22 +82,7 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 func BenchmarkHTTPClaim(b *testing.B) {
 	url, client := benchServer(b)
 	hc := benchClient(b)
-	create, err := http.NewRequest("POST", url+"/v1/promotions",
-		strings.NewReader(`{"id":"bench","stock":1000000000,"per_user_limit":1}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	create.Header.Set("Authorization", "Bearer "+token)
-	create.Header.Set("Content-Type", "application/json")
-	res, err := hc.Do(create)
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
-		b.Fatalf("create promotion: %d %s", res.StatusCode, raw)
-	}
+	adminPost(b, hc, url+"/v1/promotions", `{"id":"bench","stock":1000000000,"per_user_limit":1}`, http.StatusCreated)
 	benchPosts(b, hc, url+"/v1/promotions/bench/claims", client)
 }
 

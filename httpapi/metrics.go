@@ -11,6 +11,16 @@ type Metrics struct {
 	ClaimSeconds prometheus.Histogram
 	// Shed counts requests refused with overloaded.
 	Shed prometheus.Counter
+	// SSEStreams is the server-sent event streams of waiting-room standings
+	// open.
+	SSEStreams prometheus.Gauge
+	// Joins counts joins of waiting rooms answered with a standing. It has
+	// no promotion label: its series would outlive their promotions.
+	Joins prometheus.Counter
+	// PositionLookups counts waiting-room standings read for a user's
+	// request, by form: json (one answer) or stream (the first event of a
+	// stream; its later events are pushed).
+	PositionLookups *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -27,7 +37,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dibs_shed_requests_total", Help: "Requests refused with overloaded.",
 		}),
+		SSEStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dibs_waitroom_sse_streams", Help: "Server-sent event streams of waiting-room standings open.",
+		}),
+		Joins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dibs_waitroom_joins_total", Help: "Joins of waiting rooms answered with a standing.",
+		}),
+		PositionLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dibs_waitroom_position_lookups_total", Help: "Waiting-room standings read for a user's request, by form (json, stream).",
+		}, []string{"form"}),
 	}
-	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Shed)
+	for _, form := range []string{"json", "stream"} {
+		m.PositionLookups.WithLabelValues(form) // exported from the start, at 0
+	}
+	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Shed, m.SSEStreams, m.Joins, m.PositionLookups)
 	return m
 }

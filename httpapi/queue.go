@@ -87,10 +87,30 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	} else if user, ok = pathID(w, r, "user_id"); !ok {
 		return
 	}
+	st, ok := s.lookup(w, r, id, user, join)
+	if !ok {
+		return
+	}
+	code := http.StatusOK
+	if join {
+		s.m.Joins.Inc()
+		if st.Status == waitroom.StatusWaiting {
+			code = http.StatusAccepted
+		}
+	} else {
+		s.m.PositionLookups.WithLabelValues("json").Inc()
+	}
+	writeJSON(w, code, toQueueOut(st))
+}
+
+// lookup joins user to promotion id's room (join) or reads the user's
+// standing, checking the user in. ok false means the request was answered
+// with a problem.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string, join bool) (st waitroom.Standing, ok bool) {
 	rooms := s.cfg.Manager.Rooms()
 	if rooms == nil {
 		s.noRoom(w, r, id)
-		return
+		return st, false
 	}
 	call := func() (waitroom.Standing, error) {
 		if join {
@@ -105,37 +125,29 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		v, gerr := s.cfg.Manager.Get(r.Context(), id)
 		if gerr != nil {
 			s.fail(w, r, gerr)
-			return
+			return st, false
 		}
 		if !v.WaitingRoom.Enabled {
 			problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
-			return
+			return st, false
 		}
 		st, err = call()
 	}
 	switch {
 	case err == nil:
+		return st, true
 	case errors.Is(err, waitroom.ErrNotJoined):
 		problem(CodeNotFound, "this user has not joined the queue").write(w, r)
-		return
 	case errors.Is(err, waitroom.ErrSoldOut):
 		problem(CodeSoldOut, "the stock is exhausted; nobody else is let in").write(w, r)
-		return
 	case errors.Is(err, waitroom.ErrEnded):
 		problem(CodeEnded, "the promotion has ended").write(w, r)
-		return
 	case errors.Is(err, waitroom.ErrNotFound):
 		problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1).write(w, r)
-		return
 	default:
 		s.fail(w, r, err)
-		return
 	}
-	code := http.StatusOK
-	if join && st.Status == waitroom.StatusWaiting {
-		code = http.StatusAccepted
-	}
-	writeJSON(w, code, toQueueOut(st))
+	return st, false
 }
 
 // noRoom answers a waiting-room request on a server that runs no waiting

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // Defaults of Config.
@@ -91,6 +92,11 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Watcher pushes the standings of waiting-room users to the streams of
+	// GET …/queue/{user_id} asked for as server-sent events (Accept:
+	// text/event-stream). Without it those requests get the JSON answer.
+	// Defaults to none.
+	Watcher *waitroom.Watcher
 	// Edge guards the claim and waiting-room endpoints for callers facing
 	// browsers: the client address behind trusted proxies, rate limits,
 	// user tokens and CORS (see package edge). Its AdminToken, KeyPrefix,
@@ -292,7 +298,7 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
-	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.queue))})
+	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})

@@ -58,4 +58,14 @@
 // makes the next ticks skip, never queue. A lease per room (SET PX,
 // renewed each tick) lets one instance tick it; another takes it over once
 // the lease lapses, or at once when the holder stops.
+//
+// # Watching standings
+//
+// A [Watcher] pushes standings to local watches (a server-sent event stream
+// per user): the scheduler's ticks hand it the users they let in
+// ([Watcher.Admit] as Config.OnAdmit) before they return, and publish a
+// hint on the room's sharded pub/sub channel ([Keys.Events]) after a tick
+// that changed something, on which every instance watching the room
+// re-reads its watched standings in one pipelined round. A periodic re-read,
+// which checks the users in, is the guarantee.
 package waitroom

@@ -24,6 +24,11 @@ type Scheduler struct {
 	rooms *Rooms
 	loop  *loop
 
+	// marks holds each room's hintMark of its last tick here (room id →
+	// hintMark). A room is ticked by one worker at a time (rounds never
+	// overlap), which alone writes its entry.
+	marks sync.Map
+
 	// mu guards the lifecycle fields below; the scheduler's state belongs
 	// to the loop goroutine.
 	mu      sync.Mutex
@@ -108,7 +113,10 @@ func (s *Scheduler) active(ctx context.Context) ([]string, error) {
 }
 
 // tickRoom is one room's work: take or renew the lease, tick, hand the
-// admitted users to OnAdmit, and unregister a room whose promotion ended.
+// admitted users to OnAdmit, publish a hint (Keys.Events) if the tick
+// changed what waiting users see, and unregister a room whose promotion
+// ended. The admitted users are handed over and the hint published before
+// it returns.
 func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 	r := s.rooms
 	k := r.Keys(id)
@@ -121,6 +129,7 @@ func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 		return
 	}
 	if held == 0 {
+		s.marks.Delete(id)
 		return
 	}
 	res, err := r.Tick(ctx, id)
@@ -137,12 +146,31 @@ func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 	if len(res.New) > 0 && r.cfg.OnAdmit != nil {
 		r.cfg.OnAdmit(id, res.New)
 	}
+	s.publish(ctx, id, res)
 	if res.State == "ended" {
 		s.unregister(ctx, id)
 	}
 }
 
+// publish sends room id's hint when the tick res moved the line, let users
+// in, or changed the state or the stock, compared with the room's last tick
+// here (the first tick after taking a lease always hints).
+func (s *Scheduler) publish(ctx context.Context, id string, res TickResult) {
+	m := markOf(res)
+	if last, ok := s.marks.Load(id); ok && last.(hintMark) == m {
+		return
+	}
+	if err := s.rooms.hint(ctx, id, res); err != nil {
+		if ctx.Err() == nil {
+			s.rooms.cfg.Logger.Warn("waiting room hint", "promotion", id, "err", err)
+		}
+		return
+	}
+	s.marks.Store(id, m)
+}
+
 func (s *Scheduler) unregister(ctx context.Context, id string) {
+	s.marks.Delete(id)
 	if err := s.rooms.Unregister(ctx, id); err != nil && ctx.Err() == nil {
 		s.rooms.cfg.Logger.Warn("waiting room unregister", "promotion", id, "err", err)
 	}

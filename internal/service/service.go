@@ -74,6 +74,7 @@ type Service struct {
 	hs          *http.Server
 	mgr         *promotion.Manager
 	sched       *waitroom.Scheduler     // stopped before the manager
+	watcher     *waitroom.Watcher       // stopped when the HTTP server shuts down, and after the scheduler
 	served      chan struct{}           // closed once hs.Serve returned
 	serveErr    error                   // hs.Serve's result; written before served is closed
 	redisExited <-chan struct{}         // closed if the embedded redis-server dies; nil otherwise
@@ -193,11 +194,15 @@ func (s *Service) start(ctx context.Context) error {
 	pm := promotion.NewMetrics(reg, KeyPrefix)
 	scfg := cfg.Stream
 	scfg.Hooks = pm.StreamHooks()
-	rooms, err := newRooms(client, cfg, log)
+	// The scheduler's ticks hand their admissions to the watcher, made
+	// once the rooms it reads exist; it is set before the scheduler starts.
+	var watcher *waitroom.Watcher
+	rooms, err := newRooms(client, cfg, log, func(id string, a []waitroom.Admission) { watcher.Admit(id, a) })
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(waitroom.NewCollector(rooms, 0, 0))
+	watcher = waitroom.NewWatcher(rooms, waitroom.WatcherConfig{Logger: log})
 	kinds, err := issue.Builtin(cfg.Issue)
 	if err != nil {
 		return err
@@ -227,6 +232,10 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.mgr = mgr
+	if err := watcher.Start(ctx); err != nil {
+		return err
+	}
+	s.watcher = watcher
 	sched := waitroom.NewScheduler(rooms)
 	if err := sched.Start(ctx); err != nil {
 		return err
@@ -241,7 +250,7 @@ func (s *Service) start(ctx context.Context) error {
 	ecfg := cfg.Edge
 	ecfg.Metrics = edge.NewMetrics(reg)
 	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
-		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg}
+		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg, Watcher: watcher}
 	cfg.HTTP.apply(&hcfg)
 	api, err := httpapi.New(hcfg)
 	if err != nil {
@@ -256,6 +265,10 @@ func (s *Service) start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Event streams of waiting-room standings last until their user is let
+	// in: stopping the watcher ends them, so the drain does not wait for
+	// them (their clients reconnect elsewhere).
+	s.hs.RegisterOnShutdown(func() { s.stopWatcher(context.Background()) })
 	s.served = make(chan struct{})
 	go func() {
 		s.serveErr = s.hs.Serve(httpapi.LimitListener(ln, cfg.HTTP.MaxConns))
@@ -332,6 +345,7 @@ func (s *Service) closeAll(ctx context.Context) {
 		cancel()
 		s.sched = nil
 	}
+	s.stopWatcher(ctx)
 	if s.mgr != nil {
 		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
 		if err := s.mgr.Stop(mctx); err != nil {
@@ -346,10 +360,24 @@ func (s *Service) closeAll(ctx context.Context) {
 	s.closers = nil
 }
 
-// newRooms returns the waiting rooms of the service, signing entry tokens
-// with the configured keys or, without any, a random key made now (whose
-// passes verify on this instance only, which is logged).
-func newRooms(client rueidis.Client, cfg Config, log *slog.Logger) (*waitroom.Rooms, error) {
+// stopWatcher stops the waiting-room watcher, within SchedulerStopTimeout.
+// It is safe to call twice, and concurrently.
+func (s *Service) stopWatcher(ctx context.Context) {
+	if s.watcher == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, SchedulerStopTimeout)
+	defer cancel()
+	if err := s.watcher.Stop(wctx); err != nil {
+		s.log.Warn("stopping the waiting-room watcher", "err", err)
+	}
+}
+
+// newRooms returns the waiting rooms of the service, handing the users let
+// in to onAdmit, signing entry tokens with the configured keys or, without
+// any, a random key made now (whose passes verify on this instance only,
+// which is logged).
+func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, onAdmit func(string, []waitroom.Admission)) (*waitroom.Rooms, error) {
 	var keys []waitroom.Key
 	if cfg.WaitingRoom.Secret != "" {
 		var err error
@@ -368,6 +396,7 @@ func newRooms(client rueidis.Client, cfg Config, log *slog.Logger) (*waitroom.Ro
 		Instance:     cfg.Instance,
 		TickInterval: time.Duration(cfg.WaitingRoom.TickMS) * time.Millisecond,
 		Workers:      cfg.WaitingRoom.Workers,
+		OnAdmit:      onAdmit,
 		Logger:       log,
 	})
 	if err != nil {
