@@ -94,7 +94,8 @@ func TestPrequeueAudit(t *testing.T) {
 		var joined []string
 		for i := range 7 {
 			u := fmt.Sprintf("u%d", i)
-			if r := e.join(t, "opening", u); r.status != http.StatusOK || r.body["status"] != "prequeue" || r.body["position"] != nil {
+			if r := e.join(t, "opening", u); r.status != http.StatusAccepted || r.body["status"] != "prequeue" || r.body["position"] != nil ||
+				r.body["shuffle_at"] == nil || r.body["poll_after_ms"] == nil {
 				t.Fatalf("join of %s during the prequeue: %d %s", u, r.status, r.raw)
 			}
 			joined = append(joined, u)

@@ -37,6 +37,7 @@ type queueOut struct {
 	PollAfterMS         *int64    `json:"poll_after_ms,omitempty"`
 	EntryToken          string    `json:"entry_token,omitempty"`
 	ExpiresAt           *string   `json:"expires_at,omitempty"`
+	ShuffleAt           *string   `json:"shuffle_at,omitempty"`
 }
 
 // seconds is d in seconds, rounded to 0.1 s.
@@ -52,6 +53,11 @@ func toQueueOut(st waitroom.Standing) queueOut {
 		poll := min(max(st.Wait.Wait/2, minPoll), maxPoll).Milliseconds()
 		out.Position, out.EstimatedWait, out.StockExpectedToLast, out.PollAfterMS = &pos, &wait, &last, &poll
 		out.EstimatedWaitRange = []float64{seconds(st.Wait.Low), seconds(st.Wait.High)}
+	case waitroom.StatusPrequeue:
+		// No place yet: ask again about half-way to the shuffle, which
+		// checks the user in like any status request.
+		poll := min(max(time.Until(st.ShuffleAt)/2, minPoll), maxPoll).Milliseconds()
+		out.ShuffleAt, out.PollAfterMS = optTime(st.ShuffleAt), &poll
 	case waitroom.StatusAdmitted:
 		out.EntryToken = st.Token
 		out.ExpiresAt = optTime(st.Pass.ExpiresAt)
@@ -94,7 +100,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if join {
 		s.m.Joins.Inc()
-		if st.Status == waitroom.StatusWaiting {
+		if st.Status == waitroom.StatusWaiting || st.Status == waitroom.StatusPrequeue {
 			code = http.StatusAccepted
 		}
 	} else {

@@ -32,9 +32,9 @@ var ErrWatcherClosed = errors.New("waitroom: watcher not running")
 func (k Keys) Events() string { return k.base + "wr:ev" }
 
 // Final tells whether a standing with status s no longer changes by
-// itself: every status but waiting. An admitted user claims with the token;
+// itself: every status but waiting and prequeue. An admitted user claims with the token;
 // the others must join again, or the promotion is over.
-func (s Status) Final() bool { return s != StatusWaiting }
+func (s Status) Final() bool { return s != StatusWaiting && s != StatusPrequeue }
 
 // WatcherConfig configures a Watcher.
 type WatcherConfig struct {
