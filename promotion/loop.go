@@ -350,8 +350,12 @@ func (m *Manager) queueWake(id string, tell bool) {
 		}
 		return
 	}
-	h.quietUntil.Store(woken)
-	if tell {
+	// Loads first: a busy promotion's claims find both set already and
+	// write nothing to the shared handle.
+	if h.quietUntil.Load() != woken {
+		h.quietUntil.Store(woken)
+	}
+	if tell && !h.tell.Load() {
 		h.tell.Store(true)
 	}
 	if !h.queued.CompareAndSwap(false, true) {

@@ -397,7 +397,8 @@ func (m *Manager) due(list []Promotion, refresh map[string]bool, now time.Time) 
 	for _, p := range list {
 		h := m.handles[p.ID]
 		if h != nil && !refresh[p.ID] {
-			if until := h.quietUntil.Load(); until > 0 && now.UnixNano() < until {
+			// Half a tick early rather than a whole tick late.
+			if until := h.quietUntil.Load(); until > 0 && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
 				continue
 			}
 			h.quietUntil.Store(0)

@@ -27,6 +27,18 @@ func quickIdle(name string, cfg promotion.Config) promotion.Config {
 	return cfg
 }
 
+// ownClient returns w with a client of its own on topology, as another
+// process has its own connections.
+func (w world) ownClient(t testing.TB, topology string) world {
+	t.Helper()
+	for _, tp := range redistest.Topologies(t) {
+		if tp.Name == topology {
+			w.client = tp.Client(t)
+		}
+	}
+	return w
+}
+
 // hintListeners is how many instances listen for hints of promotion id.
 func hintListeners(w world, id string) int64 {
 	ch := claim.KeysFor(w.prefix, id).Hints()
@@ -51,14 +63,7 @@ func TestClaimWakesOtherInstance(t *testing.T) {
 			cfg := promotion.Config{RecheckInterval: time.Hour}
 			a := w.startManager(t, quickIdle("a", cfg))
 			create(t, a, promotion.Promotion{ID: "wake", Stock: 10})
-			// b is another process: a client (connections) of its own.
-			wb := w
-			for _, tp := range redistest.Topologies(t) {
-				if tp.Name == topology {
-					wb.client = tp.Client(t)
-				}
-			}
-			b := wb.startManager(t, quickIdle("b", cfg)) // its first re-check starts its pool
+			b := w.ownClient(t, topology).startManager(t, quickIdle("b", cfg)) // its first re-check starts its pool
 			wait.For(t, 30*time.Second, "both instances listening", func() bool { return hintListeners(w, "wake") == 2 })
 			wait.For(t, 30*time.Second, "both pools idle-stopped", func() bool {
 				return !a.Registry().Running("wake") && !b.Registry().Running("wake")
@@ -105,7 +110,7 @@ func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 // commandCalls reads INFO commandstats: the calls per command.
-func commandCalls(t *testing.T, client rueidis.Client) map[string]int64 {
+func commandCalls(t testing.TB, client rueidis.Client) map[string]int64 {
 	t.Helper()
 	info, err := client.Do(context.Background(), client.B().Info().Section("commandstats").Build()).ToString()
 	if err != nil {
