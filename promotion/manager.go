@@ -128,7 +128,9 @@ func (c Config) withDefaults() Config {
 	if c.QuietRecheckInterval == 0 {
 		c.QuietRecheckInterval = DefaultQuietRecheckInterval
 	}
-	c.QuietRecheckInterval = max(c.QuietRecheckInterval, c.RecheckInterval)
+	if c.QuietRecheckInterval > 0 {
+		c.QuietRecheckInterval = max(c.QuietRecheckInterval, c.RecheckInterval)
+	}
 	if c.JournalSize == 0 {
 		c.JournalSize = DefaultJournalSize
 	}

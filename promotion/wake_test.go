@@ -223,3 +223,14 @@ func TestQuietInstanceCommandBudget(t *testing.T) {
 	})
 	waitCounts(t, m, "gone", 2, 0)
 }
+
+// TestQuietRecheckIntervalIsValidated: a negative interval is refused and
+// named.
+func TestQuietRecheckIntervalIsValidated(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	_, err := promotion.New(w.client, w.st, promotion.Config{QuietRecheckInterval: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "QuietRecheckInterval") {
+		t.Fatalf("got %v", err)
+	}
+}
