@@ -1,8 +1,8 @@
 // Package hint is a per-process bus of wake-up hints between dibs
 // instances, over Redis sharded pub/sub.
 //
-// Each watched promotion has one channel under its hash tag (see
-// [claim.Keys.Hints]), so on Redis Cluster a hint travels on the shard
+// Each watched promotion has one channel under its hash tag (the
+// promotion package uses claim.Keys.Hints), so on Redis Cluster a hint travels on the shard
 // that holds the promotion's keys, and promotions spread their hints across
 // shards. A hint carries a [Kind]; new kinds ride on the same channel, and a
 // receiver ignores the kinds it does not know.
@@ -153,10 +153,7 @@ func (b *Bus) Watch(keys []string) {
 // one included), with one SPUBLISH on the key's shard.
 func (b *Bus) Publish(ctx context.Context, key string, kind Kind) error {
 	cmd := b.client.B().Spublish().Channel(b.cfg.Channel(key)).Message(string(kind)).Build()
-	if err := b.client.Do(ctx, cmd).Error(); err != nil {
-		return err
-	}
-	return nil
+	return b.client.Do(ctx, cmd).Error()
 }
 
 // loop owns the set of receivers: one per watched key.
