@@ -49,6 +49,11 @@ func (k Keys) Stream() string { return k.base + "claims" }
 // DeadLetters is the stream of dead-lettered claims.
 func (k Keys) DeadLetters() string { return k.base + "claims:dlq" }
 
+// Hints is the sharded pub/sub channel on which instances tell each other
+// about the promotion (new work in its stream, say). It carries the hash
+// tag, so SPUBLISH and SSUBSCRIBE reach the shard that holds the keys.
+func (k Keys) Hints() string { return k.base + "hint" }
+
 // all lists the keys the claim script takes, in its KEYS order.
 func (k Keys) all() []string {
 	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()}

@@ -69,7 +69,16 @@ type Mark struct {
 	// Halted is why the promotion is halted for an operator (see
 	// Gate.Halt), or "".
 	Halted string
+	// Stock is the promotion's stock (for grants: the expected target
+	// count), Voided the units voided claims gave back, and Closed whether
+	// it was closed or found ended by Gate.Ended.
+	Stock, Voided int64
+	Closed        bool
 }
+
+// SoldOut reports whether the marks leave no unit for a claim: every unit
+// of stock is held by a claim that was not voided.
+func (m Mark) SoldOut() bool { return m.Exists && m.Seq-m.Voided >= m.Stock }
 
 // Marks reads the marks of the promotions, in the order given, in one
 // pipelined round trip (two reads per promotion).
@@ -81,7 +90,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -91,11 +100,15 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marks of %s: %w", id, err)
 		}
-		if len(meta) == 3 && !meta[0].IsNil() {
+		if len(meta) == 5 && !meta[0].IsNil() {
 			out[i].Exists = true
+			out[i].Stock, _ = meta[0].AsInt64()
 			p, _ := meta[1].ToString()
 			out[i].Paused = p == "1"
 			out[i].Halted, _ = meta[2].ToString()
+			out[i].Voided, _ = meta[3].AsInt64()
+			c, _ := meta[4].ToString()
+			out[i].Closed = c == "1"
 		}
 		seq, err := res[2*i+1].AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {

@@ -7,10 +7,16 @@
 // A [Manager] is the one entry point the HTTP API (or an embedding program)
 // needs. On Start it finds the promotions that are not drained from the
 // database — never by scanning Redis — and resumes confirmation of each one,
-// including entries a killed process left pending. A re-check every second
-// starts the pool of any promotion that has work (claims accepted on another
-// instance, say) and marks ended promotions drained once every accepted
-// claim is issued or dead-lettered.
+// including entries a killed process left pending. An instance that starts
+// a promotion's pool for claims it took tells the other instances with a
+// hint over sharded pub/sub, and they start or wake theirs at once. A
+// re-check every second is the guarantee behind the hints: it starts the
+// pool of any promotion that has work (claims accepted on another instance
+// whose hint was lost, say), detects lost Redis writes, and marks ended
+// promotions drained once every accepted claim is issued or dead-lettered.
+// A quiet promotion — sold out, nothing to confirm, no pool running here —
+// is re-checked once a minute instead ([Config.QuietRecheckInterval]), so
+// an idle instance sends Redis almost nothing.
 //
 // # Who owns what
 //

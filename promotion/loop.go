@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/hint"
 	"github.com/dibsio/dibs/stream"
 )
 
@@ -45,6 +46,19 @@ type handle struct {
 	// waker when it takes it off, before it wakes the pool: so a claim that
 	// finds it set is covered by that wake.
 	queued atomic.Bool
+	// tell is set, before queued, by a wake for work this instance added
+	// (a claim, a grant, a replay) and taken by the waker: if it starts the
+	// pool, it tells the other instances (a hint). A wake from a hint
+	// leaves it alone, so hints are not echoed.
+	tell atomic.Bool
+	// quietUntil is when the promotion's next quiet re-check is due (unix
+	// ns of Config.Now), or not positive when it is re-checked every
+	// RecheckInterval: set by the loop when a re-check found it quiet and
+	// reset to 0 by the loop when it looks again; every wake (a claim here,
+	// a hint from elsewhere) sets it to woken, which makes it ordinary at
+	// once, and keeps a re-check that began before the wake from marking it
+	// quiet.
+	quietUntil atomic.Int64
 	// in is the promotion's inbox of claims for the journal (journal.go).
 	in inbox
 }
@@ -67,6 +81,9 @@ const (
 	// loop has not published yet (journal.go).
 	askJournal
 )
+
+// woken is handle.quietUntil after a wake.
+const woken = -1
 
 // ask is one request to the loop.
 type ask struct {
@@ -104,6 +121,9 @@ func (m *Manager) loop(ctx context.Context) {
 				m.log.Warn("re-check of promotions failed", "err", err)
 			}
 			m.recheckJournals(ctx)
+			if f := m.afterRecheck.Load(); f != nil {
+				(*f)()
+			}
 			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
 				lastSweep = now
 				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
@@ -124,7 +144,7 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 			a.done <- err
 		}
 		if err == nil && a.kind == askPool {
-			if err := m.startOrWakePool(ctx, m.handles[a.id]); err != nil {
+			if _, err := m.startOrWakePool(ctx, m.handles[a.id]); err != nil {
 				m.log.Warn("cannot start confirmation pool; the next re-check retries", "promotion", a.id, "err", err)
 			}
 		}
@@ -228,13 +248,19 @@ func (m *Manager) untrack(id string) {
 	}
 }
 
-// publish stores a copy of the handles in m.known. Loop only.
+// publish stores a copy of the handles in m.known, and has the hint bus
+// listen on the channels of exactly these promotions. Loop only.
 func (m *Manager) publish() {
 	snap := make(map[string]*handle, len(m.handles))
+	ids := make([]string, 0, len(m.handles))
 	for id, h := range m.handles {
 		snap[id] = h
+		ids = append(ids, id)
 	}
 	m.known.Store(&snap)
+	if m.hints != nil {
+		m.hints.Watch(ids)
+	}
 }
 
 // newHandle makes the handle of promotion p, with its pool spec.
@@ -299,12 +325,38 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 // blocking and without a lock: the promotion's handle goes to the waker,
 // or, for a promotion the loop has not published yet, the loop is asked to
 // read it. A wake that cannot be queued is dropped: the next re-check
-// starts any pool with work.
-func (m *Manager) wakePool(id string) {
+// starts any pool with work. If the waker starts the pool, it tells the
+// other instances (see hinted).
+func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
+
+// hinted takes a hint from another instance (or this one) off the bus:
+// a work hint wakes or starts the promotion's pool like a claim here
+// would, without telling the others again. Never blocks.
+func (m *Manager) hinted(h hint.Hint) {
+	if h.Kind == hint.Work {
+		m.queueWake(h.Key, false)
+	}
+}
+
+// queueWake is wakePool; tell says whether the waker tells the other
+// instances if it starts the pool.
+func (m *Manager) queueWake(id string, tell bool) {
 	h := (*m.known.Load())[id]
 	if h == nil {
-		m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+		// A hint names only promotions the bus listens for: one unknown
+		// now was drained meanwhile.
+		if tell {
+			m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+		}
 		return
+	}
+	// Loads first: a busy promotion's claims find both set already and
+	// write nothing to the shared handle.
+	if h.quietUntil.Load() != woken {
+		h.quietUntil.Store(woken)
+	}
+	if tell && !h.tell.Load() {
+		h.tell.Store(true)
 	}
 	if !h.queued.CompareAndSwap(false, true) {
 		return // a wake is queued and has not started yet: it covers this one
@@ -324,8 +376,15 @@ func (m *Manager) reportLost(id string) {
 	m.ask(ask{kind: askLost, id: id, asked: time.Now()})
 }
 
-// runWaker starts or wakes the pools claims queued on m.wakes until ctx
-// ends.
+// hintTimeout bounds the waker's SPUBLISH of one hint: a hint is worth
+// little late, and the waker must get on with the other pools.
+const hintTimeout = time.Second
+
+// runWaker starts or wakes the pools claims and hints queued on m.wakes
+// until ctx ends. When it starts a pool for work this instance added, the
+// other instances' pools of the promotion may be stopped too (idle): it
+// tells them with one SPUBLISH. While the pool runs, claims publish
+// nothing; a busy promotion costs no hint traffic.
 func (m *Manager) runWaker(ctx context.Context) {
 	for {
 		select {
@@ -333,25 +392,37 @@ func (m *Manager) runWaker(ctx context.Context) {
 			return
 		case h := <-m.wakes:
 			h.queued.Store(false)
-			if err := m.startOrWakePool(ctx, h); err != nil && ctx.Err() == nil {
+			tell := h.tell.Swap(false)
+			started, err := m.startOrWakePool(ctx, h)
+			if err != nil && ctx.Err() == nil {
 				// The re-check retries within a second.
 				m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
+			}
+			if started && tell && m.hints != nil {
+				hctx, cancel := context.WithTimeout(ctx, hintTimeout)
+				if err := m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
+					// The other instances' re-checks find the work.
+					m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
+				}
+				cancel()
 			}
 		}
 	}
 }
 
 // startOrWakePool starts the promotion's confirmation pool if it is not
-// running and wakes it if it is. Called by the loop and the waker only.
-func (m *Manager) startOrWakePool(ctx context.Context, h *handle) error {
+// running and wakes it if it is; it reports whether it started one.
+// Called by the loop and the waker only.
+func (m *Manager) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
 	if h == nil {
-		return nil
+		return false, nil
 	}
 	// Run wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	if _, err := m.reg.Run(ctx, h.id, h.spec); err != nil && !errors.Is(err, stream.ErrShutdown) {
-		return fmt.Errorf("start pool of %s: %w", h.id, err)
+	started, err := m.reg.Run(ctx, h.id, h.spec)
+	if err != nil && !errors.Is(err, stream.ErrShutdown) {
+		return false, fmt.Errorf("start pool of %s: %w", h.id, err)
 	}
-	return nil
+	return started, nil
 }

@@ -16,7 +16,7 @@ import (
 
 // startManager starts a manager in w with cfg (its prefix and logger filled
 // in, and its stream unless set), stopped at cleanup.
-func (w world) startManager(t *testing.T, cfg promotion.Config) *promotion.Manager {
+func (w world) startManager(t testing.TB, cfg promotion.Config) *promotion.Manager {
 	t.Helper()
 	cfg.Prefix, cfg.Logger = w.prefix, slog.New(slog.DiscardHandler)
 	if cfg.Stream.BatchSize == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/hint"
 	"github.com/dibsio/dibs/internal/startstop"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
@@ -29,6 +30,9 @@ const (
 	// DefaultOpenWait is how long a request waits for the Manager's loop to
 	// open a promotion Redis does not know before it answers ErrNotReady.
 	DefaultOpenWait = time.Second
+	// DefaultQuietRecheckInterval is how often the Manager re-checks a quiet
+	// promotion (see Config.QuietRecheckInterval).
+	DefaultQuietRecheckInterval = time.Minute
 )
 
 // Config configures a Manager.
@@ -41,9 +45,24 @@ type Config struct {
 	// Stream configures the confirmation pools. Left zero, it defaults to
 	// stream.DefaultConfig().
 	Stream stream.Config
-	// RecheckInterval is how often promotions are re-checked for work and
-	// for being drained. Defaults to DefaultRecheckInterval.
+	// RecheckInterval is how often promotions are re-checked for work, for
+	// lost Redis writes and for being drained. Defaults to
+	// DefaultRecheckInterval.
 	RecheckInterval time.Duration
+	// QuietRecheckInterval is how often a quiet promotion is re-checked
+	// instead: one that takes no claims until its end (sold out, nothing
+	// voided back), whose stream had no backlog at its last re-check, whose
+	// pool does not run on this instance and whose claims answered here are
+	// all confirmed. A claim or grant on this instance, and a hint from
+	// another one, make it ordinary again at once; a lost hint is caught
+	// within this interval. Defaults to DefaultQuietRecheckInterval; it is
+	// never shorter than RecheckInterval.
+	QuietRecheckInterval time.Duration
+	// DisableHints turns the wake-ups between instances off: an instance
+	// then neither tells the others (SPUBLISH) that it started a pool for
+	// new claims, nor listens (SSUBSCRIBE); their pools start at their next
+	// re-check instead. Defaults to false: hints on.
+	DisableHints bool
 	// OpenWait bounds how long a claim, grant or read waits for the
 	// Manager's loop to open a promotion Redis does not know (one created
 	// on another instance a moment ago, or one Redis lost); past it the
@@ -112,6 +131,12 @@ func (c Config) withDefaults() Config {
 	if c.OpenWait == 0 {
 		c.OpenWait = DefaultOpenWait
 	}
+	if c.QuietRecheckInterval == 0 {
+		c.QuietRecheckInterval = DefaultQuietRecheckInterval
+	}
+	if c.QuietRecheckInterval > 0 {
+		c.QuietRecheckInterval = max(c.QuietRecheckInterval, c.RecheckInterval)
+	}
 	if c.JournalSize == 0 {
 		c.JournalSize = DefaultJournalSize
 	}
@@ -144,6 +169,9 @@ func (c Config) validate() error {
 	if c.RecheckInterval < 0 {
 		return fmt.Errorf("promotion: Config.RecheckInterval must not be negative, got %s", c.RecheckInterval)
 	}
+	if c.QuietRecheckInterval < 0 {
+		return fmt.Errorf("promotion: Config.QuietRecheckInterval must not be negative, got %s", c.QuietRecheckInterval)
+	}
 	if c.OpenWait < 0 {
 		return fmt.Errorf("promotion: Config.OpenWait must not be negative, got %s", c.OpenWait)
 	}
@@ -161,8 +189,11 @@ func (c Config) validate() error {
 //     pool specs: it re-checks them every RecheckInterval, opens those
 //     Redis does not know, drains ended ones and starts rebuilds. Other
 //     goroutines ask it over m.asks and read what it publishes in m.known;
-//   - the waker starts or wakes the confirmation pools that claims queued
-//     on m.wakes, so a claim never waits for a pool;
+//   - the waker starts or wakes the confirmation pools that claims and
+//     hints queued on m.wakes, so a claim never waits for a pool, and tells
+//     the other instances when it started one for new claims;
+//   - the hint bus (internal/hint) listens for the other instances' hints
+//     on each undrained promotion's channel and queues a wake for each;
 //   - the rebuilder's goroutines, one per promotion being rebuilt.
 //
 // The issuers run in the stream pools' goroutines.
@@ -171,6 +202,7 @@ type Manager struct {
 	st     store.Store
 	gate   *claim.Gate
 	reg    *stream.Registry
+	hints  *hint.Bus // nil with Config.DisableHints
 	cfg    Config
 	log    *slog.Logger
 
@@ -196,6 +228,10 @@ type Manager struct {
 	running atomic.Bool
 
 	life startstop.Base // runs the loop, which runs the waker beside it
+
+	// afterRecheck, if set, is called by the loop after each periodic
+	// re-check; set by tests.
+	afterRecheck atomic.Pointer[func()]
 
 	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 	fences fences    // highest ranks known to be taken (fence.go)
@@ -232,6 +268,16 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		jr:      newJournals(cfg.JournalSize),
 	}
 	m.known.Store(&map[string]*handle{})
+	if !cfg.DisableHints {
+		m.hints, err = hint.New(client, hint.Config{
+			Channel: func(id string) string { return gate.Keys(id).Hints() },
+			OnHint:  m.hinted,
+			Logger:  cfg.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("promotion manager: %w", err)
+		}
+	}
 	return m, nil
 }
 
@@ -242,7 +288,7 @@ func (m *Manager) Gate() *claim.Gate { return m.gate }
 func (m *Manager) Registry() *stream.Registry { return m.reg }
 
 // Start resumes every undrained promotion (its first re-check, on the
-// caller's context) and starts the loop and the waker. A second Start fails
+// caller's context) and starts the loop, the waker and the hint bus. A second Start fails
 // with ErrStarted, and a Start after Stop with ErrStopped; a Manager whose
 // first re-check failed is done too.
 func (m *Manager) Start(ctx context.Context) error {
@@ -259,6 +305,13 @@ func (m *Manager) Start(ctx context.Context) error {
 			case <-runCtx.Done():
 			}
 		})
+		if m.hints != nil {
+			if err := m.hints.Start(); err != nil {
+				first <- err
+				return
+			}
+			defer func() { _ = m.hints.Stop(context.Background()) }()
+		}
 		if err := m.recheck(ctx, true); err != nil {
 			first <- err
 			return
@@ -291,6 +344,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 // state, starts the pool of each one with work, and marks ended promotions
 // with no work left drained. On the first pass every undrained promotion's
 // pool is started, so entries left pending by a killed process are resumed.
+// A quiet promotion (see Config.QuietRecheckInterval) is left out until its
+// next quiet re-check is due, so an instance whose promotions are all quiet
+// sends Redis nothing in between.
 func (m *Manager) recheck(ctx context.Context, first bool) error {
 	stored, err := m.st.ListUndrained(ctx)
 	if err != nil {
@@ -317,7 +373,9 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			refresh[p.ID] = true
 		}
 	}
-	if err := m.checkFloors(ctx, list, refresh); err != nil {
+	list = m.due(list, refresh, now)
+	marks, err := m.checkFloors(ctx, list, refresh)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	// One pipelined round trip reads every promotion's backlog.
@@ -332,18 +390,60 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			m.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
 		}
 		if work.busy() || first {
-			if err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
+			if _, err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if p.ended(now) && !m.reg.Running(p.ID) {
+		running := m.reg.Running(p.ID)
+		if p.ended(now) && !running {
 			if err := m.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
 			}
+			continue
+		}
+		if h := m.handles[p.ID]; h != nil && marks != nil && !running && m.journalEmpty(p.ID) && quiet(p, marks[i], now) {
+			// Unless a claim or a hint came since due cleared the mark.
+			h.quietUntil.CompareAndSwap(0, now.Add(m.cfg.QuietRecheckInterval).UnixNano())
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// due returns the promotions of list this re-check looks at: all but the
+// quiet ones whose next quiet re-check is not due yet. It clears the quiet
+// mark of those it returns; the re-check sets it again if they are still
+// quiet. Loop only.
+func (m *Manager) due(list []Promotion, refresh map[string]bool, now time.Time) []Promotion {
+	out := list[:0:0]
+	for _, p := range list {
+		h := m.handles[p.ID]
+		if h != nil && !refresh[p.ID] {
+			// Half a tick early rather than a whole tick late.
+			if until := h.quietUntil.Load(); until > 0 && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
+				continue
+			}
+			h.quietUntil.Store(0)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// journalEmpty reports whether every claim of promotion id this instance
+// answered was seen confirmed. Loop only.
+func (m *Manager) journalEmpty(id string) bool {
+	j := m.jr.byID[id]
+	return j == nil || len(j.es) == 0
+}
+
+// quiet reports whether p, with marks mk, takes no claims until its end:
+// a first-come promotion whose stock is all taken, that is not closed,
+// paused or halted (those are watched every re-check), and whose window
+// is still open (an ended one is drained by the re-check).
+func quiet(p Promotion, mk claim.Mark, now time.Time) bool {
+	return p.Mode == ModeFirstCome && mk.SoldOut() && !mk.Paused && mk.Halted == "" &&
+		!mk.Closed && !p.ended(now)
 }
 
 // groupState is the consumer group's backlog.

@@ -35,7 +35,7 @@ type world struct {
 	prefix string
 }
 
-func newWorld(t *testing.T, topology, db string) world {
+func newWorld(t testing.TB, topology, db string) world {
 	t.Helper()
 	var w world
 	for _, tp := range redistest.Topologies(t) {

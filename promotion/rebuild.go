@@ -183,10 +183,12 @@ func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 // rank with Redis's rank counter, and starts a rebuild where Redis is
 // behind or a promotion is paused with no rebuild running here. Promotions
 // Redis lost entirely are opened (paused) and rebuilt, and those in refresh
-// (seen for the first time) are opened, with the floors read here.
-func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) error {
+// (seen for the first time) are opened, with the floors read here. It
+// returns the marks it read, one per promotion of list (nil if it could
+// not read them).
+func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
 	if len(list) == 0 {
-		return nil
+		return nil, nil
 	}
 	ids := make([]string, len(list))
 	for i, p := range list {
@@ -217,7 +219,7 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 				errs = append(errs, m.open(ctx, p))
 			}
 		}
-		return errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
 	var errs []error
 	for i, p := range list {
@@ -249,7 +251,7 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 			m.cfg.OnHalted(p.ID, mk.Halted != "")
 		}
 	}
-	return errors.Join(errs...)
+	return marks, errors.Join(errs...)
 }
 
 // halt stops claims of a promotion whose database lost claims Redis saw

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -34,10 +35,33 @@ func checkStreamConfig(cfg stream.Config) error {
 	return err
 }
 
+// The keep-alive of the service's Redis connections. rueidis PINGs every
+// connection that was idle for Dialer.KeepAlive, 1 s by default: that alone
+// would have an idle instance send Redis a few commands a second. Once a
+// minute keeps an idle instance near silent (docs/tuning.md), and a
+// command still fails once it waited redisWriteTimeout for its reply (the
+// rueidis default with a 1 s keep-alive), so a dead connection is found by
+// the next command that uses it.
+const (
+	redisKeepAlive    = time.Minute
+	redisWriteTimeout = 10 * time.Second
+)
+
+// quietIdle sets opt's keep-alive and write timeout where the URL set none.
+func quietIdle(opt *rueidis.ClientOption) {
+	if opt.Dialer.KeepAlive == 0 {
+		opt.Dialer.KeepAlive = redisKeepAlive
+	}
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = redisWriteTimeout
+	}
+}
+
 // redisOptions parses --redis: a redis:// or rediss:// URL, or a comma list
 // of host:port seeds (Redis Cluster). Empty means the embedded server.
 func redisOptions(s string) ([]string, rueidis.ClientOption, error) {
 	opt := rueidis.ClientOption{DisableCache: true}
+	quietIdle(&opt)
 	switch {
 	case s == "":
 		return nil, opt, nil
@@ -47,6 +71,7 @@ func redisOptions(s string) ([]string, rueidis.ClientOption, error) {
 			return nil, opt, fmt.Errorf("--redis: %w", err)
 		}
 		o.DisableCache = true
+		quietIdle(&o)
 		return o.InitAddress, o, nil
 	case strings.Contains(s, "://"):
 		return nil, opt, fmt.Errorf("--redis: unsupported scheme in %q (want redis://, rediss:// or host:port list)", s)
