@@ -62,6 +62,9 @@ type Config struct {
 	// and the secret that signs entry tokens. DIBS_WAITROOM_SECRET wins over
 	// the file (see LoadFile).
 	WaitingRoom WaitingRoomConfig `yaml:"waiting_room"`
+	// Admin holds the named admin tokens and the secret of erased users'
+	// tokens. DIBS_ERASE_SECRET wins over the file (see LoadFile).
+	Admin AdminConfig `yaml:"admin"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -169,6 +172,9 @@ func LoadFile(path string) (Config, error) {
 	if v := os.Getenv(EnvWaitroomSecret); v != "" {
 		c.WaitingRoom.Secret = v
 	}
+	if v := os.Getenv(EnvEraseSecret); v != "" {
+		c.Admin.EraseSecret = v
+	}
 	return c, err
 }
 
@@ -194,6 +200,9 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Admin.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
@@ -244,6 +253,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Admin.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {
