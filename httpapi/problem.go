@@ -33,6 +33,9 @@ const (
 	// CodeRebuildInProgress: a rebuild of the promotion runs already, in
 	// this instance or another.
 	CodeRebuildInProgress = "rebuild_in_progress"
+	// CodeNotEnded: the call needs an ended promotion (archiving one still
+	// scheduled or open).
+	CodeNotEnded = "not_ended"
 )
 
 var codeStatus = map[string]int{
@@ -42,6 +45,7 @@ var codeStatus = map[string]int{
 	CodeAlreadyExists:     http.StatusConflict,
 	CodeAlreadyClaimed:    http.StatusConflict,
 	CodeRebuildInProgress: http.StatusConflict,
+	CodeNotEnded:          http.StatusConflict,
 	CodeNotStarted:        http.StatusForbidden,
 	CodeEnded:             http.StatusForbidden,
 	CodeNotAdmitted:       http.StatusForbidden,
@@ -70,6 +74,7 @@ var codeTitle = map[string]string{
 	CodeOverloaded:     "Overloaded",
 	CodeUnavailable:    "Service unavailable",
 	CodeMethod:         "Method not allowed",
+	CodeNotEnded:       "Not ended",
 
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",

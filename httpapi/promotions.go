@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dibsio/dibs/promotion"
@@ -30,6 +32,9 @@ type promotionIn struct {
 	EndsAt       *string        `json:"ends_at"`
 	Value        int64          `json:"value"`
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
+	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
+	// already (back-filling); without it that is refused.
+	AllowPastEndsAt bool `json:"allow_past_ends_at"`
 }
 
 type countsOut struct {
@@ -68,6 +73,7 @@ type promotionOut struct {
 	EndsAt       string         `json:"ends_at"`
 	ClosedAt     *string        `json:"closed_at"`
 	CreatedAt    string         `json:"created_at"`
+	ArchivedAt   *string        `json:"archived_at"`
 	Counts       countsOut      `json:"counts"`
 	WaitingRoom  waitingRoomOut `json:"waiting_room"`
 }
@@ -87,7 +93,7 @@ func toOut(v promotion.View) promotionOut {
 		ID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, Stock: v.Stock,
 		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
-		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt),
+		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -148,6 +154,17 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 	}
 	if p.EndsAt, pr = parseTimeField("ends_at", in.EndsAt); pr != nil {
 		return p, pr
+	}
+	if !in.AllowPastEndsAt {
+		// The end as Normalize will fill it in: a past starts_at without
+		// ends_at can end in the past too.
+		end := p.EndsAt
+		if end.IsZero() && !p.StartsAt.IsZero() {
+			end = p.StartsAt.Add(promotion.DefaultDuration)
+		}
+		if !end.IsZero() && !end.After(time.Now()) {
+			return p, problem(CodeInvalidRequest, "ends_at has passed: such a promotion would never accept a claim; send \"allow_past_ends_at\": true to create it anyway (back-filling)").withField("ends_at")
+		}
 	}
 	if w := in.WaitingRoom; w != nil {
 		p.WaitingRoom.Enabled = w.Enabled
@@ -211,20 +228,40 @@ func (s *Server) getPromotion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toOut(v))
 }
 
+// listStates are the values ?state= takes.
+var listStates = []string{promotion.StateOpen, promotion.StateScheduled, promotion.StateSoldOut,
+	promotion.StateEnded, promotion.StateClosed, promotion.StateArchived}
+
+// listPromotions lists promotions: ?state= filters (archived ones only
+// with state=archived), ?sort=created_at|-created_at orders (default: by
+// id), ?cursor= and ?limit= page.
 func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
 	after, limit, pr := page(r)
 	if pr != nil {
 		pr.write(w, r)
 		return
 	}
-	vs, err := s.cfg.Manager.List(r.Context(), after, limit+1)
+	q := r.URL.Query()
+	lq := promotion.ListQuery{State: q.Get("state"), Sort: q.Get("sort"), Cursor: after, Limit: limit}
+	if lq.State != "" && !slices.Contains(listStates, lq.State) {
+		problem(CodeInvalidRequest, "state must be one of "+strings.Join(listStates, ", ")).withField("state").write(w, r)
+		return
+	}
+	if lq.Sort == "id" {
+		lq.Sort = promotion.SortID
+	}
+	if lq.Sort != promotion.SortID && lq.Sort != promotion.SortCreatedAt && lq.Sort != promotion.SortCreatedAtDesc {
+		problem(CodeInvalidRequest, "sort must be id, created_at or -created_at").withField("sort").write(w, r)
+		return
+	}
+	vs, next, err := s.cfg.Manager.ListBy(r.Context(), lq)
+	if errors.Is(err, promotion.ErrBadQuery) {
+		problem(CodeInvalidRequest, "cursor is not one this server issued for this sort").withField("cursor").write(w, r)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	more := len(vs) > limit
-	if more {
-		vs = vs[:limit]
 	}
 	out := struct {
 		Promotions []promotionOut `json:"promotions"`
@@ -233,10 +270,23 @@ func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
 	for _, v := range vs {
 		out.Promotions = append(out.Promotions, toOut(v))
 	}
-	if more {
-		out.NextCursor = nextCursor(vs[len(vs)-1].ID, limit, limit)
-	}
+	out.NextCursor = nextCursor(next, 1, 1)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// archivePromotion archives an ended promotion: it leaves the default list
+// and stays readable by id. 409 not_ended for one still scheduled or open.
+func (s *Server) archivePromotion(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	v, err := s.cfg.Manager.Archive(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOut(v))
 }
 
 // rebuildOut is the answer to a requested rebuild.

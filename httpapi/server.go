@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,8 +40,19 @@ const (
 type Config struct {
 	// Manager runs the promotions. Required.
 	Manager *promotion.Manager
-	// AdminToken is the bearer token of the admin endpoints. Required.
+	// AdminToken is the bearer token of the admin endpoints, named
+	// DefaultAdminTokenName in the audit log. Required unless AdminTokens
+	// holds one.
 	AdminToken string
+	// AdminTokens are further named admin tokens; more are issued through
+	// the API (POST /v1/admin-tokens) and kept hashed in the database.
+	// Defaults to none.
+	AdminTokens []AdminToken
+	// EraseSecret keys the HMAC-SHA256 that turns an erased user's id into
+	// its one-way token (DELETE /v1/users/{user_id}); it must stay the same
+	// across restarts and instances. Defaults to none: erasing users is
+	// then refused with 404.
+	EraseSecret []byte
 	// MaxInFlight bounds concurrent claim and grant requests; beyond it
 	// requests get 503 overloaded at once. Defaults to DefaultMaxInFlight.
 	MaxInFlight int
@@ -116,6 +126,7 @@ type Server struct {
 	streams      chan struct{} // one token per running streamed request
 	edge         *edge.Edge
 	handler      http.Handler // the mux behind the edge's CORS
+	tokens       []AdminToken // the configured admin tokens; read-only
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -139,7 +150,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
+	tokens, err := cfg.configTokens()
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
+		tokens:   tokens,
 		cfg:      cfg,
 		mux:      http.NewServeMux(),
 		log:      cfg.Logger,
@@ -201,8 +217,6 @@ func (c Config) validate() error {
 	switch {
 	case c.Manager == nil:
 		return errors.New("httpapi: Config.Manager is required")
-	case c.AdminToken == "":
-		return errors.New("httpapi: Config.AdminToken is required")
 	case c.Redis == nil:
 		return errors.New("httpapi: Config.Redis is required")
 	}
@@ -293,8 +307,13 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
+	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.archivePromotion)))})
 	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
-	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindClaim, s.limited(s.postClaim, true))})
+	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{
+		"POST": s.guarded(edge.KindClaim, s.limited(s.postClaim, true)),
+		// The CSV export is streamed (beginStream), so not bounded.
+		"GET": s.admin(s.listWinners),
+	})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
@@ -304,6 +323,13 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))})
+	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})
+	s.route("/v1/admin-tokens", map[string]http.HandlerFunc{
+		"GET":  s.admin(s.bounded(s.listAdminTokens)),
+		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createAdminToken))),
+	})
+	s.route("/v1/admin-tokens/{name}", map[string]http.HandlerFunc{"DELETE": s.admin(s.bounded(s.deleteAdminToken))})
+	s.route("/v1/users/{user_id}", map[string]http.HandlerFunc{"DELETE": s.admin(s.bounded(s.eraseUser))})
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
@@ -331,18 +357,28 @@ func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
 	})
 }
 
-// admin wraps h with the bearer-token check. The scheme is matched
-// case-insensitively (RFC 9110), the token in constant time.
+// admin wraps h with the bearer-token check and the audit log. The scheme
+// is matched case-insensitively (RFC 9110); the token must be one of the
+// configured ones or one issued through the API (see adminName). Every
+// admin request that changes something is recorded (see audited), here
+// once for every admin route.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	want := []byte(s.cfg.AdminToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		token = strings.TrimSpace(token)
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), want) != 1 {
-			problem(CodeUnauthorized, "this endpoint needs the admin bearer token").write(w, r)
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		name, err := s.adminName(r.WithContext(ctx))
+		cancel()
+		switch {
+		case errors.Is(err, errNoAdmin):
+			problem(CodeUnauthorized, "this endpoint needs an admin bearer token").write(w, r)
+			return
+		case errors.Is(err, errShed):
+			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
+			return
+		case err != nil:
+			s.fail(w, r, err)
 			return
 		}
-		h(w, r)
+		s.audited(name, w, r, h)
 	}
 }
 
@@ -415,6 +451,10 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
 	case errors.Is(err, promotion.ErrNotFound):
 		return problem(CodeNotFound, "no such promotion")
+	case errors.Is(err, promotion.ErrNotEnded):
+		return problem(CodeNotEnded, "the promotion has not ended: close it first")
+	case errors.Is(err, promotion.ErrBadQuery):
+		return problem(CodeInvalidRequest, err.Error())
 	case errors.Is(err, promotion.ErrAlreadyExists):
 		return problem(CodeAlreadyExists, "a promotion with this id exists")
 	case errors.Is(err, promotion.ErrWrongMode):

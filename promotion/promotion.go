@@ -46,7 +46,10 @@ type Promotion struct {
 	EndsAt       time.Time
 	ClosedAt     time.Time // zero while not closed
 	CreatedAt    time.Time
-	WaitingRoom  WaitingRoom
+	// ArchivedAt is when an admin archived the ended promotion (see
+	// Manager.Archive); zero if not archived.
+	ArchivedAt  time.Time
+	WaitingRoom WaitingRoom
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -72,7 +75,7 @@ func fromStore(p store.Promotion) Promotion {
 	return Promotion{
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
-		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
+		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
 	}
 }
 
@@ -80,7 +83,7 @@ func (p Promotion) toStore() store.Promotion {
 	return store.Promotion{
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
-		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
+		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
 	}
 }
 

@@ -70,7 +70,10 @@ type Promotion struct {
 	EndsAt       time.Time
 	ClosedAt     time.Time // zero while not closed
 	CreatedAt    time.Time
-	WaitingRoom  WaitingRoom
+	// ArchivedAt is when an admin archived the ended promotion; zero if
+	// not archived. Archived promotions are left out of the default list.
+	ArchivedAt  time.Time
+	WaitingRoom WaitingRoom
 	// Drained is set once the promotion has ended and every accepted claim is
 	// issued or dead-lettered; the service stops watching drained promotions.
 	Drained bool
@@ -250,6 +253,8 @@ type KnownClaim struct {
 
 // Store is the database behind dibs. Implementations are safe for concurrent use.
 type Store interface {
+	Admin
+
 	// Migrate applies the embedded schema migrations; it is idempotent.
 	Migrate(ctx context.Context) error
 	// Ping checks that the database answers.

@@ -68,6 +68,9 @@ type Config struct {
 	// to issue.DefaultAlphabet, issue.DefaultCodeLength and
 	// issue.DefaultVoucherValidDays.
 	Issue issue.Config `yaml:"issue"`
+	// Admin holds the named admin tokens and the secret of erased users'
+	// tokens. DIBS_ERASE_SECRET wins over the file (see LoadFile).
+	Admin AdminConfig `yaml:"admin"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -192,6 +195,9 @@ func LoadFile(path string) (Config, error) {
 	if v := os.Getenv(EnvWaitroomSecret); v != "" {
 		c.WaitingRoom.Secret = v
 	}
+	if v := os.Getenv(EnvEraseSecret); v != "" {
+		c.Admin.EraseSecret = v
+	}
 	return c, err
 }
 
@@ -220,6 +226,9 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := validateIssue(c.Issue); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Admin.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
@@ -270,6 +279,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Admin.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {

@@ -243,7 +243,7 @@ func (s *Service) start(ctx context.Context) error {
 	s.sched = sched
 
 	token := cfg.AdminToken
-	if token == "" {
+	if token == "" && len(cfg.Admin.Tokens) == 0 {
 		token = randomToken()
 		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
 	}
@@ -252,6 +252,9 @@ func (s *Service) start(ctx context.Context) error {
 	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
 		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg, Watcher: watcher}
 	cfg.HTTP.apply(&hcfg)
+	if err := cfg.Admin.apply(&hcfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	api, err := httpapi.New(hcfg)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimsByRank", testClaimsByRank},
 		{"ClaimsByRankPaging", testClaimsByRankPaging},
 	}
+	tests = append(tests, adminTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -174,6 +175,7 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 		{"EndsAt", got.EndsAt, want.EndsAt},
 		{"ClosedAt", got.ClosedAt, want.ClosedAt},
 		{"CreatedAt", got.CreatedAt, want.CreatedAt},
+		{"ArchivedAt", got.ArchivedAt, want.ArchivedAt},
 	}
 	for _, tt := range times {
 		if !tt.got.Equal(tt.want) {
@@ -183,8 +185,8 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 			t.Errorf("promotion %s: %s location %v, want UTC", want.ID, tt.name, tt.got.Location())
 		}
 	}
-	got.StartsAt, got.EndsAt, got.ClosedAt, got.CreatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	want.StartsAt, want.EndsAt, want.ClosedAt, want.CreatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	got.StartsAt, got.EndsAt, got.ClosedAt, got.CreatedAt, got.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	want.StartsAt, want.EndsAt, want.ClosedAt, want.CreatedAt, want.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("promotion %s:\n got %+v\nwant %+v", want.ID, got, want)
 	}
