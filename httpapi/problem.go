@@ -33,6 +33,12 @@ const (
 	// CodeRebuildInProgress: a rebuild of the promotion runs already, in
 	// this instance or another.
 	CodeRebuildInProgress = "rebuild_in_progress"
+	// CodeNoPoolForKind: codes were uploaded for a promotion whose kind
+	// takes no code pool (only coupon promotions do).
+	CodeNoPoolForKind = "no_pool_for_kind"
+	// CodePoolAfterStart: the first codes were uploaded after the
+	// promotion started.
+	CodePoolAfterStart = "pool_after_start"
 )
 
 var codeStatus = map[string]int{
@@ -54,6 +60,8 @@ var codeStatus = map[string]int{
 
 	CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
 	CodeRequestInProgress:    http.StatusConflict,
+	CodeNoPoolForKind:        http.StatusConflict,
+	CodePoolAfterStart:       http.StatusConflict,
 }
 
 var codeTitle = map[string]string{
@@ -68,6 +76,8 @@ var codeTitle = map[string]string{
 	CodeSoldOut:        "Sold out",
 	CodeTooLarge:       "Request too large",
 	CodeOverloaded:     "Overloaded",
+	CodeNoPoolForKind:  "No code pool for this kind",
+	CodePoolAfterStart: "Code pool after the start",
 	CodeUnavailable:    "Service unavailable",
 	CodeMethod:         "Method not allowed",
 

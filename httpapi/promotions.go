@@ -30,6 +30,7 @@ type promotionIn struct {
 	EndsAt       *string        `json:"ends_at"`
 	Value        int64          `json:"value"`
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
+	WebhookURL   string         `json:"webhook_url"`
 }
 
 type countsOut struct {
@@ -70,6 +71,7 @@ type promotionOut struct {
 	CreatedAt    string         `json:"created_at"`
 	Counts       countsOut      `json:"counts"`
 	WaitingRoom  waitingRoomOut `json:"waiting_room"`
+	WebhookURL   string         `json:"webhook_url,omitempty"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -87,7 +89,7 @@ func toOut(v promotion.View) promotionOut {
 		ID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, Stock: v.Stock,
 		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
-		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt),
+		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), WebhookURL: v.WebhookURL,
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -123,7 +125,7 @@ func parseTimeField(field string, s *string) (time.Time, *Problem) {
 }
 
 func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
-	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value}
+	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value, WebhookURL: in.WebhookURL}
 	if in.ID != nil {
 		if !promotion.ValidID(*in.ID) {
 			return p, problem(CodeInvalidRequest, "id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("id")
