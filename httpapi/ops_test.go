@@ -208,7 +208,8 @@ func TestWinners(t *testing.T) {
 		var batch []store.Issue
 		for r := int64(n); r >= 1; r-- {
 			batch = append(batch, store.Issue{ClaimID: fmt.Sprintf("win#%d", r), PromotionID: "win",
-				UserID: fmt.Sprintf("u%d", r), Rank: r, Slot: 1, AcceptedAt: at})
+				UserID: fmt.Sprintf("u%d", r), Rank: r, Slot: 1, AcceptedAt: at,
+				Grant: store.Grant{Code: fmt.Sprintf("CODE%d", r), Value: 1}})
 		}
 		if _, err := e.store.IssueBatch(t.Context(), batch); err != nil {
 			t.Fatal(err)
@@ -226,7 +227,8 @@ func TestWinners(t *testing.T) {
 			for _, c := range r.body["claims"].([]any) {
 				c := c.(map[string]any)
 				rank := int64(c["rank"].(float64))
-				if c["user_id"] != fmt.Sprintf("u%d", rank) || c["claim_id"] != fmt.Sprintf("win#%d", rank) || c["issued_at"] == nil {
+				if c["user_id"] != fmt.Sprintf("u%d", rank) || c["claim_id"] != fmt.Sprintf("win#%d", rank) || c["issued_at"] == nil ||
+					c["code"] != fmt.Sprintf("CODE%d", rank) {
 					t.Fatalf("winner %v", c)
 				}
 				ranks = append(ranks, rank)
@@ -254,13 +256,13 @@ func TestWinners(t *testing.T) {
 		if err != nil {
 			t.Fatalf("csv: %v", err)
 		}
-		if strings.Join(recs[0], ",") != "rank,claim_id,user_id,slot,accepted_at,issued_at" {
+		if strings.Join(recs[0], ",") != "rank,claim_id,user_id,slot,accepted_at,issued_at,code" {
 			t.Fatalf("csv header %v", recs[0])
 		}
 		ranks = ranks[:0]
 		for _, rec := range recs[1:] {
 			rank, _ := strconv.ParseInt(rec[0], 10, 64)
-			if rec[2] != fmt.Sprintf("u%d", rank) || rec[3] != "1" {
+			if rec[2] != fmt.Sprintf("u%d", rank) || rec[3] != "1" || rec[6] != fmt.Sprintf("CODE%d", rank) {
 				t.Fatalf("csv row %v", rec)
 			}
 			ranks = append(ranks, rank)

@@ -36,6 +36,12 @@ const (
 	// CodeNotEnded: the call needs an ended promotion (archiving one still
 	// scheduled or open).
 	CodeNotEnded = "not_ended"
+	// CodeNoPoolForKind: codes were uploaded for a promotion whose kind
+	// takes no code pool (only coupon promotions do).
+	CodeNoPoolForKind = "no_pool_for_kind"
+	// CodePoolAfterStart: the first codes were uploaded after the
+	// promotion started.
+	CodePoolAfterStart = "pool_after_start"
 )
 
 var codeStatus = map[string]int{
@@ -58,6 +64,8 @@ var codeStatus = map[string]int{
 
 	CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
 	CodeRequestInProgress:    http.StatusConflict,
+	CodeNoPoolForKind:        http.StatusConflict,
+	CodePoolAfterStart:       http.StatusConflict,
 }
 
 var codeTitle = map[string]string{
@@ -72,6 +80,8 @@ var codeTitle = map[string]string{
 	CodeSoldOut:        "Sold out",
 	CodeTooLarge:       "Request too large",
 	CodeOverloaded:     "Overloaded",
+	CodeNoPoolForKind:  "No code pool for this kind",
+	CodePoolAfterStart: "Code pool after the start",
 	CodeUnavailable:    "Service unavailable",
 	CodeMethod:         "Method not allowed",
 	CodeNotEnded:       "Not ended",

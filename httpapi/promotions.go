@@ -34,7 +34,8 @@ type promotionIn struct {
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
 	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
 	// already (back-filling); without it that is refused.
-	AllowPastEndsAt bool `json:"allow_past_ends_at"`
+	AllowPastEndsAt bool   `json:"allow_past_ends_at"`
+	WebhookURL      string `json:"webhook_url"`
 }
 
 type countsOut struct {
@@ -76,6 +77,7 @@ type promotionOut struct {
 	ArchivedAt   *string        `json:"archived_at"`
 	Counts       countsOut      `json:"counts"`
 	WaitingRoom  waitingRoomOut `json:"waiting_room"`
+	WebhookURL   string         `json:"webhook_url,omitempty"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -94,6 +96,7 @@ func toOut(v promotion.View) promotionOut {
 		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
 		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
+		WebhookURL: v.WebhookURL,
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -129,7 +132,7 @@ func parseTimeField(field string, s *string) (time.Time, *Problem) {
 }
 
 func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
-	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value}
+	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value, WebhookURL: in.WebhookURL}
 	if in.ID != nil {
 		if !promotion.ValidID(*in.ID) {
 			return p, problem(CodeInvalidRequest, "id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("id")

@@ -316,6 +316,7 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
+	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})

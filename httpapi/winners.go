@@ -24,10 +24,13 @@ type winnerOut struct {
 	Slot       int    `json:"slot"`
 	AcceptedAt string `json:"accepted_at"`
 	IssuedAt   string `json:"issued_at"`
+	// Code is the claim's coupon or voucher code, omitted for kinds
+	// without one.
+	Code string `json:"code,omitempty"`
 }
 
 // csvHeader is the CSV export's first row.
-var csvHeader = []string{"rank", "claim_id", "user_id", "slot", "accepted_at", "issued_at"}
+var csvHeader = []string{"rank", "claim_id", "user_id", "slot", "accepted_at", "issued_at", "code"}
 
 // listWinners answers GET /v1/promotions/{id}/claims?status=issued: the
 // promotion's issued claims in rank order, a JSON page (bounded like every
@@ -87,7 +90,7 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rows, err := s.cfg.Manager.Store().ListIssuedByRank(r.Context(), id, afterRank, limit+1)
+	rows, err := s.cfg.Manager.Store().IssuedByRank(r.Context(), id, afterRank, limit+1)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -102,7 +105,7 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 	}{Claims: make([]winnerOut, 0, len(rows))}
 	for _, is := range rows {
 		out.Claims = append(out.Claims, winnerOut{Rank: is.Rank, ClaimID: is.ClaimID, UserID: is.UserID, Slot: is.Slot,
-			AcceptedAt: formatTime(is.AcceptedAt), IssuedAt: formatTime(is.IssuedAt)})
+			AcceptedAt: formatTime(is.AcceptedAt), IssuedAt: formatTime(is.IssuedAt), Code: is.Grant.Code})
 	}
 	if more {
 		out.NextCursor = nextCursor(strconv.FormatInt(rows[len(rows)-1].Rank, 10), limit, limit)
@@ -135,14 +138,14 @@ func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
 	var after int64
 	for {
 		d.touch()
-		rows, err := s.cfg.Manager.Store().ListIssuedByRank(r.Context(), id, after, csvChunk)
+		rows, err := s.cfg.Manager.Store().IssuedByRank(r.Context(), id, after, csvChunk)
 		if err != nil {
 			s.log.Warn("winners export cut short", "promotion", id, "after_rank", after, "err", err)
 			panic(http.ErrAbortHandler) // the status is sent: only breaking the stream tells the client
 		}
 		for _, is := range rows {
 			_ = cw.Write([]string{strconv.FormatInt(is.Rank, 10), is.ClaimID, is.UserID, strconv.Itoa(is.Slot),
-				formatTime(is.AcceptedAt), formatTime(is.IssuedAt)})
+				formatTime(is.AcceptedAt), formatTime(is.IssuedAt), is.Grant.Code})
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {

@@ -54,7 +54,11 @@ func (f IssuerFunc) Grant(ctx context.Context, p store.Promotion, c store.Issue)
 }
 
 // Coupon gives each claim a unique, random code with a check character
-// (see [Codes]), valued at the promotion's value, that does not expire.
+// (see [Codes]), valued at the promotion's value, that does not expire —
+// or, when codes were uploaded for the promotion (a code pool), a free
+// code of its pool, which the store takes inside the issue transaction
+// (Grant.Pool). A claim that finds the pool dry is never issued without a
+// code: it fails with an error wrapping store.ErrPoolEmpty.
 type Coupon struct {
 	Codes *Codes
 }
@@ -65,7 +69,7 @@ func (c Coupon) Grant(_ context.Context, p store.Promotion, _ store.Issue) (Gran
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Code: code, Value: p.Value, NewCode: c.Codes.New}, nil
+	return Grant{Code: code, Value: p.Value, NewCode: c.Codes.New, Pool: true}, nil
 }
 
 // Voucher gives each claim a unique, random code worth the promotion's
@@ -112,11 +116,19 @@ type Config struct {
 	// accepted, 1 to MaxVoucherValidDays. Defaults to
 	// DefaultVoucherValidDays.
 	VoucherValidDays int `yaml:"voucher_valid_days"`
+	// WebhookSecret signs the webhook issuer's calls (at least
+	// MinWebhookSecretLength bytes). Empty: no webhook issuer, and
+	// promotions of kind webhook cannot be created. dibs serve takes it
+	// from DIBS_WEBHOOK_SECRET when that is set.
+	WebhookSecret string `yaml:"webhook_secret"`
+	// Webhook tunes the webhook issuer's calls.
+	Webhook WebhookConfig `yaml:"webhook"`
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.Codes = c.Codes.withDefaults()
+	c.Webhook = c.Webhook.withDefaults()
 	if c.VoucherValidDays == 0 {
 		c.VoucherValidDays = DefaultVoucherValidDays
 	}
@@ -132,15 +144,19 @@ func (c Config) Validate() error {
 	if c.VoucherValidDays < 1 || c.VoucherValidDays > MaxVoucherValidDays {
 		return fmt.Errorf("issue: Config.VoucherValidDays must be 1 to %d, got %d", MaxVoucherValidDays, c.VoucherValidDays)
 	}
-	return nil
+	if c.WebhookSecret != "" && len(c.WebhookSecret) < MinWebhookSecretLength {
+		return fmt.Errorf("issue: Config.WebhookSecret must be at least %d bytes", MinWebhookSecretLength)
+	}
+	return c.Webhook.validate()
 }
 
 // Kinds maps a promotion kind (store.KindCoupon, …) to its Issuer.
 type Kinds map[string]Issuer
 
 // Builtin returns the built-in issuers of every kind for cfg: Coupon,
-// Voucher and Point, the first two sharing one code maker. An error names
-// the field of cfg that cannot work.
+// Voucher and Point, the first two sharing one code maker, and Webhook
+// when cfg has a WebhookSecret. An error names the field of cfg that
+// cannot work.
 func Builtin(cfg Config) (Kinds, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -150,9 +166,17 @@ func Builtin(cfg Config) (Kinds, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Kinds{
+	kinds := Kinds{
 		store.KindCoupon:  Coupon{Codes: codes},
 		store.KindVoucher: Voucher{Codes: codes, ValidFor: time.Duration(cfg.VoucherValidDays) * 24 * time.Hour},
 		store.KindPoint:   Point{},
-	}, nil
+	}
+	if cfg.WebhookSecret != "" {
+		w, err := NewWebhook(cfg.WebhookSecret, cfg.Webhook, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		kinds[store.KindWebhook] = w
+	}
+	return kinds, nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
@@ -28,20 +30,23 @@ type issuer struct {
 // Handle implements stream.Handler.
 func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 	errs := make([]error, len(msgs))
-	issues := make([]store.Issue, 0, len(msgs))
-	at := make([]int, 0, len(msgs)) // index in msgs of each issue
+	decoded := make([]store.Issue, len(msgs))
 	for i, msg := range msgs {
 		is, err := decodeIssue(h.promotionID, msg.Fields)
 		if err != nil {
 			errs[i] = stream.Malformed(err)
 			continue
 		}
-		if is.Grant, err = h.grant(ctx, is); err != nil {
-			errs[i] = err
-			continue
+		decoded[i] = is
+	}
+	h.grants(ctx, decoded, errs)
+	issues := make([]store.Issue, 0, len(msgs))
+	at := make([]int, 0, len(msgs)) // index in msgs of each issue
+	for i, is := range decoded {
+		if errs[i] == nil {
+			issues = append(issues, is)
+			at = append(at, i)
 		}
-		issues = append(issues, is)
-		at = append(at, i)
 	}
 	if len(issues) == 0 {
 		return errs
@@ -59,9 +64,7 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		outs, err = h.oneByOne(ctx, issues, at, errs), nil
 	}
 	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) {
-			err = stream.Transient(err)
-		}
+		err = storeErr(err)
 		for _, i := range at {
 			errs[i] = err
 		}
@@ -86,6 +89,41 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 		h.m.cfg.OnIssued(h.promotionID, inserted)
 	}
 	return errs
+}
+
+// grants sets the Grant of each issue whose errs entry is nil, or its
+// error. An issuer that calls out (issue.Concurrent) is asked for up to
+// its Concurrency claims at a time, each goroutine writing only its own
+// entries; the others are asked in turn.
+func (h *issuer) grants(ctx context.Context, issues []store.Issue, errs []error) {
+	n := 1
+	if c, ok := h.m.cfg.Issuers[h.promo.Kind].(issue.Concurrent); ok {
+		n = max(c.Concurrency(), 1)
+	}
+	one := func(i int) {
+		issues[i].Grant, errs[i] = h.grant(ctx, issues[i])
+	}
+	if n == 1 {
+		for i := range issues {
+			if errs[i] == nil {
+				one(i)
+			}
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, n)
+	for i := range issues {
+		if errs[i] != nil {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			one(i)
+		})
+	}
+	wg.Wait()
 }
 
 // grant asks the promotion kind's issuer what the claim receives. A kind
@@ -207,12 +245,29 @@ func (h *issuer) resolveToIssued(ctx context.Context, is store.Issue, x store.Is
 	return nil
 }
 
-// storeErr marks a database outage transient.
+// storeErr marks a database outage transient, and a dry code pool
+// permanent: the claim cannot be issued without a code.
 func storeErr(err error) error {
-	if errors.Is(err, store.ErrUnavailable) {
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
 		return stream.Transient(err)
+	case errors.Is(err, store.ErrPoolEmpty):
+		return stream.Permanent(fmt.Errorf("%w: upload more codes, then replay the claim", err))
 	}
 	return err
+}
+
+// kindIssued refuses to create a promotion of a kind this manager has no
+// issuer for (a webhook promotion on a server without a webhook secret):
+// its claims could never be issued.
+func (m *Manager) kindIssued(kind string) error {
+	if m.cfg.Issuers[kind] != nil {
+		return nil
+	}
+	if kind == KindWebhook {
+		return invalid("kind", "this server issues no webhook promotions: it has no webhook signing secret (issue.webhook_secret or DIBS_WEBHOOK_SECRET)")
+	}
+	return invalid("kind", "this server has no issuer for kind %s", kind)
 }
 
 // oneByOne issues each claim in its own transaction. It returns the
@@ -227,10 +282,8 @@ func (h *issuer) oneByOne(ctx context.Context, issues []store.Issue, at []int, e
 			outs[j] = o[0]
 		case err == nil:
 			errs[at[j]] = fmt.Errorf("issue %s: %d outcomes for one claim", is.ClaimID, len(o))
-		case errors.Is(err, store.ErrUnavailable):
-			errs[at[j]] = stream.Transient(err)
 		default:
-			errs[at[j]] = err
+			errs[at[j]] = storeErr(err)
 		}
 	}
 	return outs

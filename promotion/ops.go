@@ -45,6 +45,9 @@ func (m *Manager) Create(ctx context.Context, p Promotion) (View, error) {
 	if p.WaitingRoom.Enabled && m.cfg.Rooms == nil {
 		return View{}, invalid("waiting_room.enabled", "this server runs no waiting room")
 	}
+	if err := m.kindIssued(p.Kind); err != nil {
+		return View{}, err
+	}
 	if p.ID == "" {
 		p.ID = "p-" + randomID(8)
 	}

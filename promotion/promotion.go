@@ -20,6 +20,9 @@ const (
 	KindCoupon  = store.KindCoupon
 	KindVoucher = store.KindVoucher
 	KindPoint   = store.KindPoint
+	// KindWebhook posts each claim to the promotion's WebhookURL (see
+	// issue.Webhook).
+	KindWebhook = store.KindWebhook
 )
 
 // Claim statuses, as UserClaim.Status gives them.
@@ -38,7 +41,7 @@ type Promotion struct {
 	ID           string
 	Name         string
 	Mode         string // ModeFirstCome or ModeGrant
-	Kind         string // KindCoupon, KindVoucher or KindPoint
+	Kind         string // KindCoupon, KindVoucher, KindPoint or KindWebhook
 	Stock        int64  // for grants: the expected target count, 0 if unknown
 	PerUserLimit int
 	Value        int64
@@ -50,6 +53,10 @@ type Promotion struct {
 	// Manager.Archive); zero if not archived.
 	ArchivedAt  time.Time
 	WaitingRoom WaitingRoom
+	// WebhookURL is where a KindWebhook promotion's claims are posted: an
+	// http or https URL of at most MaxWebhookURLLength bytes. Required for
+	// that kind, empty for the others.
+	WebhookURL string
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -76,6 +83,7 @@ func fromStore(p store.Promotion) Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
+		WebhookURL: p.WebhookURL,
 	}
 }
 
@@ -84,6 +92,7 @@ func (p Promotion) toStore() store.Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
+		WebhookURL: p.WebhookURL,
 	}
 }
 

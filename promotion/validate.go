@@ -3,6 +3,7 @@ package promotion
 import (
 	"crypto/rand"
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -24,6 +25,8 @@ const (
 	MaxPrequeueSeconds = 86_400
 	// PrequeueSeedLen is the length of a prequeue's seed in bytes.
 	PrequeueSeedLen = 32
+	// MaxWebhookURLLength bounds Promotion.WebhookURL, in bytes.
+	MaxWebhookURLLength = 2048
 )
 
 // ValidID reports whether s is a valid promotion or user id: 1–64
@@ -78,9 +81,12 @@ func Normalize(p *Promotion, now time.Time) error {
 	switch p.Kind {
 	case "":
 		p.Kind = KindCoupon
-	case KindCoupon, KindVoucher, KindPoint:
+	case KindCoupon, KindVoucher, KindPoint, KindWebhook:
 	default:
-		return invalid("kind", "must be coupon, voucher or point")
+		return invalid("kind", "must be coupon, voucher, point or webhook")
+	}
+	if err := validWebhookURL(p.Kind, p.WebhookURL); err != nil {
+		return err
 	}
 	switch {
 	case p.Mode == ModeGrant && p.Stock == 0:
@@ -155,6 +161,38 @@ func normalizePrequeue(w *WaitingRoom) error {
 		_, _ = rand.Read(w.PrequeueSeed) // never fails (crypto/rand)
 	case len(w.PrequeueSeed) != PrequeueSeedLen:
 		return invalid("waiting_room.prequeue_seed", "must be %d bytes", PrequeueSeedLen)
+	}
+	return nil
+}
+
+// validWebhookURL checks a promotion's webhook_url against its kind: an
+// absolute http or https URL with a host, without user info or fragment,
+// for KindWebhook; empty for the other kinds.
+func validWebhookURL(kind, raw string) error {
+	if kind != KindWebhook {
+		if raw != "" {
+			return invalid("webhook_url", "is only for kind webhook")
+		}
+		return nil
+	}
+	if raw == "" {
+		return invalid("webhook_url", "is required for kind webhook")
+	}
+	if len(raw) > MaxWebhookURLLength {
+		return invalid("webhook_url", "must be at most %d bytes", MaxWebhookURLLength)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return invalid("webhook_url", "is not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return invalid("webhook_url", "must be an http or https URL")
+	case u.Host == "" || u.Hostname() == "":
+		return invalid("webhook_url", "must name a host")
+	case u.User != nil:
+		return invalid("webhook_url", "must not carry user info (the body is signed instead)")
+	case u.Fragment != "" || u.RawFragment != "":
+		return invalid("webhook_url", "must not have a fragment")
 	}
 	return nil
 }

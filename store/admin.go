@@ -19,10 +19,6 @@ type Admin interface {
 	// time. Whether the promotion may be archived is the caller's decision.
 	ArchivePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
 
-	// ListIssuedByRank returns up to limit issued rows of the promotion with
-	// rank > afterRank, ordered by rank: its winners, page by page.
-	ListIssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]Issued, error)
-
 	// AppendAudit records one admin action; the stored entry's ID and, when
 	// zero, At are set by the database.
 	AppendAudit(ctx context.Context, e AuditEntry) error

@@ -42,6 +42,11 @@ var (
 	// free one was found (Grant.NewCode is nil, or MaxCodeAttempts codes
 	// were all taken: the code space is nearly full). Nothing was written.
 	ErrCodeTaken = errors.New("store: code already taken")
+	// ErrPoolEmpty means a claim whose Grant asks for a pool code
+	// (Grant.Pool) belongs to a promotion whose uploaded code pool has no
+	// free code left. Nothing was written; the claim can never be issued
+	// until more codes are uploaded, so it is a permanent failure.
+	ErrPoolEmpty = errors.New("store: code pool has no free code")
 )
 
 // Promotion modes.
@@ -55,6 +60,15 @@ const (
 	KindCoupon  = "coupon"
 	KindVoucher = "voucher"
 	KindPoint   = "point"
+	// KindWebhook calls the promotion's WebhookURL for each claim and
+	// stores the code the partner's service answers, if any.
+	KindWebhook = "webhook"
+)
+
+// Bounds of uploaded pool codes (AddPoolCodes).
+const (
+	// MaxPoolCodeLength is the longest pool code, in bytes.
+	MaxPoolCodeLength = 64
 )
 
 // Promotion is a promotion's definition as stored in the database.
@@ -62,7 +76,7 @@ type Promotion struct {
 	ID           string
 	Name         string
 	Mode         string // ModeFirstCome or ModeGrant
-	Kind         string // KindCoupon, KindVoucher or KindPoint
+	Kind         string // KindCoupon, KindVoucher, KindPoint or KindWebhook
 	Stock        int64  // for grants: the expected target count, 0 if unknown
 	PerUserLimit int
 	Value        int64
@@ -77,6 +91,9 @@ type Promotion struct {
 	// Drained is set once the promotion has ended and every accepted claim is
 	// issued or dead-lettered; the service stops watching drained promotions.
 	Drained bool
+	// WebhookURL is where a KindWebhook promotion's issuer posts each
+	// claim; empty for the other kinds.
+	WebhookURL string
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -136,6 +153,21 @@ type Grant struct {
 	// MaxCodeAttempts times, so a collision never fails the batch. Nil
 	// makes a taken code an error wrapping ErrCodeTaken. Never stored.
 	NewCode func() (string, error) `json:"-"`
+	// Pool asks for a code from the promotion's uploaded code pool
+	// (AddPoolCodes) when it has one: IssueBatch then takes a free pool
+	// code for the claim inside the transaction, in place of Code, and
+	// fails with an error wrapping ErrPoolEmpty if none is free. A
+	// promotion without a pool gets Code as usual. The pool code is
+	// written with Value, like Code; ExpiresAt does not apply.
+	Pool bool
+}
+
+// PoolAdded is what AddPoolCodes did.
+type PoolAdded struct {
+	Added      int64 // codes new to the pool
+	Duplicates int64 // codes the pool held already, or given twice
+	Total      int64 // codes in the pool now, taken or free
+	Free       int64 // codes in the pool not yet taken by a claim
 }
 
 // LedgerEntry is one credit of points to a user: the Points of a claim's
@@ -295,6 +327,17 @@ type Store interface {
 	Balance(ctx context.Context, userID string) (Balance, error)
 	// Counts returns the promotion's database-side counts.
 	Counts(ctx context.Context, promotionID string) (Counts, error)
+
+	// AddPoolCodes adds codes to the promotion's code pool in one
+	// transaction: each code new to the pool is added free, a code the
+	// pool holds already (or that codes holds twice) is counted as a
+	// duplicate and changes nothing. The caller validates the codes (1 to
+	// MaxPoolCodeLength printable characters). A code is unique within its
+	// promotion's pool; pools of different promotions may share codes.
+	AddPoolCodes(ctx context.Context, promotionID string, codes []string) (PoolAdded, error)
+	// PoolSize returns how many codes the promotion's pool holds, and how
+	// many of them no claim has taken; zero for a promotion without a pool.
+	PoolSize(ctx context.Context, promotionID string) (total, free int64, err error)
 
 	// MaxRanks returns, for each of the promotions, the highest rank the
 	// database holds, issued or dead-lettered; a promotion with neither (or

@@ -64,9 +64,12 @@ type Config struct {
 	// the file (see LoadFile).
 	WaitingRoom WaitingRoomConfig `yaml:"waiting_room"`
 	// Issue configures what claims receive: the alphabet and length of
-	// coupon and voucher codes, and how long a voucher is valid. Defaults
+	// coupon and voucher codes, how long a voucher is valid, and the
+	// webhook issuer (webhook_secret, which DIBS_WEBHOOK_SECRET wins over,
+	// and the webhook: block of timeouts, concurrency and backoff). Defaults
 	// to issue.DefaultAlphabet, issue.DefaultCodeLength and
-	// issue.DefaultVoucherValidDays.
+	// issue.DefaultVoucherValidDays; without a webhook secret, promotions
+	// of kind webhook are refused at creation.
 	Issue issue.Config `yaml:"issue"`
 	// Admin holds the named admin tokens and the secret of erased users'
 	// tokens. DIBS_ERASE_SECRET wins over the file (see LoadFile).
@@ -118,6 +121,10 @@ type EmbeddedRedisConfig struct {
 	// always. Defaults to everysec.
 	AppendFsync string `yaml:"appendfsync"`
 }
+
+// EnvWebhookSecret is the environment variable of the webhook issuer's
+// signing secret (issue.webhook_secret); it wins over the file.
+const EnvWebhookSecret = "DIBS_WEBHOOK_SECRET"
 
 // EnvWaitroomSecret is the environment variable of the entry tokens'
 // signing keys, in the form of WaitingRoomConfig.Secret; it wins over the
@@ -188,7 +195,8 @@ func DefaultConfig() Config {
 // are errors. An empty path is DefaultConfig. The user-token secret or
 // public key in the environment (DIBS_USER_TOKEN_SECRET,
 // DIBS_USER_TOKEN_PUBLIC_KEY) and the entry tokens' keys
-// (DIBS_WAITROOM_SECRET) win over the file.
+// (DIBS_WAITROOM_SECRET) and the webhook secret (DIBS_WEBHOOK_SECRET)
+// win over the file.
 func LoadFile(path string) (Config, error) {
 	c, err := loadFile(path)
 	c.Edge.ApplyEnv(nil)
@@ -197,6 +205,14 @@ func LoadFile(path string) (Config, error) {
 	}
 	if v := os.Getenv(EnvEraseSecret); v != "" {
 		c.Admin.EraseSecret = v
+	}
+	if v := os.Getenv(EnvWebhookSecret); v != "" {
+		c.Issue.WebhookSecret = v
+		if err == nil {
+			if verr := validateIssue(c.Issue); verr != nil {
+				err = fmt.Errorf("%s: %w", EnvWebhookSecret, verr)
+			}
+		}
 	}
 	return c, err
 }

@@ -46,23 +46,6 @@ func (s *Store) ArchivePromotion(ctx context.Context, id string, at time.Time) (
 	return p, nil
 }
 
-// ListIssuedByRank returns up to limit issued rows of the promotion with
-// rank > afterRank, ordered by rank.
-func (s *Store) ListIssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]store.Issued, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = $1 AND rank > $2 ORDER BY rank LIMIT $3`, promotionID, afterRank, limit)
-	if err != nil {
-		return nil, wrapErr("list issued by rank", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Issued, error) {
-		return sqlstore.ScanIssued(row, pgTimes)
-	})
-	return out, wrapErr("list issued by rank", err)
-}
-
 // AppendAudit records one admin action.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, promotion_id, detail, status)

@@ -148,10 +148,67 @@ const (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])`
 )
 
+// Pool codes. takePoolCodes pairs the free codes it locks with the claims
+// in order; SKIP LOCKED lets concurrent batches take different codes
+// without waiting. Codes locked by other transactions are skipped, so a
+// short answer does not mean the pool is dry: takePoolCodesWait, which
+// waits for those locks, decides that (see takePool).
+const hasPool = `SELECT EXISTS (SELECT 1 FROM code_pool WHERE promotion_id = $1)`
+
+// takePoolQuery is the take; lock is the locking clause of its free codes.
+func takePoolQuery(lock string) string {
+	return `WITH free AS (
+			SELECT code FROM code_pool WHERE promotion_id = $1 AND claim_id IS NULL
+			LIMIT cardinality($2::text[]) ` + lock + `),
+		numbered AS (SELECT code, row_number() OVER () AS n FROM free),
+		claims AS (SELECT * FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS u(claim_id, value, n))
+		UPDATE code_pool p SET claim_id = claims.claim_id, value = claims.value, taken_at = now()
+		FROM numbered JOIN claims ON claims.n = numbered.n
+		WHERE p.promotion_id = $1 AND p.code = numbered.code
+		RETURNING p.claim_id`
+}
+
+var (
+	takePoolCodes     = takePoolQuery("FOR UPDATE SKIP LOCKED")
+	takePoolCodesWait = takePoolQuery("FOR UPDATE")
+)
+
+// takePool takes free codes of promotion id's pool for issues, in order,
+// and returns the claim ids served. When the skipping take serves none,
+// the waiting one runs: it returns none only if no code is free once the
+// transactions holding them are done.
+func takePool(ctx context.Context, tx pgx.Tx, id string, issues []store.Issue) ([]string, error) {
+	claims, values := make([]string, len(issues)), make([]int64, len(issues))
+	for i, is := range issues {
+		claims[i], values[i] = is.ClaimID, is.Grant.Value
+	}
+	for _, q := range []string{takePoolCodes, takePoolCodesWait} {
+		rows, err := tx.Query(ctx, q, id, claims, values)
+		if err != nil {
+			return nil, err
+		}
+		served, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(served) > 0 {
+			return served, err
+		}
+	}
+	return nil, nil
+}
+
 // writeGrants writes the codes and ledger entries of the issues just
 // inserted, inside tx.
 func writeGrants(ctx context.Context, tx pgx.Tx, inserted []store.Issue) error {
-	err := sqlstore.WriteCodes(inserted, func(rows []sqlstore.CodeRow) ([]string, error) {
+	coded, err := sqlstore.TakePoolCodes(inserted, func(id string) (bool, error) {
+		var ok bool
+		err := tx.QueryRow(ctx, hasPool, id).Scan(&ok)
+		return ok, err
+	}, func(id string, issues []store.Issue) ([]string, error) {
+		return takePool(ctx, tx, id, issues)
+	})
+	if err != nil {
+		return err
+	}
+	err = sqlstore.WriteCodes(coded, func(rows []sqlstore.CodeRow) ([]string, error) {
 		var (
 			codes, claims, promos = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 			values                = make([]int64, len(rows))

@@ -44,27 +44,6 @@ func (s *Store) ArchivePromotion(ctx context.Context, id string, at time.Time) (
 	return p, nil
 }
 
-// ListIssuedByRank returns up to limit issued rows of the promotion with
-// rank > afterRank, ordered by rank.
-func (s *Store) ListIssuedByRank(ctx context.Context, promotionID string, afterRank int64, limit int) ([]store.Issued, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = ? AND rank > ? ORDER BY rank LIMIT ?`, promotionID, afterRank, limit)
-	if err != nil {
-		return nil, wrapErr("list issued by rank", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(row sqlstore.Scanner) (store.Issued, error) {
-		return sqlstore.ScanIssued(row, liteTimes)
-	})
-	if err != nil {
-		return nil, wrapErr("list issued by rank", err)
-	}
-	return out, nil
-}
-
 // AppendAudit records one admin action.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.At.IsZero() {

@@ -73,10 +73,44 @@ const (
 		SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, ? FROM json_each(?) j WHERE true`
 )
 
+// Pool codes: whether a promotion has a pool, and taking one free code
+// for a claim (the one writer makes LIMIT 1 enough: nothing else takes
+// codes meanwhile).
+const (
+	hasPool      = `SELECT EXISTS (SELECT 1 FROM code_pool WHERE promotion_id = ?)`
+	takePoolCode = `UPDATE code_pool SET claim_id = ?, value = ?, taken_at = ?
+		WHERE rowid = (SELECT rowid FROM code_pool WHERE promotion_id = ? AND claim_id IS NULL LIMIT 1)`
+)
+
 // writeGrants writes the codes and ledger entries of the issues just
 // inserted, inside tx.
 func writeGrants(ctx context.Context, tx *sql.Tx, ins *insertStmts, inserted []store.Issue, issuedAt string) error {
-	err := sqlstore.WriteCodes(inserted, func(rows []sqlstore.CodeRow) ([]string, error) {
+	coded, err := sqlstore.TakePoolCodes(inserted, func(id string) (bool, error) {
+		var ok bool
+		err := tx.QueryRowContext(ctx, hasPool, id).Scan(&ok)
+		return ok, err
+	}, func(id string, issues []store.Issue) ([]string, error) {
+		var served []string
+		for _, is := range issues {
+			res, err := tx.ExecContext(ctx, takePoolCode, is.ClaimID, is.Grant.Value, issuedAt, id)
+			if err != nil {
+				return nil, err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return nil, err
+			}
+			if n == 0 {
+				break
+			}
+			served = append(served, is.ClaimID)
+		}
+		return served, nil
+	})
+	if err != nil {
+		return err
+	}
+	err = sqlstore.WriteCodes(coded, func(rows []sqlstore.CodeRow) ([]string, error) {
 		arr := make([][]any, len(rows))
 		for i, r := range rows {
 			var expires any

@@ -21,7 +21,7 @@ var adminTests = []struct {
 	{"ListPromotionsBy", testListPromotionsBy},
 	{"ListPromotionsByPaging", testListPromotionsByPaging},
 	{"ArchivePromotion", testArchivePromotion},
-	{"ListIssuedByRank", testListIssuedByRank},
+	{"IssuedByRankPages", testIssuedByRank},
 	{"Audit", testAudit},
 	{"AdminTokens", testAdminTokens},
 	{"EraseUser", testEraseUser},
@@ -153,7 +153,7 @@ func testArchivePromotion(t *testing.T, s store.Store) {
 	}
 }
 
-func testListIssuedByRank(t *testing.T, s store.Store) {
+func testIssuedByRank(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, promo("win"), promo("win-other"))
 	at := now()
@@ -169,7 +169,7 @@ func testListIssuedByRank(t *testing.T, s store.Store) {
 	var after int64
 	seen := 0
 	for {
-		page, err := s.ListIssuedByRank(ctx, "win", after, 1000)
+		page, err := s.IssuedByRank(ctx, "win", after, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func testListIssuedByRank(t *testing.T, s store.Store) {
 	if seen != n {
 		t.Fatalf("paged %d rows, want %d", seen, n)
 	}
-	if rows, err := s.ListIssuedByRank(ctx, "win", 0, 0); err != nil || len(rows) != 0 {
+	if rows, err := s.IssuedByRank(ctx, "win", 0, 0); err != nil || len(rows) != 0 {
 		t.Fatalf("limit 0: %d rows, %v", len(rows), err)
 	}
 }

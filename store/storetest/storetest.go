@@ -50,6 +50,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"MaxRanks", testMaxRanks},
 		{"ClaimsByRank", testClaimsByRank},
 		{"ClaimsByRankPaging", testClaimsByRankPaging},
+		{"WebhookPromotion", testWebhookPromotion},
+		{"PoolUpload", testPoolUpload},
+		{"PoolIssue", testPoolIssue},
+		{"PoolDry", testPoolDry},
 	}
 	tests = append(tests, adminTests...)
 	for _, tt := range tests {

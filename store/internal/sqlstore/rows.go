@@ -39,7 +39,7 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
-	waiting_room_prequeue_seed, archived_at`
+	waiting_room_prequeue_seed, archived_at, webhook_url`
 
 // PromotionArgs returns p's values in [PromotionCols] order. A zero
 // CreatedAt goes out as NULL: the backend fills it in.
@@ -49,7 +49,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		tc.Encode(p.StartsAt), tc.Encode(p.EndsAt), tc.EncodeNull(p.ClosedAt), tc.EncodeNull(p.CreatedAt),
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
-		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt),
+		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL,
 	}
 }
 
@@ -64,7 +64,7 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
-		&p.WaitingRoom.PrequeueSeed, &archived); err != nil {
+		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error

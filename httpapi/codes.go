@@ -1,0 +1,192 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/dibsio/dibs/issue"
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
+)
+
+// Code upload limits.
+const (
+	// MaxUploadCodes bounds the codes of one JSON upload.
+	MaxUploadCodes = 10_000
+	// MaxCodesBodyBytes bounds a JSON code upload: 10,000 codes of up to
+	// 64 bytes, quoted and escaped.
+	MaxCodesBodyBytes = 2 << 20
+	// codesBatch is how many codes of a streamed upload are added in one
+	// transaction.
+	codesBatch = 1000
+)
+
+type codesIn struct {
+	Codes []string `json:"codes"`
+}
+
+type codesOut struct {
+	Added      int64       `json:"added"`
+	Duplicates int64       `json:"duplicates"`
+	Total      int64       `json:"total"`
+	Free       int64       `json:"free"`
+	Stock      int64       `json:"stock"`
+	Rejected   int         `json:"rejected"`
+	Errors     []lineError `json:"errors"`
+}
+
+func (o *codesOut) add(a promotion.PoolAdded) {
+	o.Added += a.Added
+	o.Duplicates += a.Duplicates
+	o.Total, o.Free, o.Stock = a.Total, a.Free, a.Stock
+}
+
+// postCodes adds codes to a coupon promotion's pool: a JSON body
+// {"codes": [...]} applied all or nothing, or NDJSON lines {"code": "..."}
+// applied in batches as they come, each bad line rejected and reported.
+func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	if isNDJSON(r) {
+		d, done, ok := s.beginStream(w, r)
+		if !ok {
+			return
+		}
+		defer done()
+		s.streamCodes(w, r, id, d)
+		return
+	}
+	var in codesIn
+	if pr := decodeJSON(w, r, MaxCodesBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	if len(in.Codes) == 0 || len(in.Codes) > MaxUploadCodes {
+		problem(CodeInvalidRequest, fmt.Sprintf("codes must hold 1 to %d codes", MaxUploadCodes)).withField("codes").write(w, r)
+		return
+	}
+	for i, c := range in.Codes {
+		if !issue.ValidPoolCode(c) {
+			problem(CodeInvalidRequest, fmt.Sprintf("codes[%d] is not 1-%d printable characters without spaces; nothing was added", i, store.MaxPoolCodeLength)).withField("codes").write(w, r)
+			return
+		}
+	}
+	res, err := s.cfg.Manager.AddCodes(r.Context(), id, in.Codes)
+	if err != nil {
+		s.failCodes(w, r, err)
+		return
+	}
+	out := codesOut{Errors: []lineError{}}
+	out.add(res)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// failCodes writes the problem of a failed code upload.
+func (s *Server) failCodes(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, promotion.ErrNoPoolForKind):
+		problem(CodeNoPoolForKind, "only coupon promotions take uploaded codes").write(w, r)
+	case errors.Is(err, promotion.ErrPoolAfterStart):
+		problem(CodePoolAfterStart, "the promotion has started without a code pool; its first codes must be uploaded before it starts").write(w, r)
+	default:
+		s.fail(w, r, err)
+	}
+}
+
+// streamCodes applies an NDJSON upload line by line, in batches.
+func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, d *streamDeadline) {
+	out := codesOut{Errors: []lineError{}}
+	reject := func(line int, code, detail string) {
+		out.Rejected++
+		if len(out.Errors) < maxReportedErrors {
+			out.Errors = append(out.Errors, lineError{Line: line, Code: code, Detail: detail})
+		}
+	}
+	batch := make([]string, 0, codesBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := s.cfg.Manager.AddCodes(r.Context(), id, batch)
+		batch = batch[:0]
+		if err != nil {
+			return err
+		}
+		out.add(res)
+		return nil
+	}
+	// Fail fast on an unknown promotion, a wrong kind or a late pool,
+	// before reading the body.
+	if _, err := s.cfg.Manager.AddCodes(r.Context(), id, nil); err != nil {
+		s.failCodes(w, r, err)
+		return
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	for line := 1; ; line++ {
+		d.touch()
+		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
+		if err != nil && !errors.Is(err, io.EOF) {
+			// The upload broke off: what was added stays added.
+			s.log.Warn("code upload broke off", "promotion", id, "line", line, "err", err)
+			break
+		}
+		switch {
+		case tooLong:
+			reject(line, CodeTooLarge, fmt.Sprintf("line is longer than %d bytes", MaxGrantLineBytes))
+		case len(bytes.TrimSpace(raw)) == 0:
+			// blank lines are ignored
+		default:
+			if c, detail := parseCodeLine(raw); detail != "" {
+				reject(line, CodeInvalidRequest, detail)
+			} else if batch = append(batch, c); len(batch) == codesBatch {
+				if ferr := flush(); ferr != nil {
+					s.failCodes(w, r, ferr)
+					return
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	if err := flush(); err != nil {
+		s.failCodes(w, r, err)
+		return
+	}
+	if out.Stock == 0 {
+		// Nothing was added: report the pool as it stands.
+		res, err := s.cfg.Manager.AddCodes(r.Context(), id, nil)
+		if err != nil {
+			s.failCodes(w, r, err)
+			return
+		}
+		out.add(res)
+	}
+	d.touch()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func parseCodeLine(raw []byte) (string, string) {
+	var in struct {
+		Code string `json:"code"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return "", "malformed JSON line: " + err.Error()
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "", "unexpected data after the JSON value"
+	}
+	if !issue.ValidPoolCode(in.Code) {
+		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", store.MaxPoolCodeLength)
+	}
+	return in.Code, ""
+}
