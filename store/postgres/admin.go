@@ -52,8 +52,8 @@ func (s *Store) ListIssuedByRank(ctx context.Context, promotionID string, afterR
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = $1 AND rank > $2 ORDER BY rank LIMIT $3`, promotionID, afterRank, limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = $1 AND i.rank > $2 ORDER BY i.rank LIMIT $3`, promotionID, afterRank, limit)
 	if err != nil {
 		return nil, wrapErr("list issued by rank", err)
 	}

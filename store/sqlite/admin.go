@@ -50,8 +50,8 @@ func (s *Store) ListIssuedByRank(ctx context.Context, promotionID string, afterR
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at
-		FROM issued WHERE promotion_id = ? AND rank > ? ORDER BY rank LIMIT ?`, promotionID, afterRank, limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sqlstore.IssuedCols+` FROM `+sqlstore.IssuedFrom+`
+		WHERE i.promotion_id = ? AND i.rank > ? ORDER BY i.rank LIMIT ?`, promotionID, afterRank, limit)
 	if err != nil {
 		return nil, wrapErr("list issued by rank", err)
 	}

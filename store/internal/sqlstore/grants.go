@@ -80,7 +80,8 @@ func Credits(inserted []store.Issue) []store.Issue {
 // issued i LEFT JOIN codes c LEFT JOIN ledger l (both on claim_id), in the
 // order [ScanIssued] reads.
 const IssuedCols = `i.claim_id, i.promotion_id, i.user_id, i.rank, i.slot, i.accepted_at, i.issued_at,
-	COALESCE(c.code, ''), COALESCE(c.value, 0), c.expires_at, COALESCE(l.amount, 0)`
+	COALESCE(c.code, ''), COALESCE(c.value, 0), c.expires_at, COALESCE(l.amount, 0),
+	i.revoked_at, i.revoke_returned`
 
 // IssuedFrom is the FROM clause that goes with [IssuedCols].
 const IssuedFrom = `issued i LEFT JOIN codes c ON c.claim_id = i.claim_id LEFT JOIN ledger l ON l.claim_id = i.claim_id`
