@@ -28,23 +28,25 @@ var ErrPatchBusy = errors.New("claim: another change of the promotion is in prog
 // KEYS: meta, seq.
 // ARGV: step (begin, apply or repair), lease token, lease ms, stock ("" to
 // keep), ends_ms ("" to keep), held ("1", "0" or "" to keep), reopen ("1"
-// if a later end may reopen a promotion its end closed).
+// if a later end may reopen a promotion its end closed), and for repair
+// the change count (patch_seq) the caller read with the values it repairs.
 //
 // A change is two steps around the database write (see Gate.BeginPatch):
 // begin takes the promotion's patch lease (patch_token, patch_until; held
 // by another live token: {"busy", accepted}) and applies a lowered stock at
 // once, so no claim takes a unit above it from then on; apply applies every
-// given field and gives the lease up (a lease now another's: {"busy",
-// accepted}, nothing changed). repair is the re-check's apply of the
-// database's values, skipped ({"busy", accepted}) while a live lease is
-// held. An end moved later reopens a promotion closed by its end (closed =
+// given field, gives the lease up and counts the change (patch_seq; a
+// lease now another's: {"busy", accepted}, nothing changed). repair is the
+// re-check's apply of the database's values, skipped ({"busy", accepted})
+// while a live lease is held or if a change was applied since the caller
+// read patch_seq (its values may be older than that change). An end moved later reopens a promotion closed by its end (closed =
 // 1 without closed_admin) when reopen is "1" and the new end is after Redis
 // TIME; a promotion an admin closed stays closed.
 //
 // Returns {"ok", accepted}, {"below", accepted} (a stock below accepted:
 // nothing changed), {"busy", accepted} or {"not_found"}.
 var patchScript = newScript(`-- dibs:patch v1
-local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'closed', 'closed_admin', 'patch_token', 'patch_until')
+local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'closed', 'closed_admin', 'patch_token', 'patch_until', 'patch_seq')
 if not m[1] then return {'not_found'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -52,7 +54,7 @@ local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 local accepted = seq - tonumber(m[2] or '0')
 local step = ARGV[1]
 local leased = m[5] and tonumber(m[6] or '0') > now
-if step == 'repair' and leased then return {'busy', accepted} end
+if step == 'repair' and (leased or tonumber(m[7] or '0') ~= tonumber(ARGV[8])) then return {'busy', accepted} end
 if step == 'begin' and leased and m[5] ~= ARGV[2] then return {'busy', accepted} end
 if step == 'apply' and m[5] ~= ARGV[2] then return {'busy', accepted} end
 if ARGV[4] ~= '' then
@@ -77,7 +79,10 @@ if ARGV[6] == '1' then
 elseif ARGV[6] == '0' then
   redis.call('HDEL', KEYS[1], 'held')
 end
-if step == 'apply' then redis.call('HDEL', KEYS[1], 'patch_token', 'patch_until') end
+if step == 'apply' then
+  redis.call('HDEL', KEYS[1], 'patch_token', 'patch_until')
+  redis.call('HINCRBY', KEYS[1], 'patch_seq', 1)
+end
 return {'ok', accepted}
 `)
 
@@ -141,15 +146,21 @@ func (p *Patch) Undo(ctx context.Context, stock int64) error {
 	return err
 }
 
-// Repair applies ch (the database's values) unless a change holds the
-// promotion: then it returns ErrPatchBusy and does nothing.
-func (g *Gate) Repair(ctx context.Context, id string, ch Change) (int64, error) {
-	return g.patch(ctx, id, "repair", "", 0, ch)
+// Repair applies ch (the database's values, read after seq: Mark.Changes)
+// unless a change holds the promotion or was applied since seq was read:
+// then it returns ErrPatchBusy and does nothing.
+func (g *Gate) Repair(ctx context.Context, id string, seq int64, ch Change) (int64, error) {
+	return g.patchSeq(ctx, id, "repair", "", 0, ch, seq)
 }
 
 func (g *Gate) patch(ctx context.Context, id, step, token string, lease time.Duration, ch Change) (int64, error) {
+	return g.patchSeq(ctx, id, step, token, lease, ch, 0)
+}
+
+func (g *Gate) patchSeq(ctx context.Context, id, step, token string, lease time.Duration, ch Change, seq int64) (int64, error) {
 	k := g.Keys(id)
-	args := []string{step, token, strconv.FormatInt(lease.Milliseconds(), 10), "", "", "", flag(ch.Reopen)}
+	args := []string{step, token, strconv.FormatInt(lease.Milliseconds(), 10), "", "", "", flag(ch.Reopen),
+		strconv.FormatInt(seq, 10)}
 	if ch.Stock != nil {
 		args[3] = strconv.FormatInt(*ch.Stock, 10)
 	}

@@ -33,7 +33,7 @@ func TestPatch(t *testing.T) {
 			t.Fatalf("lower below accepted: %d, %v", acc, err)
 		}
 		// Refused with nothing taken: no lease either, so a repair runs.
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{}); err != nil {
 			t.Fatalf("repair after a refused change: %v", err)
 		}
 		if st, _ := f.gate.State(ctx, "p"); st.Stock != 3 {
@@ -47,9 +47,10 @@ func TestPatch(t *testing.T) {
 		if _, _, err := f.gate.BeginPatch(ctx, "p", claim.Change{Stock: &five}, 0); !errors.Is(err, claim.ErrPatchBusy) {
 			t.Fatalf("second change: %v", err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{Stock: &two}); !errors.Is(err, claim.ErrPatchBusy) {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{Stock: &two}); !errors.Is(err, claim.ErrPatchBusy) {
 			t.Fatalf("repair during a change: %v", err)
 		}
+		stale := changes(t, f, "p")
 		// A raise is applied only by Apply (the database first).
 		if _, err := f.gate.Claim(ctx, "p", "d", ""); !errors.Is(err, claim.ErrSoldOut) {
 			t.Fatalf("claim before Apply: %v", err)
@@ -59,6 +60,10 @@ func TestPatch(t *testing.T) {
 		}
 		if r, err := f.gate.Claim(ctx, "p", "d", ""); err != nil || r.Rank != 4 || r.Remaining != 1 {
 			t.Fatalf("claim after the raise: %+v, %v", r, err)
+		}
+		// A repair with values read before that change does nothing.
+		if _, err := f.gate.Repair(ctx, "p", stale, claim.Change{Stock: &two}); !errors.Is(err, claim.ErrPatchBusy) {
+			t.Fatalf("stale repair: %v", err)
 		}
 
 		yes, no := true, false
@@ -72,7 +77,7 @@ func TestPatch(t *testing.T) {
 		if _, err := f.gate.Claim(ctx, "p", "e", ""); !errors.Is(err, claim.ErrHeld) {
 			t.Fatalf("claim while held: %v", err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{Held: &no}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{Held: &no}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Claim(ctx, "p", "e", ""); err != nil {
@@ -81,19 +86,19 @@ func TestPatch(t *testing.T) {
 
 		// Ended by its end, reopened by a later one.
 		past, later := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{EndsAt: &past}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{EndsAt: &past}); err != nil {
 			t.Fatal(err)
 		}
 		if ended, _, err := f.gate.Ended(ctx, "p"); err != nil || !ended {
 			t.Fatalf("Ended after an earlier end: %v, %v", ended, err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{EndsAt: &later}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{EndsAt: &later}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Claim(ctx, "p", "f", ""); !errors.Is(err, claim.ErrEnded) {
 			t.Fatalf("claim after a later end without reopen: %v", err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{EndsAt: &later, Reopen: true}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{EndsAt: &later, Reopen: true}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Claim(ctx, "p", "f", ""); !errors.Is(err, claim.ErrSoldOut) {
@@ -103,13 +108,23 @@ func TestPatch(t *testing.T) {
 		if err := f.gate.Close(ctx, "p"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", claim.Change{EndsAt: &later, Reopen: true, Stock: &[]int64{9}[0]}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{EndsAt: &later, Reopen: true, Stock: &[]int64{9}[0]}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Claim(ctx, "p", "g", ""); !errors.Is(err, claim.ErrEnded) {
 			t.Fatalf("claim on a closed promotion after a later end: %v", err)
 		}
 	})
+}
+
+// changes reads the promotion's change count, as Repair takes it.
+func changes(t *testing.T, f fixture, id string) int64 {
+	t.Helper()
+	ms, err := f.gate.Marks(context.Background(), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms[0].Changes
 }
 
 // TestRevoke revokes issued claims: with the unit returned it is claimable

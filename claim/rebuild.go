@@ -79,6 +79,9 @@ type Mark struct {
 	// them with the database's and repairs Redis where they differ.
 	EndsAt time.Time
 	Held   bool
+	// Changes counts the changes applied (see Gate.BeginPatch); Repair
+	// takes it.
+	Changes int64
 }
 
 // SoldOut reports whether the marks leave no unit for a claim: every unit
@@ -95,7 +98,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed", "ends_ms", "held").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed", "ends_ms", "held", "patch_seq").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -105,7 +108,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marks of %s: %w", id, err)
 		}
-		if len(meta) == 7 && !meta[0].IsNil() {
+		if len(meta) == 8 && !meta[0].IsNil() {
 			out[i].Exists = true
 			out[i].Stock, _ = meta[0].AsInt64()
 			p, _ := meta[1].ToString()
@@ -119,6 +122,9 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 			}
 			h, _ := meta[6].ToString()
 			out[i].Held = h == "1"
+			if !meta[7].IsNil() {
+				out[i].Changes, _ = meta[7].AsInt64()
+			}
 		}
 		seq, err := res[2*i+1].AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {

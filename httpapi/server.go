@@ -305,7 +305,10 @@ func (s *Server) routes() {
 		"GET":  s.bounded(s.listPromotions),
 		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createPromotion))),
 	})
-	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
+	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{
+		"GET":   s.bounded(s.getPromotion),
+		"PATCH": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.patchPromotion))),
+	})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
 	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.archivePromotion)))})
 	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
@@ -321,6 +324,7 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
+	s.route("/v1/promotions/{id}/claims/revoke", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))})
 	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})
@@ -471,6 +475,14 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeNotAdmitted, "the promotion has a waiting room and the request carries no valid entry token of this user (X-Entry-Token): join the queue and claim once admitted")
 	case errors.Is(err, promotion.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
+	case errors.Is(err, promotion.ErrHeld):
+		return problem(CodePaused, "an admin paused this promotion's claims; retry later").retry(PausedRetryAfter)
+	case errors.Is(err, promotion.ErrStockBelowAccepted):
+		return problem(CodeStockBelowAccepted, "the stock cannot go below the claims accepted already; nothing was changed").withField("stock")
+	case errors.Is(err, promotion.ErrChangeBusy):
+		return problem(CodeRequestInProgress, "another change of this promotion is being applied; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrDrained):
+		return problem(CodeEnded, "the promotion ended and every claim of it is settled: its end can no longer move").withField("ends_at")
 	case errors.Is(err, promotion.ErrRebuildBusy):
 		return problem(CodeRebuildInProgress, "a rebuild of this promotion is running; retry once it is done").retry(1)
 	case errors.Is(err, promotion.ErrRebuilding):

@@ -28,6 +28,8 @@ const (
 	StatusIssued  = claim.StatusIssued
 	StatusFailed  = claim.StatusFailed
 	StatusVoided  = claim.StatusVoided
+	// StatusRevoked is an issued claim an admin revoked (Manager.Revoke).
+	StatusRevoked = claim.StatusRevoked
 )
 
 // DefaultPrefix is the Redis key prefix when Config.Prefix is empty.
@@ -50,6 +52,12 @@ type Promotion struct {
 	// Manager.Archive); zero if not archived.
 	ArchivedAt  time.Time
 	WaitingRoom WaitingRoom
+	// Paused is whether an admin paused the promotion's claims (see
+	// Manager.Patch): they answer ErrHeld until it is resumed.
+	Paused bool
+	// RevokeReturnsStock is whether a claim an admin revokes gives its
+	// unit back to stock (see Manager.Revoke). Defaults to false.
+	RevokeReturnsStock bool
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -76,6 +84,7 @@ func fromStore(p store.Promotion) Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
+		Paused: p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
 	}
 }
 
@@ -84,6 +93,7 @@ func (p Promotion) toStore() store.Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
+		Held: p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 	}
 }
 
@@ -102,6 +112,7 @@ func (p Promotion) gate() claim.Promotion {
 		StartsAt:     p.StartsAt,
 		EndsAt:       p.EndsAt,
 		Closed:       !p.ClosedAt.IsZero(),
+		Held:         p.Paused,
 	}
 }
 
