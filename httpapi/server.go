@@ -318,13 +318,15 @@ func (s *Server) routes() {
 		"GET": s.admin(s.listWinners),
 	})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
+	// Registered by method alone: a route's catch-all for other methods
+	// would overlap GET …/claims/{user_id} (a user named revoke keeps it).
+	s.mux.HandleFunc("POST /v1/promotions/{id}/claims/revoke", s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims))))
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
-	s.route("/v1/promotions/{id}/claims/revoke", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))})
 	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})

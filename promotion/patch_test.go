@@ -225,3 +225,41 @@ func TestRevoke(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchRaiseReopensRoom: a sold-out promotion with a waiting room lets
+// nobody else in; raising its stock resumes admission.
+func TestPatchRaiseReopensRoom(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	var ahead atomic.Int64
+	m := roomManager(t, w, &ahead)
+	rooms := m.Rooms()
+	ctx := context.Background()
+	create(t, m, promotion.Promotion{ID: "room", Stock: 1,
+		WaitingRoom: promotion.WaitingRoom{Enabled: true, AdmitPerSecond: 1000, EntryTTLSeconds: 60}})
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if _, err := rooms.Join(ctx, "room", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := rooms.Tick(ctx, "room"); err != nil || res.Admitted != 1 {
+		t.Fatalf("first tick: %+v, %v", res, err)
+	}
+	st, err := rooms.Status(ctx, "room", "u1", false)
+	if err != nil || st.Token == "" {
+		t.Fatalf("u1's standing: %+v, %v", st, err)
+	}
+	if _, err := m.ClaimWithToken(ctx, "room", "u1", "", st.Token); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rooms.Tick(ctx, "room"); err != nil || res.Admitted != 1 || res.State != "sold_out" {
+		t.Fatalf("tick when sold out: %+v, %v", res, err)
+	}
+	if _, err := m.Patch(ctx, "room", promotion.Change{Stock: ptr(int64(3))}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rooms.Tick(ctx, "room")
+	if err != nil || res.Admitted != 3 || res.State != "open" {
+		t.Fatalf("tick after the raise: %+v, %v", res, err)
+	}
+}
