@@ -34,6 +34,9 @@ var (
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = errors.New("claim: claim voided")
+	// ErrHeld means an admin paused the promotion (see Gate.Patch): nothing
+	// was taken; claims are answered again once it is resumed.
+	ErrHeld = errors.New("claim: promotion paused by an admin")
 	// ErrLost means the promotion's rank counter in Redis is below a rank
 	// the caller knows to be taken: Redis lost writes. The script paused the
 	// promotion, nothing was taken, and it wraps ErrRebuilding, so callers
@@ -49,6 +52,7 @@ var outcomes = map[string]error{
 	"already_claimed": ErrAlreadyClaimed,
 	"sold_out":        ErrSoldOut,
 	"rebuilding":      ErrRebuilding,
+	"held":            ErrHeld,
 	"voided":          ErrVoided,
 	"lost":            ErrLost,
 }
@@ -108,6 +112,9 @@ type Promotion struct {
 	StartsAt     time.Time
 	EndsAt       time.Time
 	Closed       bool
+	// Held is whether an admin paused the promotion's claims (see
+	// Gate.Patch); it is written only when the meta hash is created.
+	Held bool
 	// SeqFloor is the lowest value the rank counter may have: the highest
 	// rank the database knows. Used when rebuilding after Redis lost writes.
 	SeqFloor int64
@@ -142,8 +149,8 @@ func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error)
 		Group,
 	}
 	op := "open promotion " + p.ID
+	args = append(args, flag(paused), flag(p.Held))
 	if paused {
-		args = append(args, "1")
 		op += " paused"
 	}
 	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, args).AsInt64()
@@ -367,6 +374,8 @@ const (
 	StatusIssued  = "issued"
 	StatusFailed  = "failed"
 	StatusVoided  = "voided"
+	// StatusRevoked is an issued claim an admin revoked (see Gate.Revoke).
+	StatusRevoked = "revoked"
 )
 
 // UserClaim is one of a user's claims as Redis knows it.
@@ -406,6 +415,8 @@ func parseStatus(rank int64, s string) UserClaim {
 		c.Status = StatusFailed
 	case s == "v":
 		c.Status = StatusVoided
+	case s == "r":
+		c.Status = StatusRevoked
 	}
 	return c
 }

@@ -30,7 +30,8 @@ func (k Keys) Seq() string { return k.base + "seq" }
 // Users maps a user id to the number of claims the user was accepted for.
 func (k Keys) Users() string { return k.base + "users" }
 
-// Status maps a rank to the claim's status: p, i:<unix ms>, f or v.
+// Status maps a rank to the claim's status: p, i:<unix ms>, f, v or r
+// (revoked).
 func (k Keys) Status() string { return k.base + "status" }
 
 // ByUser maps a user id to the comma-separated list of the user's ranks.

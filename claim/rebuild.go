@@ -74,6 +74,14 @@ type Mark struct {
 	// it was closed or found ended by Gate.Ended.
 	Stock, Voided int64
 	Closed        bool
+	// EndsAt is the end the meta hash holds, and Held whether an admin
+	// paused the promotion's claims (see Gate.Patch): the re-check compares
+	// them with the database's and repairs Redis where they differ.
+	EndsAt time.Time
+	Held   bool
+	// Changes counts the changes applied (see Gate.BeginPatch); Repair
+	// takes it.
+	Changes int64
 }
 
 // SoldOut reports whether the marks leave no unit for a claim: every unit
@@ -90,7 +98,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed", "ends_ms", "held", "patch_seq").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -100,7 +108,7 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marks of %s: %w", id, err)
 		}
-		if len(meta) == 5 && !meta[0].IsNil() {
+		if len(meta) == 8 && !meta[0].IsNil() {
 			out[i].Exists = true
 			out[i].Stock, _ = meta[0].AsInt64()
 			p, _ := meta[1].ToString()
@@ -109,6 +117,14 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 			out[i].Voided, _ = meta[3].AsInt64()
 			c, _ := meta[4].ToString()
 			out[i].Closed = c == "1"
+			if ms, err := meta[5].AsInt64(); err == nil {
+				out[i].EndsAt = time.UnixMilli(ms).UTC()
+			}
+			h, _ := meta[6].ToString()
+			out[i].Held = h == "1"
+			if !meta[7].IsNil() {
+				out[i].Changes, _ = meta[7].AsInt64()
+			}
 		}
 		seq, err := res[2*i+1].AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {

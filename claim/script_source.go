@@ -6,22 +6,24 @@ import "github.com/dibsio/dibs/internal/roompass"
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = "-- dibs:claim v2\n" + claimHead + claimTake + claimAccept
+const claimScriptSource = "-- dibs:claim v3\n" + claimHead + claimTake + claimAccept
 
 // claimRoomScriptSource is the Lua source of claimRoomScript: the claim
 // script with the waiting room's pass check (roompass.Lua, the waitroom
 // package's PassLua) between the window checks and the per-user limit, and
 // the spend of the pass in the step that takes the unit.
-const claimRoomScriptSource = "-- dibs:claim_room v1" + roompass.Lua + claimHead + claimPassCheck +
+const claimRoomScriptSource = "-- dibs:claim_room v2" + roompass.Lua + claimHead + claimPassCheck +
 	claimTake + claimPassSpend + claimAccept
 
 // The parts of the claim scripts. claimHead reads the meta hash, checks the
 // fence, answers a retry whose Idempotency-Key matched and checks the window
 // (it defines m, seq, user, idem and now); claimTake checks the per-user
 // limit and the stock and takes the unit (it defines stock, voided, rank and
-// slot); claimAccept answers the accepted claim.
+// slot); claimAccept answers the accepted claim. A promotion an admin
+// paused (meta field held = 1, see Gate.Patch) answers held after the window
+// checks, so a retry whose Idempotency-Key matched still gets its answer.
 const (
-	claimHead = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused')
+	claimHead = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
 if not m[1] then return {'not_found'} end
 if m[7] ~= 'first_come' then return {'wrong_mode'} end
 if m[8] == '1' then return {'rebuilding'} end
@@ -45,6 +47,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(m[3]) then return {'not_started'} end
 if now >= tonumber(m[4]) then return {'ended'} end
+if m[9] == '1' then return {'held'} end
 `
 	claimTake = `local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if held >= tonumber(m[2]) then return {'already_claimed'} end
@@ -92,7 +95,8 @@ end
 // retry answered with its original claim, {"lost", seq} when
 // the rank counter is below the fence (the script then pauses the
 // promotion), or a one-element array naming the outcome: not_found,
-// wrong_mode, rebuilding, ended, not_started, already_claimed or sold_out.
+// wrong_mode, rebuilding, ended, not_started, held (paused by an admin),
+// already_claimed or sold_out.
 //
 // It exists for benchmarks and diagnostics that drive Redis directly, for
 // example to measure how fast a Redis server can run the script at all.

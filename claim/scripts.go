@@ -41,7 +41,8 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // TIME in unix ms, as the entry's at field holds it), {"ok", rank, 1, slot,
 // -1} for a retry answered with its original claim, or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended,
-// not_started, already_claimed, sold_out. A promotion paused while its
+// not_started, held, already_claimed, sold_out. held: an admin paused the
+// promotion (meta field held = 1, see Gate.Patch), checked after the window. A promotion paused while its
 // counters are rebuilt (meta field paused = 1) answers rebuilding to every
 // claim, retries included, since its counters cannot be trusted yet. A
 // retry carrying an Idempotency-Key that was already accepted returns the
@@ -121,21 +122,26 @@ return {'ok', enq, dup}
 //
 // KEYS: meta, seq, stream.
 // ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group,
-// and optionally "1" to create the meta hash paused (see Gate.OpenPaused).
+// "1" to create the meta hash paused (see Gate.OpenPaused) else "0", and
+// "1" if an admin paused the promotion (held, see Gate.Patch) else "0".
 //
 // Returns 1 if the meta hash was created, 0 if it existed (then only the
-// closed flag and the end are refreshed).
-var openScript = newScript(`-- dibs:open v1
+// closed flag and the end are refreshed). A promotion closed by an admin
+// (closed = 1) is also marked closed_admin, which no later end moves undo
+// (see patchScript).
+var openScript = newScript(`-- dibs:open v2
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'limit', ARGV[2], 'starts_ms', ARGV[3],
     'ends_ms', ARGV[4], 'closed', ARGV[5], 'mode', ARGV[6], 'voided', 0)
   if ARGV[9] == '1' then redis.call('HSET', KEYS[1], 'paused', 1) end
+  if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'held', 1) end
   created = 1
 else
   redis.call('HSET', KEYS[1], 'ends_ms', ARGV[4])
   if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'closed', 1) end
 end
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'closed_admin', 1) end
 local floor = tonumber(ARGV[7])
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq < floor then redis.call('SET', KEYS[2], floor) end
@@ -146,10 +152,12 @@ end
 return created
 `)
 
-// closeScript ends a promotion now. KEYS: meta. Returns 0 if unknown.
-var closeScript = newScript(`-- dibs:close v1
+// closeScript ends a promotion now, for an admin: closed = 1, and
+// closed_admin = 1 so that moving its end later never reopens it (see
+// patchScript). KEYS: meta. Returns 0 if unknown.
+var closeScript = newScript(`-- dibs:close v2
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'closed', 1)
+redis.call('HSET', KEYS[1], 'closed', 1, 'closed_admin', 1)
 return 1
 `)
 
@@ -159,14 +167,14 @@ return 1
 // KEYS: status, stream, meta.
 // ARGV: group, then pairs of (entry id, rank).
 //
-// A voided claim keeps its status. The meta hash's confirmed field is raised
+// A voided or revoked claim keeps its status. The meta hash's confirmed field is raised
 // to the highest rank acked: the database held each of these claims before
 // the ack (callers ack only what it committed), so a database whose highest
 // rank is below confirmed lost rows it had (see Gate.Confirmed). Returns the
 // number of entries acked. One XACK and one HSET serve the whole batch;
 // callers send at most ackChunk entries per call, well inside Lua's stack
 // for unpack.
-var ackScript = newScript(`-- dibs:ack v1
+var ackScript = newScript(`-- dibs:ack v2
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids, ranks, top = {}, {}, 0
@@ -183,7 +191,7 @@ if #ranks > 0 then
   local cur = redis.call('HMGET', KEYS[1], unpack(ranks))
   local set = {}
   for j = 1, #ranks do
-    if cur[j] ~= 'v' then
+    if cur[j] ~= 'v' and cur[j] ~= 'r' then
       set[#set + 1] = ranks[j]
       set[#set + 1] = 'i:' .. now
     end

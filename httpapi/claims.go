@@ -128,14 +128,17 @@ func (s *Server) getClaims(w http.ResponseWriter, r *http.Request) {
 }
 
 // summaryStatus is the user's overall status: none without claims; pending
-// while any claim is pending; failed while any is failed; issued otherwise.
+// while any claim is pending; failed while any is failed; issued if one is;
+// revoked if none stands and one was revoked; none if all were voided.
 func summaryStatus(cs []promotion.UserClaim) string {
 	if len(cs) == 0 {
 		return "none"
 	}
-	status := ""
+	status, revoked := "", false
 	for _, c := range cs {
 		switch c.Status {
+		case promotion.StatusRevoked:
+			revoked = true
 		case promotion.StatusPending:
 			return promotion.StatusPending
 		case promotion.StatusFailed:
@@ -145,6 +148,9 @@ func summaryStatus(cs []promotion.UserClaim) string {
 				status = promotion.StatusIssued
 			}
 		}
+	}
+	if status == "" && revoked {
+		return promotion.StatusRevoked // none stands, and an admin revoked one
 	}
 	if status == "" {
 		return "none" // every claim was voided

@@ -42,25 +42,33 @@ const (
 	// CodePoolAfterStart: the first codes were uploaded after the
 	// promotion started.
 	CodePoolAfterStart = "pool_after_start"
+	// CodePaused: an admin paused the promotion's claims; carries
+	// Retry-After.
+	CodePaused = "paused"
+	// CodeStockBelowAccepted: a change would set the stock below the claims
+	// accepted already; nothing was changed.
+	CodeStockBelowAccepted = "stock_below_accepted"
 )
 
 var codeStatus = map[string]int{
-	CodeInvalidRequest:    http.StatusBadRequest,
-	CodeUnauthorized:      http.StatusUnauthorized,
-	CodeNotFound:          http.StatusNotFound,
-	CodeAlreadyExists:     http.StatusConflict,
-	CodeAlreadyClaimed:    http.StatusConflict,
-	CodeRebuildInProgress: http.StatusConflict,
-	CodeNotEnded:          http.StatusConflict,
-	CodeNotStarted:        http.StatusForbidden,
-	CodeEnded:             http.StatusForbidden,
-	CodeNotAdmitted:       http.StatusForbidden,
-	CodeSoldOut:           http.StatusGone,
-	CodeTooLarge:          http.StatusRequestEntityTooLarge,
-	CodeOverloaded:        http.StatusServiceUnavailable,
-	CodeUnavailable:       http.StatusServiceUnavailable,
-	CodeMethod:            http.StatusMethodNotAllowed,
-	CodeClaimVoided:       http.StatusGone,
+	CodeInvalidRequest:     http.StatusBadRequest,
+	CodeUnauthorized:       http.StatusUnauthorized,
+	CodeNotFound:           http.StatusNotFound,
+	CodeAlreadyExists:      http.StatusConflict,
+	CodeAlreadyClaimed:     http.StatusConflict,
+	CodeRebuildInProgress:  http.StatusConflict,
+	CodeNotEnded:           http.StatusConflict,
+	CodePaused:             http.StatusConflict,
+	CodeStockBelowAccepted: http.StatusConflict,
+	CodeNotStarted:         http.StatusForbidden,
+	CodeEnded:              http.StatusForbidden,
+	CodeNotAdmitted:        http.StatusForbidden,
+	CodeSoldOut:            http.StatusGone,
+	CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	CodeOverloaded:         http.StatusServiceUnavailable,
+	CodeUnavailable:        http.StatusServiceUnavailable,
+	CodeMethod:             http.StatusMethodNotAllowed,
+	CodeClaimVoided:        http.StatusGone,
 
 	CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
 	CodeRequestInProgress:    http.StatusConflict,
@@ -69,22 +77,24 @@ var codeStatus = map[string]int{
 }
 
 var codeTitle = map[string]string{
-	CodeInvalidRequest: "Invalid request",
-	CodeUnauthorized:   "Unauthorized",
-	CodeNotFound:       "Not found",
-	CodeAlreadyExists:  "Already exists",
-	CodeAlreadyClaimed: "Already claimed",
-	CodeNotStarted:     "Not started",
-	CodeEnded:          "Ended",
-	CodeNotAdmitted:    "Not admitted",
-	CodeSoldOut:        "Sold out",
-	CodeTooLarge:       "Request too large",
-	CodeOverloaded:     "Overloaded",
-	CodeNoPoolForKind:  "No code pool for this kind",
-	CodePoolAfterStart: "Code pool after the start",
-	CodeUnavailable:    "Service unavailable",
-	CodeMethod:         "Method not allowed",
-	CodeNotEnded:       "Not ended",
+	CodeInvalidRequest:     "Invalid request",
+	CodeUnauthorized:       "Unauthorized",
+	CodeNotFound:           "Not found",
+	CodeAlreadyExists:      "Already exists",
+	CodeAlreadyClaimed:     "Already claimed",
+	CodeNotStarted:         "Not started",
+	CodeEnded:              "Ended",
+	CodeNotAdmitted:        "Not admitted",
+	CodeSoldOut:            "Sold out",
+	CodeTooLarge:           "Request too large",
+	CodeOverloaded:         "Overloaded",
+	CodeUnavailable:        "Service unavailable",
+	CodeMethod:             "Method not allowed",
+	CodeNotEnded:           "Not ended",
+	CodeNoPoolForKind:      "No code pool for this kind",
+	CodePoolAfterStart:     "Code pool after the start",
+	CodePaused:             "Paused",
+	CodeStockBelowAccepted: "Stock below accepted",
 
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",

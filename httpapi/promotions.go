@@ -32,6 +32,8 @@ type promotionIn struct {
 	EndsAt       *string        `json:"ends_at"`
 	Value        int64          `json:"value"`
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
+	// RevokeReturnsStock: a revoked claim's unit goes back to stock.
+	RevokeReturnsStock bool `json:"revoke_returns_stock"`
 	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
 	// already (back-filling); without it that is refused.
 	AllowPastEndsAt bool   `json:"allow_past_ends_at"`
@@ -42,6 +44,7 @@ type countsOut struct {
 	Accepted  int64  `json:"accepted"`
 	Pending   int64  `json:"pending"`
 	Issued    int64  `json:"issued"`
+	Revoked   int64  `json:"revoked"`
 	Failed    int64  `json:"failed"`
 	Remaining *int64 `json:"remaining"`
 }
@@ -62,22 +65,25 @@ type waitingRoomOut struct {
 }
 
 type promotionOut struct {
-	ID           string         `json:"id"`
-	Name         string         `json:"name"`
-	Mode         string         `json:"mode"`
-	Kind         string         `json:"kind"`
-	Stock        int64          `json:"stock"`
-	PerUserLimit int            `json:"per_user_limit"`
-	Value        int64          `json:"value"`
-	State        string         `json:"state"`
-	StartsAt     string         `json:"starts_at"`
-	EndsAt       string         `json:"ends_at"`
-	ClosedAt     *string        `json:"closed_at"`
-	CreatedAt    string         `json:"created_at"`
-	ArchivedAt   *string        `json:"archived_at"`
-	Counts       countsOut      `json:"counts"`
-	WaitingRoom  waitingRoomOut `json:"waiting_room"`
-	WebhookURL   string         `json:"webhook_url,omitempty"`
+	ID           string  `json:"id"`
+	Name         string  `json:"name"`
+	Mode         string  `json:"mode"`
+	Kind         string  `json:"kind"`
+	Stock        int64   `json:"stock"`
+	PerUserLimit int     `json:"per_user_limit"`
+	Value        int64   `json:"value"`
+	State        string  `json:"state"`
+	StartsAt     string  `json:"starts_at"`
+	EndsAt       string  `json:"ends_at"`
+	ClosedAt     *string `json:"closed_at"`
+	CreatedAt    string  `json:"created_at"`
+	ArchivedAt   *string `json:"archived_at"`
+	// Paused: an admin paused the promotion's claims (PATCH).
+	Paused             bool           `json:"paused"`
+	RevokeReturnsStock bool           `json:"revoke_returns_stock"`
+	Counts             countsOut      `json:"counts"`
+	WaitingRoom        waitingRoomOut `json:"waiting_room"`
+	WebhookURL         string         `json:"webhook_url,omitempty"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -97,8 +103,9 @@ func toOut(v promotion.View) promotionOut {
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
 		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
 		WebhookURL: v.WebhookURL,
+		Paused:     v.Paused, RevokeReturnsStock: v.RevokeReturnsStock,
 		Counts: countsOut{
-			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
+			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued, Revoked: v.Counts.Revoked,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
 		},
 		WaitingRoom: waitingRoomOut{
@@ -132,7 +139,8 @@ func parseTimeField(field string, s *string) (time.Time, *Problem) {
 }
 
 func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
-	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value, WebhookURL: in.WebhookURL}
+	p := promotion.Promotion{Name: in.Name, Mode: in.Mode, Kind: in.Kind, Value: in.Value, WebhookURL: in.WebhookURL,
+		RevokeReturnsStock: in.RevokeReturnsStock}
 	if in.ID != nil {
 		if !promotion.ValidID(*in.ID) {
 			return p, problem(CodeInvalidRequest, "id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit").withField("id")

@@ -305,7 +305,10 @@ func (s *Server) routes() {
 		"GET":  s.bounded(s.listPromotions),
 		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createPromotion))),
 	})
-	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{"GET": s.bounded(s.getPromotion)})
+	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{
+		"GET":   s.bounded(s.getPromotion),
+		"PATCH": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.patchPromotion))),
+	})
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
 	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.archivePromotion)))})
 	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
@@ -315,6 +318,9 @@ func (s *Server) routes() {
 		"GET": s.admin(s.listWinners),
 	})
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
+	// Registered by method alone: a route's catch-all for other methods
+	// would overlap GET …/claims/{user_id} (a user named revoke keeps it).
+	s.mux.HandleFunc("POST /v1/promotions/{id}/claims/revoke", s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims))))
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
@@ -472,6 +478,14 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		return problem(CodeNotAdmitted, "the promotion has a waiting room and the request carries no valid entry token of this user (X-Entry-Token): join the queue and claim once admitted")
 	case errors.Is(err, promotion.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
+	case errors.Is(err, promotion.ErrHeld):
+		return problem(CodePaused, "an admin paused this promotion's claims; retry later").retry(PausedRetryAfter)
+	case errors.Is(err, promotion.ErrStockBelowAccepted):
+		return problem(CodeStockBelowAccepted, "the stock cannot go below the claims accepted already; nothing was changed").withField("stock")
+	case errors.Is(err, promotion.ErrChangeBusy):
+		return problem(CodeRequestInProgress, "another change of this promotion is being applied; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrDrained):
+		return problem(CodeEnded, "the promotion ended and every claim of it is settled: its end can no longer move").withField("ends_at")
 	case errors.Is(err, promotion.ErrRebuildBusy):
 		return problem(CodeRebuildInProgress, "a rebuild of this promotion is running; retry once it is done").retry(1)
 	case errors.Is(err, promotion.ErrRebuilding):

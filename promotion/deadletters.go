@@ -261,9 +261,15 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 	return m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }
 
-// sweep applies the Redis step of dead-letter transitions that were decided
-// in the database but never recorded as applied.
+// sweep applies the outside steps of dead-letter transitions and revokes
+// that were decided in the database but never recorded as applied.
 func (m *Manager) sweep(ctx context.Context) error {
+	return errors.Join(m.sweepDeadLetters(ctx), m.sweepRevokes(ctx))
+}
+
+// sweepDeadLetters applies the Redis step of dead-letter transitions that
+// were decided in the database but never recorded as applied.
+func (m *Manager) sweepDeadLetters(ctx context.Context) error {
 	ds, err := m.st.ListUnappliedDeadLetters(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(ds) == 0 {
 		return err

@@ -53,6 +53,19 @@ var (
 	// retry shortly. A claim that found Redis lost writes (claim.ErrLost)
 	// matches it too.
 	ErrRebuilding = claim.ErrRebuilding
+	// ErrHeld means an admin paused the promotion's claims (see
+	// Manager.Patch): nothing was taken; retry once it is resumed.
+	ErrHeld = claim.ErrHeld
+	// ErrStockBelowAccepted means a change would set the stock below the
+	// claims accepted already: nothing was changed, in Redis or the
+	// database.
+	ErrStockBelowAccepted = claim.ErrBelowAccepted
+	// ErrChangeBusy means another change of the promotion is being
+	// applied (see Manager.Patch): nothing was changed; retry shortly.
+	ErrChangeBusy = claim.ErrPatchBusy
+	// ErrDrained means the promotion ended and every claim of it is
+	// settled: its end can no longer move.
+	ErrDrained = errors.New("promotion: drained")
 	// ErrRebuildBusy means a rebuild of the promotion runs already, in this
 	// process or another (see Manager.Rebuild).
 	ErrRebuildBusy = claim.ErrRebuildBusy

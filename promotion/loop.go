@@ -331,10 +331,14 @@ func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
 
 // hinted takes a hint from another instance (or this one) off the bus:
 // a work hint wakes or starts the promotion's pool like a claim here
-// would, without telling the others again. Never blocks.
+// would, without telling the others again; a changed hint drops what this
+// instance cached about the promotion (see forgetCached). Never blocks.
 func (m *Manager) hinted(h hint.Hint) {
-	if h.Kind == hint.Work {
+	switch h.Kind {
+	case hint.Work:
 		m.queueWake(h.Key, false)
+	case hint.Changed:
+		m.forgetCached(h.Key)
 	}
 }
 

@@ -378,6 +378,9 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := m.repair(ctx, list, marks); err != nil {
+		errs = append(errs, err)
+	}
 	// One pipelined round trip reads every promotion's backlog.
 	works, werrs := m.groupWorks(ctx, list)
 	for i, p := range list {
@@ -529,11 +532,13 @@ func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	// may have taken a rank, since the counts were read: read both again,
 	// and undo the drain if the database falls short (a replay that moves
 	// its claims later undoes it itself).
-	_, seq2, err := m.gate.Ended(ctx, p.ID)
+	// A change may have moved the end later meanwhile (see Patch): a
+	// promotion no longer ended is not drained either.
+	ended2, seq2, err := m.gate.Ended(ctx, p.ID)
 	if err == nil {
 		c, err = m.st.Counts(ctx, p.ID)
 	}
-	if err != nil || seq2 != seq || c.Issued+c.Failed+c.Voided < seq2 {
+	if err != nil || !ended2 || seq2 != seq || c.Issued+c.Failed+c.Voided < seq2 {
 		if uerr := m.st.SetDrained(ctx, p.ID, false); uerr != nil {
 			return errors.Join(err, uerr)
 		}

@@ -22,7 +22,8 @@ const (
 type Counts struct {
 	Accepted  int64  // claims admitted in Redis (grants: targets enqueued)
 	Pending   int64  // accepted − issued − failed
-	Issued    int64  // rows confirmed in the database
+	Issued    int64  // rows confirmed in the database, revoked ones left out
+	Revoked   int64  // issued claims an admin revoked
 	Failed    int64  // dead-lettered, waiting for replay or void
 	Remaining *int64 // stock − accepted; nil for grants
 }
@@ -171,9 +172,11 @@ func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	}
 	v := View{Promotion: p}
 	v.Counts.Accepted = st.Accepted()
-	v.Counts.Issued = c.Issued
+	v.Counts.Issued = c.Issued - c.Revoked
+	v.Counts.Revoked = c.Revoked
 	v.Counts.Failed = c.Failed
-	v.Counts.Pending = max(v.Counts.Accepted-c.Issued-c.Failed, 0)
+	// A revoked claim whose unit went back to stock is accepted no more.
+	v.Counts.Pending = max(v.Counts.Accepted-(c.Issued-c.RevokedReturned)-c.Failed, 0)
 	if p.Mode != ModeGrant {
 		r := st.Remaining()
 		v.Counts.Remaining = &r
@@ -266,7 +269,7 @@ func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (Grant
 type UserClaim struct {
 	ClaimID  string
 	Rank     int64
-	Status   string    // StatusPending, StatusIssued, StatusFailed or StatusVoided
+	Status   string    // StatusPending, StatusIssued, StatusFailed, StatusVoided or StatusRevoked
 	IssuedAt time.Time // zero unless issued
 	// Grant is what the issued claim received (its code, value and expiry,
 	// or its points); zero unless issued.
@@ -291,7 +294,7 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 			cid = claim.GrantID(id, userID)
 		}
 		out[i] = UserClaim{ClaimID: cid, Rank: c.Rank, Status: c.Status, IssuedAt: c.IssuedAt}
-		read = read || c.Status == claim.StatusPending || c.Status == claim.StatusIssued
+		read = read || c.Status == claim.StatusPending || c.Status == claim.StatusIssued || c.Status == claim.StatusRevoked
 	}
 	if read {
 		// The database is the truth: a row commits a moment before its
@@ -307,8 +310,13 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 				if is.ClaimID != out[i].ClaimID {
 					continue
 				}
-				if out[i].Status == claim.StatusPending {
+				if out[i].Status == claim.StatusPending || out[i].Status == claim.StatusRevoked {
 					out[i].Status, out[i].IssuedAt = claim.StatusIssued, is.IssuedAt
+				}
+				if !is.RevokedAt.IsZero() {
+					// Revoked: its code is no longer valid, so not shown.
+					out[i].Status = claim.StatusRevoked
+					continue
 				}
 				if out[i].Status == claim.StatusIssued {
 					out[i].Grant = is.Grant

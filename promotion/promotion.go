@@ -31,6 +31,8 @@ const (
 	StatusIssued  = claim.StatusIssued
 	StatusFailed  = claim.StatusFailed
 	StatusVoided  = claim.StatusVoided
+	// StatusRevoked is an issued claim an admin revoked (Manager.Revoke).
+	StatusRevoked = claim.StatusRevoked
 )
 
 // DefaultPrefix is the Redis key prefix when Config.Prefix is empty.
@@ -57,6 +59,12 @@ type Promotion struct {
 	// http or https URL of at most MaxWebhookURLLength bytes. Required for
 	// that kind, empty for the others.
 	WebhookURL string
+	// Paused is whether an admin paused the promotion's claims (see
+	// Manager.Patch): they answer ErrHeld until it is resumed.
+	Paused bool
+	// RevokeReturnsStock is whether a claim an admin revokes gives its
+	// unit back to stock (see Manager.Revoke). Defaults to false.
+	RevokeReturnsStock bool
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -84,6 +92,7 @@ func fromStore(p store.Promotion) Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
+		Paused:     p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
 	}
 }
 
@@ -93,6 +102,7 @@ func (p Promotion) toStore() store.Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
+		Held:       p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 	}
 }
 
@@ -111,6 +121,7 @@ func (p Promotion) gate() claim.Promotion {
 		StartsAt:     p.StartsAt,
 		EndsAt:       p.EndsAt,
 		Closed:       !p.ClosedAt.IsZero(),
+		Held:         p.Paused,
 	}
 }
 

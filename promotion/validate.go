@@ -101,6 +101,9 @@ func Normalize(p *Promotion, now time.Time) error {
 	}
 	if p.Mode == ModeGrant {
 		p.PerUserLimit = 1
+		if p.RevokeReturnsStock {
+			return invalid("revoke_returns_stock", "a grant promotion has no stock to return a unit to")
+		}
 	}
 	if p.Value < 0 {
 		return invalid("value", "must not be negative")

@@ -94,6 +94,22 @@ type Promotion struct {
 	// WebhookURL is where a KindWebhook promotion's issuer posts each
 	// claim; empty for the other kinds.
 	WebhookURL string
+	// Held is whether an admin paused the promotion's claims (they answer
+	// paused until it is resumed).
+	Held bool
+	// RevokeReturnsStock is whether a revoked claim's unit goes back to
+	// stock.
+	RevokeReturnsStock bool
+}
+
+// PromotionChange is a change of a promotion's definition (see
+// Store.UpdatePromotion); nil fields are kept.
+type PromotionChange struct {
+	Name               *string
+	Stock              *int64
+	EndsAt             *time.Time
+	Held               *bool
+	RevokeReturnsStock *bool
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -228,6 +244,12 @@ type Issued struct {
 	// the claim got a code, Points if it credited the user's balance
 	// (NewCode is nil).
 	Grant Grant
+	// RevokedAt is when an admin revoked the claim (see
+	// Store.RevokeIssued); zero while it stands. A revoked claim's code is
+	// no longer valid and its points were debited.
+	RevokedAt time.Time
+	// RevokeReturned is whether the revoked claim's unit went back to stock.
+	RevokeReturned bool
 }
 
 // Dead-letter states.
@@ -259,6 +281,9 @@ type Counts struct {
 	Issued int64 // issued rows
 	Failed int64 // dead letters in state DeadFailed whose rank no issued row holds
 	Voided int64 // dead letters in state DeadVoided
+	// Revoked counts the issued rows an admin revoked (included in
+	// Issued), RevokedReturned those of them whose unit went back to stock.
+	Revoked, RevokedReturned int64
 }
 
 // StateIssued is the State of a [KnownClaim] read from an issued row.
@@ -307,6 +332,30 @@ type Store interface {
 	ClosePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
 	// SetDrained marks the promotion drained (or not).
 	SetDrained(ctx context.Context, id string, drained bool) error
+	// UpdatePromotion applies c to the promotion in one statement and
+	// returns it as it is now; ErrNotFound if absent.
+	UpdatePromotion(ctx context.Context, id string, c PromotionChange) (Promotion, error)
+
+	// RevokeIssued revokes the named issued claims of the promotion that
+	// are not revoked yet, in one transaction: it sets their RevokedAt and
+	// RevokeReturned (returnStock), marks their codes revoked, and debits
+	// their points with one negative ledger entry each, keyed
+	// "<claim_id>:revoke" (so never twice). It returns the claims it
+	// revoked now, ordered by claim id; claims not issued, of another
+	// promotion or revoked already are skipped, so a revoke applied twice
+	// changes nothing the second time. The revoked claims are recorded as
+	// not applied: their steps outside the database (the status and stock
+	// in Redis, an issuer's undo elsewhere) are the caller's, who then calls
+	// MarkRevokesApplied; ListUnappliedRevokes finds those left undone.
+	RevokeIssued(ctx context.Context, promotionID string, claimIDs []string, returnStock bool, at time.Time) ([]Issued, error)
+	// MarkRevokesApplied records that the named revokes' steps outside the
+	// database were done. Unknown claims are ignored.
+	MarkRevokesApplied(ctx context.Context, claimIDs []string) error
+	// ListUnappliedRevokes returns up to limit revoked claims, of any
+	// promotion, whose steps outside the database are not recorded as done
+	// and that were revoked before revokedBefore, oldest first. A limit of
+	// zero or less returns none.
+	ListUnappliedRevokes(ctx context.Context, revokedBefore time.Time, limit int) ([]Issued, error)
 
 	// IssueBatch writes the issues in one transaction (a multi-row insert
 	// where the backend allows) and reports an Outcome per issue, in order.

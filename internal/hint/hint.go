@@ -36,6 +36,9 @@ const (
 	// Work says the promotion's stream has new entries: a pool that is
 	// not running should start, one that is should read at once.
 	Work Kind = "work"
+	// Changed says an admin changed the promotion (its stock, end or
+	// pause) or gave units back to stock: drop anything cached about it.
+	Changed Kind = "changed"
 )
 
 // Hint is one message received on a promotion's channel.

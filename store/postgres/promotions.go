@@ -30,7 +30,7 @@ func (s *Store) queryPromotions(ctx context.Context, query string, args ...any) 
 // CreatedAt is set to the database's now().
 func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO promotions (`+sqlstore.PromotionCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, now()), $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, now()), $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
 		ON CONFLICT (id) DO NOTHING`,
 		sqlstore.PromotionArgs(p, pgTimes)...)
 	if err != nil {

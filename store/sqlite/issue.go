@@ -227,8 +227,10 @@ func (s *Store) Counts(ctx context.Context, promotionID string) (store.Counts, e
 		(SELECT count(*) FROM dead_letters d WHERE d.promotion_id = ?1 AND d.state = 'failed' AND d.rank > 0
 			AND NOT EXISTS (SELECT 1 FROM issued i WHERE i.promotion_id = d.promotion_id AND i.rank = d.rank)),
 		(SELECT count(*) FROM dead_letters d WHERE d.promotion_id = ?1 AND d.state = 'voided' AND d.rank > 0
-			AND NOT EXISTS (SELECT 1 FROM issued i WHERE i.promotion_id = d.promotion_id AND i.rank = d.rank))`,
-		promotionID).Scan(&c.Issued, &c.Failed, &c.Voided)
+			AND NOT EXISTS (SELECT 1 FROM issued i WHERE i.promotion_id = d.promotion_id AND i.rank = d.rank)),
+		(SELECT count(*) FROM issued WHERE promotion_id = ?1 AND revoked_at IS NOT NULL),
+		(SELECT count(*) FROM issued WHERE promotion_id = ?1 AND revoked_at IS NOT NULL AND revoke_returned = 1)`,
+		promotionID).Scan(&c.Issued, &c.Failed, &c.Voided, &c.Revoked, &c.RevokedReturned)
 	if err != nil {
 		return store.Counts{}, wrapErr("counts "+promotionID, err)
 	}

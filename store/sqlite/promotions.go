@@ -31,7 +31,7 @@ func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
 		p.CreatedAt = time.Now()
 	}
 	res, err := s.w.ExecContext(ctx, `INSERT INTO promotions (`+sqlstore.PromotionCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
 		sqlstore.PromotionArgs(p, liteTimes)...)
 	if err != nil {

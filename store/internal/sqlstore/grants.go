@@ -81,7 +81,8 @@ func Credits(inserted []store.Issue) []store.Issue {
 // on claim_id), in the order [ScanIssued] reads. A claim's code is in codes
 // or, taken from an uploaded pool, in code_pool.
 const IssuedCols = `i.claim_id, i.promotion_id, i.user_id, i.rank, i.slot, i.accepted_at, i.issued_at,
-	COALESCE(c.code, p.code, ''), COALESCE(c.value, p.value, 0), c.expires_at, COALESCE(l.amount, 0)`
+	COALESCE(c.code, p.code, ''), COALESCE(c.value, p.value, 0), c.expires_at, COALESCE(l.amount, 0),
+	i.revoked_at, i.revoke_returned`
 
 // IssuedFrom is the FROM clause that goes with [IssuedCols].
 const IssuedFrom = `issued i LEFT JOIN codes c ON c.claim_id = i.claim_id

@@ -39,7 +39,7 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
-	waiting_room_prequeue_seed, archived_at, webhook_url`
+	waiting_room_prequeue_seed, archived_at, webhook_url, held, revoke_returns_stock`
 
 // PromotionArgs returns p's values in [PromotionCols] order. A zero
 // CreatedAt goes out as NULL: the backend fills it in.
@@ -49,7 +49,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		tc.Encode(p.StartsAt), tc.Encode(p.EndsAt), tc.EncodeNull(p.ClosedAt), tc.EncodeNull(p.CreatedAt),
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
-		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL,
+		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Held, p.RevokeReturnsStock,
 	}
 }
 
@@ -64,7 +64,7 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
-		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL); err != nil {
+		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error
@@ -136,10 +136,10 @@ func ScanIssued[T, N any](row Scanner, tc Times[T, N]) (store.Issued, error) {
 	var (
 		is               store.Issued
 		accepted, issued T
-		expires          N
+		expires, revoked N
 	)
 	if err := row.Scan(&is.ClaimID, &is.PromotionID, &is.UserID, &is.Rank, &is.Slot, &accepted, &issued,
-		&is.Grant.Code, &is.Grant.Value, &expires, &is.Grant.Points); err != nil {
+		&is.Grant.Code, &is.Grant.Value, &expires, &is.Grant.Points, &revoked, &is.RevokeReturned); err != nil {
 		return store.Issued{}, err
 	}
 	var err error
@@ -150,6 +150,9 @@ func ScanIssued[T, N any](row Scanner, tc Times[T, N]) (store.Issued, error) {
 		return store.Issued{}, err
 	}
 	if is.Grant.ExpiresAt, err = tc.DecodeNull(expires); err != nil {
+		return store.Issued{}, err
+	}
+	if is.RevokedAt, err = tc.DecodeNull(revoked); err != nil {
 		return store.Issued{}, err
 	}
 	return is, nil

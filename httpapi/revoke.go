@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/dibsio/dibs/promotion"
+)
+
+// PausedRetryAfter is the Retry-After, in seconds, of a claim on a
+// promotion an admin paused: a pause has no known end, so clients are told
+// to come back after a while rather than at once.
+const PausedRetryAfter = 5
+
+// patchIn is the body of PATCH /v1/promotions/{id}: every field optional,
+// merge semantics (a field left out is kept). Unknown fields get 400.
+type patchIn struct {
+	Name               *string `json:"name"`
+	Stock              *int64  `json:"stock"`
+	EndsAt             *string `json:"ends_at"`
+	Paused             *bool   `json:"paused"`
+	RevokeReturnsStock *bool   `json:"revoke_returns_stock"`
+}
+
+// patchPromotion changes a running promotion: name, stock, ends_at,
+// paused and revoke_returns_stock (see promotion.Manager.Patch).
+func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var in patchIn
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	c := promotion.Change{Name: in.Name, Stock: in.Stock, Paused: in.Paused, RevokeReturnsStock: in.RevokeReturnsStock}
+	if in.EndsAt != nil {
+		t, pr := parseTimeField("ends_at", in.EndsAt)
+		if pr != nil {
+			pr.write(w, r)
+			return
+		}
+		c.EndsAt = &t
+	}
+	v, err := s.cfg.Manager.Patch(r.Context(), id, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOut(v))
+}
+
+// revokeClaims revokes issued claims (see promotion.Manager.Revoke): all
+// or nothing on validation, then each claim revoked or reported skipped.
+func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var in struct {
+		ClaimIDs []string `json:"claim_ids"`
+	}
+	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	if len(in.ClaimIDs) == 0 {
+		problem(CodeInvalidRequest, "claim_ids must not be empty").withField("claim_ids").write(w, r)
+		return
+	}
+	if pr := validClaimIDs(in.ClaimIDs); pr != nil {
+		pr.write(w, r)
+		return
+	}
+	res, err := s.cfg.Manager.Revoke(r.Context(), id, in.ClaimIDs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if res.Skipped == nil {
+		res.Skipped = []string{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Revoked int      `json:"revoked"`
+		Skipped []string `json:"skipped"`
+	}{res.Revoked, res.Skipped})
+}

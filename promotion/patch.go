@@ -1,0 +1,232 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/hint"
+	"github.com/dibsio/dibs/store"
+)
+
+// Change is a change of a running promotion (see Manager.Patch); nil
+// fields are kept.
+type Change struct {
+	// Name renames the promotion; only the database holds it.
+	Name *string
+	// Stock raises or lowers the stock, never below the claims accepted
+	// (ErrStockBelowAccepted). First-come promotions only.
+	Stock *int64
+	// EndsAt moves the end, after StartsAt. A later end reopens a
+	// promotion its end closed, until it is drained; one an admin closed
+	// stays closed.
+	EndsAt *time.Time
+	// Paused pauses (true) or resumes (false) the promotion's claims: a
+	// claim on a paused promotion gets ErrHeld. First-come promotions only.
+	Paused *bool
+	// RevokeReturnsStock sets whether a revoked claim's unit goes back to
+	// stock (see Manager.Revoke). First-come promotions only.
+	RevokeReturnsStock *bool
+}
+
+// patchLease bounds how long a change holds its promotion in Redis
+// between its two steps: a change that died in between is repaired from
+// the database by the re-check after it.
+const patchLease = 10 * time.Second
+
+// Patch changes a running promotion.
+//
+// The database is the truth and the re-check repairs Redis from it, so
+// the order of the writes makes every crash end with the two agreeing on a
+// value that never oversells:
+//
+//  1. Redis, one script: the promotion's change lease is taken, and a
+//     lowered stock is applied at once, refused (ErrStockBelowAccepted,
+//     nothing changed anywhere) if it is below the claims accepted, read
+//     from the live rank counter in the same step;
+//  2. the database: every field, in one statement;
+//  3. Redis, one script: stock (a raise is applied only now, after the
+//     database holds it), end and pause are applied and the lease given up.
+//
+// A crash after 1 leaves Redis's stock at most lower than the database's,
+// which the re-check raises back once the lease expired; a crash after 2
+// leaves the database ahead, which the re-check applies. So Redis's stock
+// is above the database's only between 2 and 3, and the database never
+// holds a stock below what Redis accepted. Concurrent changes of one
+// promotion wait for each other (ErrChangeBusy) and so do the re-check's
+// repairs. The claim scripts read stock, end and pause from Redis on every
+// claim, so once Patch returns every instance's next claim sees the change;
+// a hint (hint.Changed) tells the other instances to drop anything they
+// cached about the promotion.
+//
+// A grant promotion's name and end may change; its stock (the expected
+// target count), its pause and revoke_returns_stock may not (a
+// ValidationError naming the field).
+func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) {
+	sp, err := m.st.GetPromotion(ctx, id)
+	if err != nil {
+		return View{}, domainErr(err)
+	}
+	p := fromStore(sp)
+	if err := m.checkChange(p, c); err != nil {
+		return View{}, err
+	}
+	if c.EndsAt != nil {
+		e := c.EndsAt.UTC().Truncate(time.Microsecond)
+		c.EndsAt = &e
+		if sp.Drained && !e.Equal(p.EndsAt) {
+			return View{}, ErrDrained
+		}
+	}
+	rc := claim.Change{Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused,
+		Reopen: p.ClosedAt.IsZero() && !sp.Drained}
+	var pt *claim.Patch
+	if c.Stock != nil || c.EndsAt != nil || c.Paused != nil {
+		err := m.onGate(ctx, id, func() (err error) {
+			pt, _, err = m.gate.BeginPatch(ctx, id, rc, patchLease)
+			return err
+		})
+		if err != nil {
+			return View{}, domainErr(err)
+		}
+	}
+	// From here on the change is finished even if the caller goes away.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
+	defer cancel()
+	sp2, err := m.st.UpdatePromotion(dctx, id, store.PromotionChange{
+		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
+	})
+	if err != nil {
+		if pt != nil {
+			if uerr := pt.Undo(dctx, p.Stock); uerr != nil {
+				m.log.Warn("change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
+			}
+		}
+		return View{}, domainErr(err)
+	}
+	if pt != nil {
+		if _, err := pt.Apply(dctx); err != nil {
+			// The database holds the change: the re-check applies it once
+			// the lease expires. Say so rather than claim it is in effect.
+			return View{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
+		}
+	}
+	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(m.cfg.Now()) {
+		// A drain deciding at this moment saw the promotion ended: undo it,
+		// as a replay does (see applyReplays).
+		if err := m.st.SetDrained(dctx, id, false); err != nil {
+			return View{}, err
+		}
+	}
+	m.tellChanged(dctx, id)
+	m.changeEvents(dctx, p, c)
+	v, err := m.view(ctx, fromStore(sp2))
+	return v, domainErr(err)
+}
+
+// checkChange validates c against p.
+func (m *Manager) checkChange(p Promotion, c Change) error {
+	if c.Name != nil && len(*c.Name) > 200 {
+		return invalid("name", "must be at most 200 characters")
+	}
+	grant := p.Mode == ModeGrant
+	switch {
+	case c.Stock != nil && grant:
+		return invalid("stock", "a grant promotion's expected target count cannot change")
+	case c.Stock != nil && (*c.Stock < 1 || *c.Stock > MaxStock):
+		return invalid("stock", "must be between 1 and %d", MaxStock)
+	case c.Paused != nil && grant:
+		return invalid("paused", "a grant promotion has no claims to pause")
+	case c.RevokeReturnsStock != nil && grant:
+		return invalid("revoke_returns_stock", "a grant promotion has no stock to return a unit to")
+	case c.EndsAt != nil && !c.EndsAt.After(p.StartsAt):
+		return invalid("ends_at", "must be after starts_at")
+	}
+	return nil
+}
+
+// tellChanged tells every instance, this one included, that promotion id
+// changed: each drops what it cached about it (its quiet mark here) and
+// re-checks it at the next tick. A lost hint costs at most a quiet
+// re-check interval.
+func (m *Manager) tellChanged(ctx context.Context, id string) {
+	m.hinted(hint.Hint{Key: id, Kind: hint.Changed})
+	if m.hints == nil {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, hintTimeout)
+	defer cancel()
+	if err := m.hints.Publish(hctx, id, hint.Changed); err != nil {
+		m.log.Warn("cannot tell other instances of a changed promotion", "promotion", id, "err", err)
+	}
+}
+
+// forgetCached drops what this instance cached about promotion id because
+// it changed: a quiet promotion becomes ordinary at once. Never blocks.
+func (m *Manager) forgetCached(id string) {
+	if h := (*m.known.Load())[id]; h != nil {
+		h.quietUntil.Store(woken)
+	}
+}
+
+// changeEvents is where the events of a change are recorded, one per kind
+// of change (renamed, stock changed, end moved, paused, resumed,
+// revoke_returns_stock set), once it is applied. p is the promotion as it
+// was before c. It records nothing yet: the events outbox writes them here.
+func (m *Manager) changeEvents(ctx context.Context, p Promotion, c Change) {
+	_, _, _ = ctx, p, c
+}
+
+// agree reports whether Redis's marks hold p's stock, end and pause.
+func agree(p Promotion, mk claim.Mark) bool {
+	return mk.Stock == p.Stock && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Held == p.Paused
+}
+
+// repair sets Redis's stock, end and pause of the promotions in list to
+// the database's where the marks (read by the same re-check) differ: a
+// change that died between its steps, or a definition Redis had from before
+// a change. It skips promotions a change holds (ErrChangeBusy), paused for a
+// rebuild or halted. Loop only.
+func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
+	var errs []error
+	for i, p := range list {
+		if i >= len(marks) {
+			break
+		}
+		mk := marks[i]
+		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) {
+			continue
+		}
+		if agree(p, mk) {
+			continue
+		}
+		// The list was read before the marks: read the database again,
+		// after them, so a change applied in between is not undone (and
+		// Repair refuses if one is applied after this read).
+		sp, err := m.st.GetPromotion(ctx, p.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p = fromStore(sp); agree(p, mk) {
+			continue
+		}
+		stock, ends, held := p.Stock, p.EndsAt, p.Paused
+		_, err = m.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
+			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
+		switch {
+		case errors.Is(err, claim.ErrPatchBusy), errors.Is(err, claim.ErrNotFound):
+		case errors.Is(err, claim.ErrBelowAccepted):
+			m.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
+				"promotion", p.ID, "stock", p.Stock, "redis_stock", mk.Stock)
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			m.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
+				"stock", p.Stock, "ends_at", p.EndsAt, "paused", p.Paused)
+		}
+	}
+	return errors.Join(errs...)
+}
