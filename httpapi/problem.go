@@ -42,6 +42,9 @@ const (
 	// CodePoolAfterStart: the first codes were uploaded after the
 	// promotion started.
 	CodePoolAfterStart = "pool_after_start"
+	// CodeForbidden: a dashboard request that changes something came
+	// without the dashboard's Origin or its CSRF token.
+	CodeForbidden = "forbidden"
 )
 
 var codeStatus = map[string]int{
@@ -66,6 +69,7 @@ var codeStatus = map[string]int{
 	CodeRequestInProgress:    http.StatusConflict,
 	CodeNoPoolForKind:        http.StatusConflict,
 	CodePoolAfterStart:       http.StatusConflict,
+	CodeForbidden:            http.StatusForbidden,
 }
 
 var codeTitle = map[string]string{
@@ -88,6 +92,7 @@ var codeTitle = map[string]string{
 
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",
+	CodeForbidden:            "Forbidden",
 }
 
 // Problem is an RFC 9457 problem document with dibs's code member.
