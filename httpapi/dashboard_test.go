@@ -92,9 +92,9 @@ func TestDashboardAuth(t *testing.T) {
 			t.Fatalf("read with the cookie: %d %s", r.status, r.raw)
 		}
 		for _, h := range [][]string{
-			{"Cookie", ck},                                 // neither
-			{"Cookie", ck, "Origin", e.url},                // no CSRF token
-			{"Cookie", ck, "X-CSRF-Token", csrf},           // no Origin
+			{"Cookie", ck},                       // neither
+			{"Cookie", ck, "Origin", e.url},      // no CSRF token
+			{"Cookie", ck, "X-CSRF-Token", csrf}, // no Origin
 			{"Cookie", ck, "Origin", e.url, "X-CSRF-Token", "forged"},
 			{"Cookie", ck, "Origin", "http://evil.example", "X-CSRF-Token", csrf},
 		} {

@@ -261,14 +261,16 @@ function chart(svgSel, capSel, title, ser, k) {
   const svg = $(svgSel);
   const W = 600, H = 160;
   const end = ser.length ? ser[ser.length - 1][0] : Date.now();
-  const start = end - HISTORY_POINTS * 1000;
+  // The last ten minutes, or less while less is known (at least a minute).
+  const first = ser.length ? ser[0][0] : end;
+  const start = Math.max(end - HISTORY_POINTS * 1000, Math.min(first, end - 60000));
   let top = 0;
   for (const pt of ser) top = Math.max(top, pt[k]);
   const scale = top > 0 ? top * 1.1 : 1;
   const pts = ser.filter((pt) => pt[0] >= start)
     .map((pt) => ((pt[0] - start) / (end - start) * W).toFixed(1) + "," + (H - pt[k] / scale * H).toFixed(1));
   const last = ser.length ? ser[ser.length - 1][k] : 0;
-  $(capSel).textContent = title + ": now " + fmt1.format(last) + ", peak " + fmt1.format(top) + " (last 10 minutes)";
+  $(capSel).textContent = title + ": now " + fmt1.format(last) + ", peak " + fmt1.format(top) + " (last " + Math.round((end - start) / 60000) + " min)";
   const ns = "http://www.w3.org/2000/svg";
   svg.replaceChildren();
   for (const y of [H / 4, H / 2, 3 * H / 4]) {
