@@ -17,7 +17,10 @@ const auditTimeout = 2 * time.Second
 // logged under its pattern.
 var actions = map[string]string{
 	"POST /v1/promotions":                          "promotion.create",
+	"PATCH /v1/promotions/{id}":                    "promotion.change",
 	"POST /v1/promotions/{id}/close":               "promotion.close",
+	"POST /v1/promotions/{id}/codes":               "promotion.codes",
+	"POST /v1/promotions/{id}/claims/revoke":       "claims.revoke",
 	"POST /v1/promotions/{id}/archive":             "promotion.archive",
 	"POST /v1/promotions/{id}/rebuild":             "promotion.rebuild",
 	"POST /v1/promotions/{id}/grants":              "promotion.grants",

@@ -145,6 +145,9 @@ func TestAuditActions(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.create(t, `{"id":"au","stock":3}`)
+		if r := e.admin(t, "PATCH", "/v1/promotions/au", `{"name":"renamed"}`); r.status != 200 {
+			t.Fatalf("patch: %d %s", r.status, r.raw)
+		}
 		for range 2 { // the second is replayed from its Idempotency-Key
 			r := e.do(t, "POST", "/v1/promotions/au/close", "", "Authorization", "Bearer "+token, "Idempotency-Key", "k1")
 			if r.status != 200 {
@@ -179,7 +182,7 @@ func TestAuditActions(t *testing.T) {
 		}
 		slices.Reverse(got)
 		want := []row{
-			{"promotion.create", "", 201, false}, {"promotion.close", "au", 200, false}, {"promotion.close", "au", 200, true},
+			{"promotion.create", "", 201, false}, {"promotion.change", "au", 200, false}, {"promotion.close", "au", 200, false}, {"promotion.close", "au", 200, true},
 			{"dead_letters.replay", "au", 202, false}, {"dead_letters.void", "au", 200, false}, {"promotion.close", "missing", 404, false},
 		}
 		if !slices.Equal(got, want) {

@@ -48,6 +48,9 @@ const (
 	// CodeStockBelowAccepted: a change would set the stock below the claims
 	// accepted already; nothing was changed.
 	CodeStockBelowAccepted = "stock_below_accepted"
+	// CodeForbidden: a dashboard request that changes something came
+	// without the dashboard's Origin or its CSRF token.
+	CodeForbidden = "forbidden"
 )
 
 var codeStatus = map[string]int{
@@ -74,6 +77,7 @@ var codeStatus = map[string]int{
 	CodeRequestInProgress:    http.StatusConflict,
 	CodeNoPoolForKind:        http.StatusConflict,
 	CodePoolAfterStart:       http.StatusConflict,
+	CodeForbidden:            http.StatusForbidden,
 }
 
 var codeTitle = map[string]string{
@@ -98,6 +102,7 @@ var codeTitle = map[string]string{
 
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",
+	CodeForbidden:            "Forbidden",
 }
 
 // Problem is an RFC 9457 problem document with dibs's code member.

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/waitroom"
 )
@@ -127,6 +128,7 @@ type Server struct {
 	edge         *edge.Edge
 	handler      http.Handler // the mux behind the edge's CORS
 	tokens       []AdminToken // the configured admin tokens; read-only
+	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -175,6 +177,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.edge = e
+	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	s.routes()
 	s.handler = e.CORS(s.mux)
 	return s, nil
@@ -340,6 +345,7 @@ func (s *Server) routes() {
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
+	s.uiRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(CodeNotFound, "no such endpoint").write(w, r)
 	})
@@ -366,17 +372,26 @@ func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
 
 // admin wraps h with the bearer-token check and the audit log. The scheme
 // is matched case-insensitively (RFC 9110); the token must be one of the
-// configured ones or one issued through the API (see adminName). Every
-// admin request that changes something is recorded (see audited), here
-// once for every admin route.
+// configured ones or one issued through the API (see adminName). A request
+// without an Authorization header may instead carry the dashboard's
+// session cookie, and then, unless it is a GET or HEAD, the page's Origin
+// and the session's CSRF token (see uiSessionOf). Every admin request that
+// changes something is recorded (see audited), here once for every admin
+// route.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		name, err := s.adminName(r.WithContext(ctx))
+		if errors.Is(err, errNoAdmin) && r.Header.Get("Authorization") == "" {
+			name, err = s.uiAdmin(r.WithContext(ctx))
+		}
 		cancel()
 		switch {
 		case errors.Is(err, errNoAdmin):
 			problem(CodeUnauthorized, "this endpoint needs an admin bearer token").write(w, r)
+			return
+		case errors.Is(err, errForbidden):
+			problem(CodeForbidden, "the dashboard's requests carry its Origin and CSRF token").write(w, r)
 			return
 		case errors.Is(err, errShed):
 			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)

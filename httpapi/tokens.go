@@ -80,7 +80,12 @@ func (s *Server) adminName(r *http.Request) (string, error) {
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", errNoAdmin
 	}
-	sum := sha256.Sum256([]byte(token))
+	return s.adminBySum(r.Context(), sha256.Sum256([]byte(token)))
+}
+
+// adminBySum returns the name of the admin token whose SHA-256 is sum, as
+// adminName does for the token itself.
+func (s *Server) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string, error) {
 	name := ""
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare(sum[:], t.SHA256[:]) == 1 {
@@ -98,7 +103,7 @@ func (s *Server) adminName(r *http.Request) (string, error) {
 		s.m.Shed.Inc()
 		return "", errShed
 	}
-	t, err := s.cfg.Manager.Store().AdminTokenByHash(r.Context(), hex.EncodeToString(sum[:]))
+	t, err := s.cfg.Manager.Store().AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
 	<-s.readInflight
 	switch {
 	case errors.Is(err, store.ErrNotFound):

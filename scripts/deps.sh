@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests and `dibs demo` start by themselves are
-# installed: redis-server (7.0 or newer) and the PostgreSQL server binaries.
+# installed: redis-server (7.0 or newer), the PostgreSQL server binaries,
+# and Debian's chromium, which the dashboard's browser tests drive headless.
 # It never starts a service; the test helpers run their own private servers.
 #
-# Usage: scripts/deps.sh [--redis-only]
+# Usage: scripts/deps.sh [--redis-only] [--no-browser]
 #
 # Safe to run again and again: it installs only what is missing, with apt-get
 # (as root, or through sudo). Elsewhere it says what to install and fails.
 set -euo pipefail
 
 redis_only=0
-case "${1:-}" in
-  --redis-only) redis_only=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--redis-only]" >&2; exit 2 ;;
-esac
+browser=1
+for arg in "$@"; do
+  case "$arg" in
+    --redis-only) redis_only=1; browser=0 ;;
+    --no-browser) browser=0 ;;
+    *) echo "usage: $0 [--redis-only] [--no-browser]" >&2; exit 2 ;;
+  esac
+done
 
 # pg_bin NAME prints the path of a PostgreSQL server binary, from PATH or
 # from Debian's versioned directories (newest first), or nothing.
@@ -44,6 +48,9 @@ check() {
       missing+=(postgresql)
     fi
   fi
+  if [ "$browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+    missing+=(chromium)
+  fi
 }
 
 install() {
@@ -54,7 +61,7 @@ install() {
     else
       echo "deps: missing ${missing[*]}; install them as root:" >&2
       echo "  apt-get install ${missing[*]}    (Debian/Ubuntu)" >&2
-      echo "  brew install redis postgresql    (macOS)" >&2
+      echo "  brew install redis postgresql    (macOS; the browser tests need Debian's chromium)" >&2
       exit 1
     fi
   fi
@@ -105,5 +112,8 @@ line="deps: redis-server $redis_version ($redis)"
 if [ "$redis_only" = 0 ]; then
   pg_version=$("$postgres" --version | sed -n 's/^[^0-9]*\([0-9][0-9.]*\).*/\1/p')
   line="$line, postgres $pg_version ($(dirname "$postgres"))"
+fi
+if [ "$browser" = 1 ]; then
+  line="$line, $(/usr/bin/chromium --version 2>/dev/null || echo chromium)"
 fi
 echo "$line"

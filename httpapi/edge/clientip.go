@@ -115,3 +115,11 @@ func (e *Edge) ClientIP(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// FromTrustedProxy reports whether r came straight from one of the trusted
+// proxies (Config.TrustedProxies), whose X-Forwarded-* headers can then be
+// believed.
+func (e *Edge) FromTrustedProxy(r *http.Request) bool {
+	a, ok := parseHop(r.RemoteAddr)
+	return ok && e.trusted.contains(a)
+}

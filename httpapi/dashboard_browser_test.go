@@ -1,0 +1,241 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium, which scripts/deps.sh installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts headless chromium for the test and returns a tab's
+// context; everything is cancelled and waited for at the test's end. The
+// test fails (never skips) when chromium cannot start.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("chromium is needed for the dashboard's browser tests (run scripts/deps.sh): %v", err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", "new"),
+		chromedp.NoSandbox, // root in CI
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("metrics-recording-only", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	// chromedp reports CDP events it does not know (newer chromium) as
+	// errors; they are not the page's.
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
+	ctx, cancelTime := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc() // waits for chromium to exit
+	})
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("chromium did not start: %v", err)
+	}
+	return ctx
+}
+
+// screenshot saves the page as docs/img/ui-NAME.png when
+// DIBS_UI_SCREENSHOTS=1.
+func screenshot(name string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		if os.Getenv("DIBS_UI_SCREENSHOTS") != "1" {
+			return nil
+		}
+		var png []byte
+		if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join("..", "docs", "img", "ui-"+name+".png"), png, 0o644)
+	})
+}
+
+// cellJS is the JavaScript that reads a promotion's number in the table.
+func cellJS(promo, field string) string {
+	return fmt.Sprintf(`(() => { const c = document.querySelector('tr[data-promotion=%q] td[data-field=%q]');
+		return c ? Number(c.textContent.replace(/,/g, '')) : -1; })()`, promo, field)
+}
+
+// waitJS waits until the JavaScript expression is true.
+func waitJS(expr string) chromedp.Action {
+	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))
+}
+
+// TestDashboardBrowser drives the dashboard in headless chromium against a
+// real server (Redis and SQLite): a wrong token is refused, the right one
+// shows the promotions, the numbers move during a claim run, a dead letter
+// is replayed from the page, and a promotion is closed from the page after
+// its confirmation.
+func TestDashboardBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	t.Parallel()
+	e := setup(t, backend{"single", "sqlite"})
+	ctx := browser(t)
+
+	// pooled has one code for two claims: the second is dead-lettered.
+	start := time.Now().Add(1200 * time.Millisecond)
+	e.create(t, fmt.Sprintf(`{"id":"pooled","name":"Code pool","kind":"coupon","stock":3,"value":5,"starts_at":%q}`, start.UTC().Format(time.RFC3339Nano)))
+	if r := e.admin(t, "POST", "/v1/promotions/pooled/codes", `{"codes":["CODE-1"]}`); r.status != 200 {
+		t.Fatalf("codes: %d %s", r.status, r.raw)
+	}
+	e.create(t, `{"id":"closing","name":"To be closed","stock":10}`)
+	e.create(t, `{"id":"live","name":"Flash sale","stock":100000}`)
+
+	url := e.url + "/ui/"
+	var refused string
+	err := chromedp.Run(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		chromedp.SendKeys(`#token`, "not-the-token", chromedp.ByQuery),
+		chromedp.Click(`#login-form button[type=submit]`, chromedp.ByQuery),
+		waitJS(`document.querySelector('#login-error').textContent.includes('refused')`),
+		chromedp.Text(`#login-error`, &refused, chromedp.ByQuery),
+		screenshot("login-refused"),
+	)
+	if err != nil {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if r := e.do(t, "GET", "/v1/promotions/live", ""); r.status != 200 {
+		t.Fatal(r.raw)
+	}
+
+	err = chromedp.Run(ctx,
+		chromedp.Evaluate(`document.querySelector('#token').value = ''`, nil),
+		chromedp.SendKeys(`#token`, token, chromedp.ByQuery),
+		chromedp.Click(`#login-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`tr[data-promotion="live"]`, chromedp.ByQuery),
+		waitJS(cellJS("live", "accepted")+` === 0`),
+		chromedp.Click(`tr[data-promotion="live"] [data-action="details"]`, chromedp.ByQuery),
+	)
+	if err != nil {
+		t.Fatalf("login: %v", err)
+	}
+
+	// The claim run: 20 claims every 100 ms for about 3 s, so the page's
+	// snapshots (one a second) see it in progress.
+	const total = 600
+	var wg sync.WaitGroup
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer func() { stopRun(); wg.Wait() }()
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; n < total; {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+			for range 20 {
+				n++
+				if r := e.claim(t, "live", fmt.Sprintf("u-%d", n)); r.status != 202 {
+					t.Errorf("claim: %d %s", r.status, r.raw)
+					return
+				}
+			}
+		}
+	})
+	var during float64
+	err = chromedp.Run(ctx,
+		waitJS(cellJS("live", "accepted")+` > 0`),
+		chromedp.Evaluate(cellJS("live", "accepted"), &during),
+		waitJS(cellJS("live", "accepted")+fmt.Sprintf(` === %d && %s === %d`, total, cellJS("live", "issued"), total)),
+	)
+	if err != nil {
+		t.Fatalf("the numbers did not move during the claim run: %v", err)
+	}
+	wg.Wait()
+	t.Logf("accepted on the page: %v during the run, %d after", during, total)
+	if err := chromedp.Run(ctx, screenshot("dashboard")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A dead letter, replayed from the page once a code is there for it.
+	for _, u := range []string{"a", "b"} {
+		waitClaim(t, e, "pooled", u)
+	}
+	err = chromedp.Run(ctx,
+		waitJS(cellJS("pooled", "failed")+` === 1`),
+		chromedp.Click(`tr[data-promotion="pooled"] [data-action="details"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#dl-table tr[data-claim] [data-action="replay"]`, chromedp.ByQuery),
+		screenshot("dead-letters"),
+	)
+	if err != nil {
+		t.Fatalf("dead letter on the page: %v", err)
+	}
+	if r := e.admin(t, "POST", "/v1/promotions/pooled/codes", `{"codes":["CODE-2"]}`); r.status != 200 {
+		t.Fatalf("more codes: %d %s", r.status, r.raw)
+	}
+	err = chromedp.Run(ctx,
+		chromedp.Click(`#dl-table tr[data-claim] [data-action="replay"]`, chromedp.ByQuery),
+		waitJS(`document.querySelector('#notice').textContent.includes('Replayed 1')`),
+		waitJS(cellJS("pooled", "failed")+` === 0 && `+cellJS("pooled", "issued")+` === 2`),
+	)
+	if err != nil {
+		t.Fatalf("replay from the page: %v", err)
+	}
+
+	// Close, confirmed in the dialog; a cancelled one changes nothing.
+	closeBtn := `tr[data-promotion="closing"] [data-action="close"]`
+	err = chromedp.Run(ctx,
+		chromedp.Click(closeBtn, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm[open]`, chromedp.ByQuery),
+		chromedp.Click(`#confirm-cancel`, chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#confirm[open]`, chromedp.ByQuery),
+		chromedp.Click(closeBtn, chromedp.ByQuery),
+		chromedp.WaitVisible(`#confirm[open]`, chromedp.ByQuery),
+		screenshot("close-confirm"),
+		chromedp.Click(`#confirm-ok`, chromedp.ByQuery),
+		waitJS(`document.querySelector('tr[data-promotion="closing"] td[data-field="state"]').textContent === 'ended'`),
+	)
+	if err != nil {
+		t.Fatalf("close from the page: %v", err)
+	}
+	if r := e.do(t, "GET", "/v1/promotions/closing", ""); r.body["closed_at"] == nil || r.body["state"] != "ended" {
+		t.Fatalf("closed from the page: %s", r.raw)
+	}
+	entries, _ := e.audit(t)
+	if entries[0]["action"] != "promotion.close" || entries[0]["actor"] != "default" || entries[0]["promotion_id"] != "closing" {
+		t.Fatalf("audit of the page's close: %v", entries[0])
+	}
+}
+
+// waitClaim claims for user, waiting for the promotion to start.
+func waitClaim(t *testing.T, e *env, promo, user string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r := e.claim(t, promo, user)
+		if r.status == 202 {
+			return
+		}
+		if r.code() != "not_started" || time.Now().After(deadline) {
+			t.Fatalf("claim %s: %d %s", user, r.status, r.raw)
+		}
+		<-tick.C
+	}
+}
