@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimsByRank", testClaimsByRank},
 		{"ClaimsByRankPaging", testClaimsByRankPaging},
 	}
+	tests = append(tests, eventTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
