@@ -91,8 +91,9 @@ type EventLog interface {
 	// ReleaseEvents gives up owner's lease of subscriber, so another owner
 	// may take it at once.
 	ReleaseEvents(ctx context.Context, subscriber, owner string) error
-	// PruneEvents deletes up to limit events written before before whose
-	// seq is at most belowSeq, oldest first, and returns how many it
-	// deleted.
-	PruneEvents(ctx context.Context, before time.Time, belowSeq int64, limit int) (int64, error)
+	// PruneEvents deletes up to limit events written before before that
+	// every one of subscribers has been delivered (its cursor passed them;
+	// a subscriber without a cursor has passed none), oldest first, and
+	// returns how many it deleted. With no subscribers, age alone decides.
+	PruneEvents(ctx context.Context, before time.Time, subscribers []string, limit int) (int64, error)
 }

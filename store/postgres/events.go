@@ -154,14 +154,21 @@ func (s *Store) ReleaseEvents(ctx context.Context, subscriber, owner string) err
 	return wrapErr("release events of "+subscriber, err)
 }
 
-// PruneEvents deletes up to limit events older than before with seq at
-// most belowSeq, oldest first.
-func (s *Store) PruneEvents(ctx context.Context, before time.Time, belowSeq int64, limit int) (int64, error) {
+// PruneEvents deletes up to limit events older than before that every
+// one of subscribers passed, oldest first.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, subscribers []string, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
+	var subs []string // NULL: age alone decides
+	if len(subscribers) > 0 {
+		subs = subscribers
+	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE at < $1 AND seq <= $2 ORDER BY at LIMIT $3)`, pgTime(before), belowSeq, limit)
+		SELECT seq FROM events WHERE at < $1
+		  AND ($2::text[] IS NULL OR seq <= (SELECT CASE WHEN count(*) = $3 THEN min(seq) ELSE 0 END
+			FROM event_cursors WHERE subscriber = ANY($2::text[])))
+		ORDER BY at LIMIT $4)`, pgTime(before), subs, len(subscribers), limit)
 	if err != nil {
 		return 0, wrapErr("prune events", err)
 	}

@@ -133,14 +133,25 @@ func (s *Store) ReleaseEvents(ctx context.Context, subscriber, owner string) err
 	return wrapErr("release events of "+subscriber, err)
 }
 
-// PruneEvents deletes up to limit events older than before with seq at
-// most belowSeq, oldest first.
-func (s *Store) PruneEvents(ctx context.Context, before time.Time, belowSeq int64, limit int) (int64, error) {
+// PruneEvents deletes up to limit events older than before that every
+// one of subscribers passed, oldest first.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, subscribers []string, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
+	var subs any // NULL: age alone decides
+	if len(subscribers) > 0 {
+		b, err := json.Marshal(subscribers)
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: prune events: %w", err)
+		}
+		subs = string(b)
+	}
 	res, err := s.w.ExecContext(ctx, `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE at < ? AND seq <= ? ORDER BY at LIMIT ?)`, fmtTime(before), belowSeq, limit)
+		SELECT seq FROM events WHERE at < ?1
+		  AND (?2 IS NULL OR seq <= (SELECT CASE WHEN count(*) = ?3 THEN min(seq) ELSE 0 END
+			FROM event_cursors WHERE subscriber IN (SELECT value FROM json_each(?2))))
+		ORDER BY at LIMIT ?4)`, fmtTime(before), subs, len(subscribers), limit)
 	if err != nil {
 		return 0, wrapErr("prune events", err)
 	}

@@ -383,20 +383,41 @@ func testPruneEvents(t *testing.T, s store.Store) {
 	}
 	evs := allEvents(t, s)
 	later := time.Now().Add(time.Hour)
-	// Only events every subscriber passed (seq <= belowSeq) go.
-	if n, err := s.PruneEvents(ctx, later, evs[1].Seq, 100); err != nil || n != 2 {
+	for _, sub := range []string{"a", "b"} {
+		if _, ok, err := s.LeaseEvents(ctx, sub, "me", time.Minute); err != nil || !ok {
+			t.Fatalf("lease %s: %v, %v", sub, ok, err)
+		}
+	}
+	mustSet := func(sub string, seq int64) {
+		t.Helper()
+		if ok, err := s.SetEventCursor(ctx, sub, "me", seq); err != nil || !ok {
+			t.Fatalf("SetEventCursor(%s, %d) = %v, %v", sub, seq, ok, err)
+		}
+	}
+	mustSet("a", evs[2].Seq)
+	mustSet("b", evs[1].Seq)
+	// A subscriber never delivered to holds everything back.
+	if n, err := s.PruneEvents(ctx, later, []string{"a", "b", "new"}, 100); err != nil || n != 0 {
+		t.Fatalf("PruneEvents with a new subscriber = %d, %v; want 0", n, err)
+	}
+	// Only events every subscriber passed go: b is the slowest.
+	if n, err := s.PruneEvents(ctx, later, []string{"a", "b"}, 100); err != nil || n != 2 {
 		t.Fatalf("PruneEvents = %d, %v; want 2", n, err)
 	}
 	wantEvents(t, "pruned", allEvents(t, s), "promotion.opened pr3")
 	// Nothing newer than before goes.
-	if n, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), evs[2].Seq, 100); err != nil || n != 0 {
+	if n, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), nil, 100); err != nil || n != 0 {
 		t.Fatalf("PruneEvents of old events = %d, %v; want 0", n, err)
 	}
-	// A pruned event's id is never handed out again (its seq neither).
+	// A pruned event's seq is never handed out again.
 	if _, err := s.AppendPromotionEvent(ctx, promotionEvent(store.EventPromotionEnded, "pr4")); err != nil {
 		t.Fatal(err)
 	}
 	if evs2 := allEvents(t, s); evs2[len(evs2)-1].Seq <= evs[2].Seq {
 		t.Fatalf("seq %d handed out again", evs2[len(evs2)-1].Seq)
+	}
+	// Without subscribers, age alone decides.
+	if n, err := s.PruneEvents(ctx, later, nil, 100); err != nil || n != 2 {
+		t.Fatalf("PruneEvents by age = %d, %v; want 2", n, err)
 	}
 }
