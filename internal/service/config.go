@@ -68,6 +68,10 @@ type Config struct {
 	// to issue.DefaultAlphabet, issue.DefaultCodeLength and
 	// issue.DefaultVoucherValidDays.
 	Issue issue.Config `yaml:"issue"`
+	// Events delivers the outbox's events to webhook subscribers and sets
+	// how long they are kept. Subscribers' secrets in the environment
+	// (EnvEventsSecretPrefix) win over the file.
+	Events EventsConfig `yaml:"events"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -222,6 +226,10 @@ func loadFile(path string) (Config, error) {
 	if err := validateIssue(c.Issue); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.Events.applyEnv()
+	if err := c.Events.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -270,6 +278,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Events.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {
