@@ -244,6 +244,12 @@ type sub struct {
 }
 
 func (d *Deliverer) newSub(s Subscriber) *sub {
+	if m := d.cfg.Metrics; m != nil { // every series from the start, at 0
+		m.delivered.WithLabelValues(s.Name)
+		m.failed.WithLabelValues(s.Name)
+		m.lag.WithLabelValues(s.Name)
+		m.leader.WithLabelValues(s.Name)
+	}
 	return &sub{d: d, s: s, secret: []byte(s.Secret)}
 }
 
