@@ -38,15 +38,17 @@ const insertEvents = `INSERT INTO events (id, type, at, promotion_id, claim_id, 
 	ORDER BY u.n
 	ON CONFLICT DO NOTHING`
 
-// writeEvents takes the outbox lock shared and writes evs, inside tx; it
-// reports how many rows it wrote.
-func writeEvents(ctx context.Context, tx pgx.Tx, evs []store.Event) (int64, error) {
-	if len(evs) == 0 {
-		return 0, nil
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, outboxLockKey); err != nil {
-		return 0, err
-	}
+// lockOutbox takes the outbox lock shared in tx, before tx inserts events,
+// and returns the transaction's now(): the time its rows' defaults hold.
+func lockOutbox(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	var now time.Time
+	err := tx.QueryRow(ctx, `SELECT now() FROM (SELECT pg_advisory_xact_lock_shared($1)) AS l`, outboxLockKey).Scan(&now)
+	return now.UTC(), err
+}
+
+// insertEventRows writes evs inside tx, which holds the outbox lock (see
+// lockOutbox), and reports how many rows it wrote.
+func insertEventRows(ctx context.Context, tx pgx.Tx, evs []store.Event) (int64, error) {
 	n := len(evs)
 	ids, types, promos, claims, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
@@ -55,6 +57,18 @@ func writeEvents(ctx context.Context, tx pgx.Tx, evs []store.Event) (int64, erro
 	}
 	tag, err := tx.Exec(ctx, insertEvents, ids, types, ats, promos, claims, data)
 	return tag.RowsAffected(), err
+}
+
+// writeEvents takes the outbox lock and writes evs, inside tx; it reports
+// how many rows it wrote.
+func writeEvents(ctx context.Context, tx pgx.Tx, evs []store.Event) (int64, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	if _, err := lockOutbox(ctx, tx); err != nil {
+		return 0, err
+	}
+	return insertEventRows(ctx, tx, evs)
 }
 
 // AppendPromotionEvent writes the promotion event e unless its id is
@@ -77,6 +91,15 @@ func (s *Store) AppendPromotionEvent(ctx context.Context, e store.Event) (bool, 
 // that wrote events has ended (see outboxLockKey).
 func (s *Store) Events(ctx context.Context, afterSeq int64, types []string, limit int) ([]store.Event, error) {
 	if limit <= 0 {
+		return nil, nil
+	}
+	// Nothing committed past afterSeq: nothing to serve, and no need to
+	// wait for the writers in flight.
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM events`).Scan(&head); err != nil {
+		return nil, wrapErr("events", err)
+	}
+	if head <= afterSeq {
 		return nil, nil
 	}
 	var horizon int64

@@ -105,14 +105,20 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 				}
 			}
 			inserted := outcomes.InsertedIssues()
-			if err := writeGrants(ctx, tx, inserted); err != nil {
+			if err := writeGrants(ctx, tx, inserted); err != nil || len(inserted) == 0 {
 				return err
 			}
-			evs, err := sqlstore.IssueEvents(inserted, time.Now())
+			// The events' issue time is the transaction's now(), the
+			// issued rows' issued_at.
+			issuedAt, err := lockOutbox(ctx, tx)
 			if err != nil {
 				return err
 			}
-			_, err = writeEvents(ctx, tx, evs)
+			evs, err := sqlstore.IssueEvents(inserted, issuedAt)
+			if err != nil {
+				return err
+			}
+			_, err = insertEventRows(ctx, tx, evs)
 			return err
 		})
 		if err == nil {

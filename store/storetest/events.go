@@ -94,6 +94,9 @@ func testEventsWithIssue(t *testing.T, s store.Store) {
 	if !evs[0].At.Equal(at) {
 		t.Errorf("claim.accepted at %s, want the acceptance time %s", evs[0].At, at)
 	}
+	if rows, err := s.ListIssued(ctx, p.ID, "u1"); err != nil || len(rows) != 1 || !evs[1].At.Equal(rows[0].IssuedAt) {
+		t.Errorf("claim.issued at %s, want the issued row's time (%v, %v)", evs[1].At, rows, err)
+	}
 	if d := dataOf(t, evs[3]); d["points"] != 40.0 || d["user_id"] != "u2" || d["rank"] != 2.0 {
 		t.Errorf("claim.issued data %s, want the user, rank and points", evs[3].Data)
 	}
