@@ -30,7 +30,8 @@ var outboxLockKey = lockKey("outbox", "events")
 const feedLockTimeout = "5s"
 
 // insertEvents writes events from arrays, in array order (so their seqs
-// follow it); an event whose id is written already is skipped.
+// follow it); a promotion event written already is skipped
+// (events_promotion).
 const insertEvents = `INSERT INTO events (id, type, at, promotion_id, claim_id, data)
 	SELECT u.id, u.type, u.at, u.promotion_id, NULLIF(u.claim_id, ''), u.data::jsonb
 	FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[])
@@ -191,7 +192,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, subscribers [
 		SELECT seq FROM events WHERE at < $1
 		  AND ($2::text[] IS NULL OR seq <= (SELECT CASE WHEN count(*) = $3 THEN min(seq) ELSE 0 END
 			FROM event_cursors WHERE subscriber = ANY($2::text[])))
-		ORDER BY at LIMIT $4)`, pgTime(before), subs, len(subscribers), limit)
+		ORDER BY seq LIMIT $4)`, pgTime(before), subs, len(subscribers), limit)
 	if err != nil {
 		return 0, wrapErr("prune events", err)
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // insertEvents writes events as one JSON array parameter (one statement
-// text whatever the row count); an event whose id is written already is
-// skipped. Rows are inserted in array order, so their seqs follow it.
+// text whatever the row count); a promotion event written already is
+// skipped (events_promotion). Rows are inserted in array order, so their
+// seqs follow it.
 const insertEvents = `INSERT INTO events (id, type, at, promotion_id, claim_id, data)
 	SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, NULLIF(j.value->>4, ''), j.value->>5
 	FROM json_each(?) j WHERE true
@@ -151,7 +152,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, subscribers [
 		SELECT seq FROM events WHERE at < ?1
 		  AND (?2 IS NULL OR seq <= (SELECT CASE WHEN count(*) = ?3 THEN min(seq) ELSE 0 END
 			FROM event_cursors WHERE subscriber IN (SELECT value FROM json_each(?2))))
-		ORDER BY at LIMIT ?4)`, fmtTime(before), subs, len(subscribers), limit)
+		ORDER BY seq LIMIT ?4)`, fmtTime(before), subs, len(subscribers), limit)
 	if err != nil {
 		return 0, wrapErr("prune events", err)
 	}

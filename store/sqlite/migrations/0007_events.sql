@@ -1,15 +1,19 @@
 -- The outbox: one row per event, written in the transaction of the change
 -- it reports. seq is the feed's order; AUTOINCREMENT never hands out a seq
 -- again, even after the rows below it were pruned. id is deterministic
--- (see store.EventID), so a change written twice (a redelivered claim)
--- writes its events once.
+-- (see store.EventID). A claim's events are written with the row that
+-- changes once (its issued row, its dead letter's move to failed or
+-- voided), so they are written once; promotion events, written by every
+-- instance that observes the change, are kept once by events_promotion.
+-- A unique index of every id, random as they are, would cost each issue
+-- more than the rest of its event writes.
 --
 -- event_cursors: how far each webhook subscriber has been delivered, and
 -- which instance delivers for it (owner, until lease_until).
 
 CREATE TABLE events (
     seq          INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
-    id           TEXT    NOT NULL UNIQUE,
+    id           TEXT    NOT NULL,
     type         TEXT    NOT NULL,
     at           TEXT    NOT NULL,
     promotion_id TEXT    NOT NULL,
@@ -17,8 +21,7 @@ CREATE TABLE events (
     data         TEXT    NOT NULL DEFAULT '{}'
 ) STRICT;
 
--- Pruning reads the oldest events first.
-CREATE INDEX events_by_at ON events (at);
+CREATE UNIQUE INDEX events_promotion ON events (id) WHERE claim_id IS NULL;
 
 CREATE TABLE event_cursors (
     subscriber  TEXT    NOT NULL PRIMARY KEY,
