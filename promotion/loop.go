@@ -108,6 +108,7 @@ func (m *Manager) loop(ctx context.Context) {
 	t := time.NewTicker(m.cfg.RecheckInterval)
 	defer t.Stop()
 	var lastSweep time.Time // the first tick sweeps: a restart finishes what a crash left
+	pe := newPromotionEvents(m)
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,6 +121,7 @@ func (m *Manager) loop(ctx context.Context) {
 			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("re-check of promotions failed", "err", err)
 			}
+			pe.observe(ctx)
 			m.recheckJournals(ctx)
 			if f := m.afterRecheck.Load(); f != nil {
 				(*f)()

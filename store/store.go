@@ -12,6 +12,10 @@
 // receives (its [Grant]: a code, points on the user's ledger) is written in
 // the same transaction as its issued row and only with a new row, so a
 // redelivery never issues it twice; codes are unique across every claim.
+//
+// Every change that is an [Event] writes it to the outbox ([EventLog]) in
+// its own transaction, under an id that is the same each time the change
+// is written (see [EventID]): a claim issued again writes nothing.
 package store
 
 import (
@@ -311,6 +315,8 @@ type KnownClaim struct {
 // Store is the database behind dibs. Implementations are safe for concurrent use.
 type Store interface {
 	Admin
+	// EventLog is the outbox every change below writes its events to.
+	EventLog
 
 	// Migrate applies the embedded schema migrations; it is idempotent.
 	Migrate(ctx context.Context) error
@@ -360,8 +366,10 @@ type Store interface {
 	// IssueBatch writes the issues in one transaction (a multi-row insert
 	// where the backend allows) and reports an Outcome per issue, in order.
 	// Each Inserted issue's Grant is written in the same transaction; a
-	// Duplicate's is not (the first one stays). An error means nothing is
-	// known to be written; the caller retries.
+	// Duplicate's is not (the first one stays). So are each Inserted
+	// issue's claim.accepted and claim.issued events; a Duplicate writes
+	// none. An error means nothing is known to be written; the caller
+	// retries.
 	IssueBatch(ctx context.Context, issues []Issue) ([]Outcome, error)
 	// ListIssued returns the user's issued rows in the promotion, by slot,
 	// each with its Grant.
@@ -414,7 +422,9 @@ type Store interface {
 	// holds another claim, RecordDeadLetter writes nothing and returns an
 	// error wrapping ErrClaimMismatch: a dead letter never overwrites a
 	// different claim. An issued row of the same claim does not stop the
-	// dead letter from being recorded.
+	// dead letter from being recorded. A new dead letter, or a replayed
+	// claim failing again, writes a claim.failed event in the same
+	// transaction; a failure recorded again writes none.
 	RecordDeadLetter(ctx context.Context, d DeadLetter) error
 	// ListDeadLetters returns up to limit dead letters of the promotion in
 	// state DeadFailed with claim_id > after, ordered by claim_id.
@@ -431,6 +441,7 @@ type Store interface {
 	// serialised, whether or not the dead letter existed when the issue
 	// began: the void either sees the issued row and skips the claim, or
 	// commits first and the issue finds the claim voided (a Conflict).
+	// Each claim voided gets a claim.voided event in the same transaction.
 	//
 	// The moved claims are recorded as moved now with their side effect (the
 	// claim enqueued again, or its unit returned to stock) not yet applied:

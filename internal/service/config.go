@@ -74,6 +74,10 @@ type Config struct {
 	// Admin holds the named admin tokens and the secret of erased users'
 	// tokens. DIBS_ERASE_SECRET wins over the file (see LoadFile).
 	Admin AdminConfig `yaml:"admin"`
+	// Events delivers the outbox's events to webhook subscribers and sets
+	// how long they are kept. Subscribers' secrets in the environment
+	// (EnvEventsSecretPrefix) win over the file.
+	Events EventsConfig `yaml:"events"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -247,6 +251,10 @@ func loadFile(path string) (Config, error) {
 	if err := c.Admin.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.Events.applyEnv()
+	if err := c.Events.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -298,6 +306,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.Admin.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Events.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {

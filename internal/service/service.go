@@ -29,6 +29,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/events"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/internal/redisserver"
@@ -236,6 +237,9 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.watcher = watcher
+	if err := s.startEvents(st, events.NewMetrics(reg)); err != nil {
+		return err
+	}
 	sched := waitroom.NewScheduler(rooms)
 	if err := sched.Start(ctx); err != nil {
 		return err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,6 +46,17 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 		if err != nil {
 			return err
 		}
+		var (
+			state   string
+			movedAt *time.Time
+		)
+		err = tx.QueryRow(ctx, `SELECT state, moved_at FROM dead_letters WHERE claim_id = $1`, d.ClaimID).Scan(&state, &movedAt)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// A new dead letter, or a replayed claim that failed again, is a
+		// failure of its own; one recorded again, or a voided claim, is not.
+		fresh := errors.Is(err, pgx.ErrNoRows) || state == store.DeadReplayed
 		_, err = tx.Exec(ctx, `INSERT INTO dead_letters
 				(claim_id, promotion_id, user_id, rank, slot, reason, deliveries, state, at, fields)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, CAST($9::text AS jsonb))
@@ -57,6 +69,14 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 				applied = true
 			WHERE dead_letters.state <> 'voided'`,
 			d.ClaimID, d.PromotionID, d.UserID, d.Rank, d.Slot, d.Reason, d.Deliveries, pgTime(d.At), fields)
+		if err != nil || !fresh {
+			return err
+		}
+		ev, err := sqlstore.FailedEvent(d, utc(movedAt))
+		if err != nil {
+			return err
+		}
+		_, err = writeEvents(ctx, tx, []store.Event{ev})
 		return err
 	})
 	return wrapErr("record dead letter "+d.ClaimID, err)
@@ -140,7 +160,8 @@ func collectMoved(rows pgx.Rows, err error) ([]store.DeadLetter, error) {
 // committed yet. Both take the claim's lock first (see claimLocks), and the
 // void's UPDATE runs as a new statement after it, so it sees an issue that
 // committed meanwhile; an issue that starts later waits for the void and
-// then finds the claim voided.
+// then finds the claim voided. The claim.voided events of the claims it
+// voids are written in the same transaction.
 func (s *Store) void(ctx context.Context, promotionID string, claimIDs []string) ([]store.DeadLetter, error) {
 	var out []store.DeadLetter
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -163,10 +184,20 @@ func (s *Store) void(ctx context.Context, promotionID string, claimIDs []string)
 		if err := lockClaims(ctx, tx, []string{promotionID}, ids); err != nil {
 			return err
 		}
+		now := time.Now()
 		var err error
 		out, err = collectMoved(tx.Query(ctx,
 			transitionSQL(`AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`),
-			promotionID, ids, store.DeadVoided, pgTime(time.Now())))
+			promotionID, ids, store.DeadVoided, pgTime(now)))
+		if err != nil {
+			return err
+		}
+		sqlstore.SortByClaimID(out)
+		evs, err := sqlstore.VoidEvents(out, now)
+		if err != nil {
+			return err
+		}
+		_, err = writeEvents(ctx, tx, evs)
 		return err
 	})
 	return out, err

@@ -43,7 +43,9 @@ const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank,
 // in claim id order, so overlapping batches of consistent claims take their
 // locks in the same order and cannot deadlock; if inconsistent ones do, the
 // insert is retried. Before inserting, the batch takes its claims' advisory
-// locks (see claimLocks), which a void of one of them takes too.
+// locks (see claimLocks), which a void of one of them takes too. The
+// inserted claims' claim.accepted and claim.issued events are written last,
+// in the same transaction (see outboxLockKey).
 func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
 	if len(issues) == 0 {
 		return []store.Outcome{}, nil
@@ -102,7 +104,22 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 					return err
 				}
 			}
-			return writeGrants(ctx, tx, outcomes.InsertedIssues())
+			inserted := outcomes.InsertedIssues()
+			if err := writeGrants(ctx, tx, inserted); err != nil || len(inserted) == 0 {
+				return err
+			}
+			// The events' issue time is the transaction's now(), the
+			// issued rows' issued_at.
+			issuedAt, err := lockOutbox(ctx, tx)
+			if err != nil {
+				return err
+			}
+			evs, err := sqlstore.IssueEvents(inserted, issuedAt)
+			if err != nil {
+				return err
+			}
+			_, err = insertEventRows(ctx, tx, evs)
+			return err
 		})
 		if err == nil {
 			break

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,15 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 		if err != nil {
 			return err
 		}
+		ev, write, err := failedEvent(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		if write {
+			if err := writeEvents(ctx, tx, []store.Event{ev}); err != nil {
+				return err
+			}
+		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO dead_letters (`+deadLetterCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'failed', ?, ?)
 			ON CONFLICT (claim_id) DO UPDATE SET
@@ -55,6 +65,32 @@ func (s *Store) RecordDeadLetter(ctx context.Context, d store.DeadLetter) error 
 		return err
 	})
 	return wrapErr("record dead letter "+d.ClaimID, err)
+}
+
+// failedEvent returns the claim.failed event of d, and whether recording d
+// in tx makes it a failure of its own: the claim is new to dead_letters, or
+// it failed again after a replay. A failure recorded again, or a voided
+// claim, writes none.
+func failedEvent(ctx context.Context, tx *sql.Tx, d store.DeadLetter) (store.Event, bool, error) {
+	var (
+		state string
+		moved sql.NullString
+	)
+	err := tx.QueryRowContext(ctx, `SELECT state, moved_at FROM dead_letters WHERE claim_id = ?`, d.ClaimID).Scan(&state, &moved)
+	var replayedAt time.Time
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return store.Event{}, false, err
+	case state != store.DeadReplayed:
+		return store.Event{}, false, nil
+	default:
+		if replayedAt, err = parseNullTime(moved); err != nil {
+			return store.Event{}, false, err
+		}
+	}
+	ev, err := sqlstore.FailedEvent(d, replayedAt)
+	return ev, err == nil, err
 }
 
 // ListDeadLetters returns up to limit dead letters of the promotion in state
@@ -81,7 +117,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, promotionID, after string, 
 // promotion if claimIDs is nil) from DeadFailed to `to` (DeadReplayed or
 // DeadVoided) in one UPDATE ... RETURNING, marking them moved now and not
 // applied, and returns the moved dead letters ordered by claim_id. A void
-// skips claims that have an issued row. The one writer serialises
+// skips claims that have an issued row, and writes a claim.voided event of
+// each claim it voids in the same transaction. The one writer serialises
 // concurrent calls (and IssueBatch) and the state = 'failed' condition skips
 // claims already moved, so a claim is moved once in total.
 func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, claimIDs []string, to string) ([]store.DeadLetter, error) {
@@ -104,19 +141,33 @@ func (s *Store) TransitionDeadLetters(ctx context.Context, promotionID string, c
 		// An issued claim already took its unit; voiding would return it.
 		skipIssued = `AND NOT EXISTS (SELECT 1 FROM issued WHERE issued.claim_id = dead_letters.claim_id)`
 	}
-	rows, err := s.w.QueryContext(ctx, `UPDATE dead_letters SET state = ?1, applied = 0, moved_at = ?4
-		WHERE promotion_id = ?2 AND state = 'failed'
-		  AND (?3 IS NULL OR claim_id IN (SELECT value FROM json_each(?3)))
-		  `+skipIssued+`
-		RETURNING `+deadLetterCols, to, promotionID, ids, fmtTime(time.Now()))
+	now := time.Now()
+	var out []store.DeadLetter
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE dead_letters SET state = ?1, applied = 0, moved_at = ?4
+			WHERE promotion_id = ?2 AND state = 'failed'
+			  AND (?3 IS NULL OR claim_id IN (SELECT value FROM json_each(?3)))
+			  `+skipIssued+`
+			RETURNING `+deadLetterCols, to, promotionID, ids, fmtTime(now))
+		if err != nil {
+			return err
+		}
+		if out, err = collectDeadLetters(rows); err != nil {
+			return err
+		}
+		sqlstore.SortByClaimID(out)
+		if to != store.DeadVoided {
+			return nil
+		}
+		evs, err := sqlstore.VoidEvents(out, now)
+		if err != nil {
+			return err
+		}
+		return writeEvents(ctx, tx, evs)
+	})
 	if err != nil {
 		return nil, wrapErr("transition dead letters", err)
 	}
-	out, err := collectDeadLetters(rows)
-	if err != nil {
-		return nil, wrapErr("transition dead letters", err)
-	}
-	sqlstore.SortByClaimID(out)
 	return out, nil
 }
 

@@ -11,7 +11,8 @@ import (
 )
 
 // issueTx inserts issues inside tx, with the prepared inserts of ins, and
-// classifies each one.
+// classifies each one. The inserted ones get their grants and their
+// claim.accepted and claim.issued events in tx.
 func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.Issue, now time.Time) ([]store.Outcome, error) {
 	outcomes := sqlstore.NewOutcomes(issues)
 	issuedAt := fmtTime(now)
@@ -32,7 +33,15 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 		}
 	}
 
-	if err := writeGrants(ctx, tx, ins, outcomes.InsertedIssues(), issuedAt); err != nil {
+	inserted := outcomes.InsertedIssues()
+	if err := writeGrants(ctx, tx, ins, inserted, issuedAt); err != nil {
+		return nil, err
+	}
+	evs, err := sqlstore.IssueEvents(inserted, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeEvents(ctx, tx, evs); err != nil {
 		return nil, err
 	}
 

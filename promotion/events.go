@@ -1,0 +1,118 @@
+package promotion
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/dibsio/dibs/store"
+)
+
+// Events returns up to limit events of the outbox with seq > afterSeq, in
+// seq order, of the given types (all if none): the feed (see
+// store.EventLog.Events for its ordering guarantee).
+func (m *Manager) Events(ctx context.Context, afterSeq int64, types []string, limit int) ([]store.Event, error) {
+	return m.st.Events(ctx, afterSeq, types, limit)
+}
+
+// The promotion events are observed by the Manager's loop, on every
+// re-check (every RecheckInterval), and written once per promotion and
+// type (their ids come from the promotion id and the type, so instances
+// that observe the same change write one event):
+//
+//   - promotion.opened once the start time has passed;
+//   - promotion.sold_out the first time a first-come promotion still open
+//     shows no stock remaining in Redis;
+//   - promotion.ended once the end time has passed or the promotion was
+//     closed, at the latest when the loop finds it drained.
+const (
+	wroteOpened uint8 = 1 << iota
+	wroteSoldOut
+	wroteEnded
+)
+
+// promotionEvents is the loop's record of the promotion events it wrote:
+// owned by the loop goroutine, bounded by the promotions it watches.
+type promotionEvents struct {
+	m       *Manager
+	written map[string]uint8 // promotion id → the events written
+}
+
+func newPromotionEvents(m *Manager) *promotionEvents {
+	return &promotionEvents{m: m, written: map[string]uint8{}}
+}
+
+// promotionData is the Data of a promotion event.
+type promotionData struct {
+	PromotionID string `json:"promotion_id"`
+	Name        string `json:"name"`
+	Mode        string `json:"mode"`
+	Kind        string `json:"kind"`
+	Stock       int64  `json:"stock"`
+	StartsAt    string `json:"starts_at"`
+	EndsAt      string `json:"ends_at"`
+	ClosedAt    string `json:"closed_at,omitempty"`
+}
+
+// observe writes the promotion events due for the promotions the loop
+// watches, and promotion.ended for those it stopped watching (drained).
+// A write that fails is tried again on the next call. Loop only.
+func (pe *promotionEvents) observe(ctx context.Context) {
+	m := pe.m
+	now := m.cfg.Now()
+	for id, p := range m.active {
+		w := pe.written[id]
+		started := !now.Before(p.StartsAt)
+		ended := p.ended(now)
+		if started && w&wroteOpened == 0 && pe.write(ctx, p, store.EventPromotionOpened, now) {
+			w |= wroteOpened
+		}
+		if ended && w&wroteEnded == 0 && pe.write(ctx, p, store.EventPromotionEnded, now) {
+			w |= wroteEnded
+		}
+		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 {
+			if st, err := m.gate.State(ctx, id); err == nil && !st.Closed && st.Remaining() == 0 &&
+				pe.write(ctx, p, store.EventPromotionSoldOut, now) {
+				w |= wroteSoldOut
+			}
+		}
+		pe.written[id] = w
+	}
+	for id, w := range pe.written {
+		if _, ok := m.active[id]; ok {
+			continue
+		}
+		if w&wroteEnded == 0 {
+			p, err := m.load(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil, !pe.write(ctx, p, store.EventPromotionEnded, now):
+				continue // tried again next time
+			}
+		}
+		delete(pe.written, id)
+	}
+}
+
+// write writes p's event of type typ at at; true once it is written (now
+// or before).
+func (pe *promotionEvents) write(ctx context.Context, p Promotion, typ string, at time.Time) bool {
+	d := promotionData{PromotionID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
+		StartsAt: p.StartsAt.UTC().Format(time.RFC3339Nano), EndsAt: p.EndsAt.UTC().Format(time.RFC3339Nano)}
+	if !p.ClosedAt.IsZero() {
+		d.ClosedAt = p.ClosedAt.UTC().Format(time.RFC3339Nano)
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return false
+	}
+	e := store.Event{ID: store.EventID(typ, p.ID), Type: typ, At: at, PromotionID: p.ID, Data: data}
+	if _, err := pe.m.st.AppendPromotionEvent(ctx, e); err != nil {
+		if ctx.Err() == nil {
+			pe.m.log.Warn("cannot write a promotion event; the next re-check retries", "promotion", p.ID, "type", typ, "err", err)
+		}
+		return false
+	}
+	return true
+}

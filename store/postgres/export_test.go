@@ -1,0 +1,4 @@
+package postgres
+
+// OutboxLockKey is outboxLockKey, for tests that play a slow writer.
+var OutboxLockKey = outboxLockKey
