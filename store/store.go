@@ -42,6 +42,9 @@ var (
 	// free one was found (Grant.NewCode is nil, or MaxCodeAttempts codes
 	// were all taken: the code space is nearly full). Nothing was written.
 	ErrCodeTaken = errors.New("store: code already taken")
+	// ErrNotRetirable means RetirePromotion found the promotion not drained.
+	// Nothing was written.
+	ErrNotRetirable = errors.New("store: promotion is not drained")
 )
 
 // Promotion modes.
@@ -77,6 +80,16 @@ type Promotion struct {
 	// Drained is set once the promotion has ended and every accepted claim is
 	// issued or dead-lettered; the service stops watching drained promotions.
 	Drained bool
+	// DrainedAt is when the promotion was last marked drained; zero while
+	// not drained. Its retention counts from it.
+	DrainedAt time.Time
+	// RetiredAt is when the drained promotion was retired: its Redis state
+	// was deleted after its retention, and the database alone answers for
+	// it from then on. Zero if not retired. Never cleared.
+	RetiredAt time.Time
+	// ExpectedClaimsPerSecond is the claim rate the promotion's creator
+	// expects at its peak, 0 if not stated; it sizes the consumer pools.
+	ExpectedClaimsPerSecond int64
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -273,8 +286,25 @@ type Store interface {
 	// ClosePromotion sets ClosedAt (if not yet set) and returns the promotion;
 	// ErrNotFound if absent. Closing twice keeps the first time.
 	ClosePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
-	// SetDrained marks the promotion drained (or not).
+	// SetDrained marks the promotion drained (or not). Marking it drained
+	// sets DrainedAt to the database's time unless it is set; marking it
+	// undrained clears it. ErrNotFound if absent.
 	SetDrained(ctx context.Context, id string, drained bool) error
+	// MarkDrained marks the promotion drained at at (kept if DrainedAt is
+	// set already: the first time counts). ErrNotFound if absent.
+	MarkDrained(ctx context.Context, id string, at time.Time) error
+	// ListRetirable returns up to limit drained promotions whose retention
+	// is over or whose retirement may be unfinished: DrainedAt at or before
+	// drainedBefore and either not retired, or retired at or after
+	// retiredSince (so a retirement another process recorded and did not
+	// finish is found again). Ordered by DrainedAt, then id. A limit of
+	// zero or less returns none.
+	ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]Promotion, error)
+	// RetirePromotion marks the drained promotion retired at at and
+	// returns it; a promotion retired already keeps its first time. It
+	// fails with ErrNotRetirable (the promotion is not drained: a replay
+	// moved claims back meanwhile) or ErrNotFound.
+	RetirePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
 
 	// IssueBatch writes the issues in one transaction (a multi-row insert
 	// where the backend allows) and reports an Outcome per issue, in order.

@@ -39,7 +39,8 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
-	waiting_room_prequeue_seed, archived_at`
+	waiting_room_prequeue_seed, archived_at,
+	drained_at, retired_at, expected_claims_per_second`
 
 // PromotionArgs returns p's values in [PromotionCols] order. A zero
 // CreatedAt goes out as NULL: the backend fills it in.
@@ -50,6 +51,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
 		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt),
+		tc.EncodeNull(p.DrainedAt), tc.EncodeNull(p.RetiredAt), p.ExpectedClaimsPerSecond,
 	}
 }
 
@@ -59,12 +61,14 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		p                     store.Promotion
 		starts, ends, created T
 		closed, archived      N
+		drained, retired      N
 	)
 	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &p.PerUserLimit, &p.Value,
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
-		&p.WaitingRoom.PrequeueSeed, &archived); err != nil {
+		&p.WaitingRoom.PrequeueSeed, &archived,
+		&drained, &retired, &p.ExpectedClaimsPerSecond); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error
@@ -81,6 +85,12 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		return store.Promotion{}, err
 	}
 	if p.ArchivedAt, err = tc.DecodeNull(archived); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.DrainedAt, err = tc.DecodeNull(drained); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.RetiredAt, err = tc.DecodeNull(retired); err != nil {
 		return store.Promotion{}, err
 	}
 	return p, nil
