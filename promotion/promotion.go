@@ -50,6 +50,15 @@ type Promotion struct {
 	// Manager.Archive); zero if not archived.
 	ArchivedAt  time.Time
 	WaitingRoom WaitingRoom
+	// ExpectedClaimsPerSecond is the claim rate the creator expects at the
+	// promotion's peak, 0..MaxExpectedClaimsPerSecond, 0 for not stated:
+	// each instance sizes the promotion's confirmation pool from it (see
+	// PoolSize).
+	ExpectedClaimsPerSecond int64
+	// RetiredAt is when the promotion was retired, its retention over
+	// after it drained (see Config.Retention): its Redis state is gone and
+	// the database answers for it. Zero if not retired.
+	RetiredAt time.Time
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -76,6 +85,7 @@ func fromStore(p store.Promotion) Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
+		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 	}
 }
 
@@ -84,8 +94,13 @@ func (p Promotion) toStore() store.Promotion {
 		ID: p.ID, Name: p.Name, Mode: p.Mode, Kind: p.Kind, Stock: p.Stock,
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
+		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 	}
 }
+
+// retired reports whether p was retired: its Redis state must never be
+// made again.
+func (p Promotion) retired() bool { return !p.RetiredAt.IsZero() }
 
 // ended reports whether p's window is over at now, or it was closed.
 func (p Promotion) ended(now time.Time) bool {

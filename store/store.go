@@ -45,6 +45,10 @@ var (
 	// ErrNotRetirable means RetirePromotion found the promotion not drained.
 	// Nothing was written.
 	ErrNotRetirable = errors.New("store: promotion is not drained")
+	// ErrRetired means SetDrained was asked to mark a retired promotion
+	// undrained: a retired promotion is drained for good. Nothing was
+	// written.
+	ErrRetired = errors.New("store: promotion is retired")
 )
 
 // Promotion modes.
@@ -288,7 +292,8 @@ type Store interface {
 	ClosePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
 	// SetDrained marks the promotion drained (or not). Marking it drained
 	// sets DrainedAt to the database's time unless it is set; marking it
-	// undrained clears it. ErrNotFound if absent.
+	// undrained clears it, and fails with ErrRetired on a retired
+	// promotion. ErrNotFound if absent.
 	SetDrained(ctx context.Context, id string, drained bool) error
 	// MarkDrained marks the promotion drained at at (kept if DrainedAt is
 	// set already: the first time counts). ErrNotFound if absent.

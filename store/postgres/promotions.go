@@ -99,7 +99,13 @@ func (s *Store) SetDrained(ctx context.Context, id string, drained bool) error {
 		return s.setDrained(ctx, id,
 			`UPDATE promotions SET drained = true, drained_at = COALESCE(drained_at, now()) WHERE id = $1`, id)
 	}
-	return s.setDrained(ctx, id, `UPDATE promotions SET drained = false, drained_at = NULL WHERE id = $1`, id)
+	err := s.setDrained(ctx, id, `UPDATE promotions SET drained = false, drained_at = NULL WHERE id = $1 AND retired_at IS NULL`, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, gerr := s.GetPromotion(ctx, id); gerr == nil {
+			return fmt.Errorf("postgres: set undrained %s: %w", id, store.ErrRetired)
+		}
+	}
+	return err
 }
 
 // MarkDrained marks the promotion drained at at, keeping an earlier

@@ -105,7 +105,13 @@ func (s *Store) SetDrained(ctx context.Context, id string, drained bool) error {
 	if drained {
 		return s.MarkDrained(ctx, id, time.Now())
 	}
-	return s.setDrained(ctx, id, `UPDATE promotions SET drained = 0, drained_at = NULL WHERE id = ?`, id)
+	err := s.setDrained(ctx, id, `UPDATE promotions SET drained = 0, drained_at = NULL WHERE id = ? AND retired_at IS NULL`, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, gerr := s.GetPromotion(ctx, id); gerr == nil {
+			return fmt.Errorf("sqlite: set undrained %s: %w", id, store.ErrRetired)
+		}
+	}
+	return err
 }
 
 // MarkDrained marks the promotion drained at at, keeping an earlier

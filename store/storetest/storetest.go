@@ -484,6 +484,13 @@ func testRetire(t *testing.T, s store.Store) {
 	if _, err := s.RetirePromotion(ctx, "missing", at); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("RetirePromotion(missing) = %v, want ErrNotFound", err)
 	}
+	// A retired promotion stays drained.
+	if err := s.SetDrained(ctx, "r1", false); !errors.Is(err, store.ErrRetired) {
+		t.Fatalf("SetDrained(retired, false) = %v, want ErrRetired", err)
+	}
+	if p, _ := s.GetPromotion(ctx, "r1"); !p.Drained {
+		t.Fatal("retired promotion marked undrained")
+	}
 	// Undrained again, DrainedAt is cleared.
 	if err := s.SetDrained(ctx, "r2", false); err != nil {
 		t.Fatal(err)
