@@ -17,7 +17,7 @@ import (
 // shift the test sets.
 type shiftClock struct{ shift atomic.Int64 }
 
-func (c *shiftClock) now() time.Time            { return time.Now().Add(time.Duration(c.shift.Load())) }
+func (c *shiftClock) now() time.Time          { return time.Now().Add(time.Duration(c.shift.Load())) }
 func (c *shiftClock) advance(d time.Duration) { c.shift.Add(int64(d)) }
 
 // redisKeys counts the promotion's claim-state keys Redis holds.
