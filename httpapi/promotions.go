@@ -32,6 +32,8 @@ type promotionIn struct {
 	EndsAt       *string        `json:"ends_at"`
 	Value        int64          `json:"value"`
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
+	// ExpectedClaimsPerSecond sizes the confirmation pools (0: not stated).
+	ExpectedClaimsPerSecond int64 `json:"expected_claims_per_second"`
 	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
 	// already (back-filling); without it that is refused.
 	AllowPastEndsAt bool `json:"allow_past_ends_at"`
@@ -61,21 +63,25 @@ type waitingRoomOut struct {
 }
 
 type promotionOut struct {
-	ID           string         `json:"id"`
-	Name         string         `json:"name"`
-	Mode         string         `json:"mode"`
-	Kind         string         `json:"kind"`
-	Stock        int64          `json:"stock"`
-	PerUserLimit int            `json:"per_user_limit"`
-	Value        int64          `json:"value"`
-	State        string         `json:"state"`
-	StartsAt     string         `json:"starts_at"`
-	EndsAt       string         `json:"ends_at"`
-	ClosedAt     *string        `json:"closed_at"`
-	CreatedAt    string         `json:"created_at"`
-	ArchivedAt   *string        `json:"archived_at"`
-	Counts       countsOut      `json:"counts"`
-	WaitingRoom  waitingRoomOut `json:"waiting_room"`
+	ID           string  `json:"id"`
+	Name         string  `json:"name"`
+	Mode         string  `json:"mode"`
+	Kind         string  `json:"kind"`
+	Stock        int64   `json:"stock"`
+	PerUserLimit int     `json:"per_user_limit"`
+	Value        int64   `json:"value"`
+	State        string  `json:"state"`
+	StartsAt     string  `json:"starts_at"`
+	EndsAt       string  `json:"ends_at"`
+	ClosedAt     *string `json:"closed_at"`
+	CreatedAt    string  `json:"created_at"`
+	ArchivedAt   *string `json:"archived_at"`
+	// RetiredAt is set once the promotion is retired (its Redis state
+	// deleted after its retention; the database answers for it).
+	RetiredAt               *string        `json:"retired_at"`
+	ExpectedClaimsPerSecond int64          `json:"expected_claims_per_second"`
+	Counts                  countsOut      `json:"counts"`
+	WaitingRoom             waitingRoomOut `json:"waiting_room"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -94,6 +100,7 @@ func toOut(v promotion.View) promotionOut {
 		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
 		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
+		RetiredAt: optTime(v.RetiredAt), ExpectedClaimsPerSecond: v.ExpectedClaimsPerSecond,
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -148,6 +155,7 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 		}
 		p.PerUserLimit = *in.PerUserLimit
 	}
+	p.ExpectedClaimsPerSecond = in.ExpectedClaimsPerSecond
 	var pr *Problem
 	if p.StartsAt, pr = parseTimeField("starts_at", in.StartsAt); pr != nil {
 		return p, pr

@@ -212,8 +212,9 @@ func (s *Service) start(ctx context.Context) error {
 		Rooms:    rooms,
 		Prefix:   KeyPrefix,
 		Instance: cfg.Instance,
-		Stream:   scfg,
-		Logger:   log,
+		Stream:    scfg,
+		Logger:    log,
+		Retention: cfg.Promotions.Retention,
 		OnIssued: func(id string, n int) {
 			pm.Issued(id, n)
 			s.crash(n)
