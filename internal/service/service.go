@@ -208,10 +208,10 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	mgr, err := promotion.New(client, st, promotion.Config{
-		Issuers:  kinds,
-		Rooms:    rooms,
-		Prefix:   KeyPrefix,
-		Instance: cfg.Instance,
+		Issuers:   kinds,
+		Rooms:     rooms,
+		Prefix:    KeyPrefix,
+		Instance:  cfg.Instance,
 		Stream:    scfg,
 		Logger:    log,
 		Retention: cfg.Promotions.Retention,
