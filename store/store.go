@@ -302,8 +302,9 @@ type Store interface {
 	// is over or whose retirement may be unfinished: DrainedAt at or before
 	// drainedBefore and either not retired, or retired at or after
 	// retiredSince (so a retirement another process recorded and did not
-	// finish is found again). Ordered by DrainedAt, then id. A limit of
-	// zero or less returns none.
+	// finish is found again). The unretired come first (so a page of
+	// retired ones never holds up the due ones), each group by DrainedAt,
+	// then id. A limit of zero or less returns none.
 	ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]Promotion, error)
 	// RetirePromotion marks the drained promotion retired at at and
 	// returns it; a promotion retired already keeps its first time. It

@@ -128,14 +128,14 @@ func (s *Store) setDrained(ctx context.Context, id, query string, args ...any) e
 
 // ListRetirable returns up to limit drained promotions drained at or before
 // drainedBefore that are not retired or were retired at or after
-// retiredSince, by drained_at and id.
+// retiredSince: the unretired first, then by drained_at and id.
 func (s *Store) ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]store.Promotion, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	ps, err := s.queryPromotions(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions
 		WHERE drained AND drained_at <= $1 AND (retired_at IS NULL OR retired_at >= $2)
-		ORDER BY drained_at, id LIMIT $3`, pgTime(drainedBefore), pgTime(retiredSince), limit)
+		ORDER BY retired_at IS NOT NULL, drained_at, id LIMIT $3`, pgTime(drainedBefore), pgTime(retiredSince), limit)
 	if err != nil {
 		return nil, wrapErr("list retirable promotions", err)
 	}

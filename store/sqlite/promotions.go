@@ -138,14 +138,14 @@ func (s *Store) setDrained(ctx context.Context, id, query string, args ...any) e
 
 // ListRetirable returns up to limit drained promotions drained at or before
 // drainedBefore that are not retired or were retired at or after
-// retiredSince, by drained_at and id.
+// retiredSince: the unretired first, then by drained_at and id.
 func (s *Store) ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]store.Promotion, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	ps, err := queryPromotions(ctx, s.r, `SELECT `+sqlstore.PromotionCols+` FROM promotions
 		WHERE drained <> 0 AND drained_at <= ? AND (retired_at IS NULL OR retired_at >= ?)
-		ORDER BY drained_at, id LIMIT ?`, fmtTime(drainedBefore), fmtTime(retiredSince), limit)
+		ORDER BY retired_at IS NOT NULL, drained_at, id LIMIT ?`, fmtTime(drainedBefore), fmtTime(retiredSince), limit)
 	if err != nil {
 		return nil, wrapErr("list retirable promotions", err)
 	}

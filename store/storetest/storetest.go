@@ -472,7 +472,8 @@ func testRetire(t *testing.T, s store.Store) {
 	}
 	// Retired since the given time: listed again (an unfinished retirement
 	// is found); retired before it: not.
-	list(t0.Add(time.Hour), at, 10, "r1", "r2")
+	list(t0.Add(time.Hour), at, 10, "r2", "r1") // the unretired first
+	list(t0.Add(time.Hour), at, 1, "r2")
 	list(t0.Add(time.Hour), at.Add(time.Microsecond), 10, "r2")
 
 	if _, err := s.RetirePromotion(ctx, "r3", at); !errors.Is(err, store.ErrNotRetirable) {
