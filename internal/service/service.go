@@ -208,13 +208,12 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	mgr, err := promotion.New(client, st, promotion.Config{
-		Issuers:   kinds,
-		Rooms:     rooms,
-		Prefix:    KeyPrefix,
-		Instance:  cfg.Instance,
-		Stream:    scfg,
-		Logger:    log,
-		Retention: cfg.Promotions.Retention,
+		Issuers:  kinds,
+		Rooms:    rooms,
+		Prefix:   KeyPrefix,
+		Instance: cfg.Instance,
+		Stream:   scfg,
+		Logger:   log,
 		OnIssued: func(id string, n int) {
 			pm.Issued(id, n)
 			s.crash(n)
@@ -225,6 +224,7 @@ func (s *Service) start(ctx context.Context) error {
 		OnDrained:        pm.Drained,
 		OnRequeued:       pm.Requeued,
 		OnJournalDropped: pm.JournalDropped,
+		Retention:        cfg.Promotions.Retention,
 	})
 	if err != nil {
 		return err
