@@ -63,25 +63,25 @@ type waitingRoomOut struct {
 }
 
 type promotionOut struct {
-	ID           string  `json:"id"`
-	Name         string  `json:"name"`
-	Mode         string  `json:"mode"`
-	Kind         string  `json:"kind"`
-	Stock        int64   `json:"stock"`
-	PerUserLimit int     `json:"per_user_limit"`
-	Value        int64   `json:"value"`
-	State        string  `json:"state"`
-	StartsAt     string  `json:"starts_at"`
-	EndsAt       string  `json:"ends_at"`
-	ClosedAt     *string `json:"closed_at"`
-	CreatedAt    string  `json:"created_at"`
-	ArchivedAt   *string `json:"archived_at"`
+	ID           string         `json:"id"`
+	Name         string         `json:"name"`
+	Mode         string         `json:"mode"`
+	Kind         string         `json:"kind"`
+	Stock        int64          `json:"stock"`
+	PerUserLimit int            `json:"per_user_limit"`
+	Value        int64          `json:"value"`
+	State        string         `json:"state"`
+	StartsAt     string         `json:"starts_at"`
+	EndsAt       string         `json:"ends_at"`
+	ClosedAt     *string        `json:"closed_at"`
+	CreatedAt    string         `json:"created_at"`
+	ArchivedAt   *string        `json:"archived_at"`
+	Counts       countsOut      `json:"counts"`
+	WaitingRoom  waitingRoomOut `json:"waiting_room"`
 	// RetiredAt is set once the promotion is retired (its Redis state
 	// deleted after its retention; the database answers for it).
-	RetiredAt               *string        `json:"retired_at"`
-	ExpectedClaimsPerSecond int64          `json:"expected_claims_per_second"`
-	Counts                  countsOut      `json:"counts"`
-	WaitingRoom             waitingRoomOut `json:"waiting_room"`
+	RetiredAt               *string `json:"retired_at"`
+	ExpectedClaimsPerSecond int64   `json:"expected_claims_per_second"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
