@@ -59,3 +59,12 @@ func (k Keys) Hints() string { return k.base + "hint" }
 func (k Keys) all() []string {
 	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()}
 }
+
+// State lists every key of the promotion's claim state: the meta hash and
+// counters, the idempotency records, the work stream and the dead-letter
+// stream. Retiring a promotion deletes them; the database keeps what they
+// held.
+func (k Keys) State() []string {
+	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Reranks(),
+		k.Stream(), k.DeadLetters()}
+}

@@ -34,6 +34,8 @@ type promotionIn struct {
 	WaitingRoom  *waitingRoomIn `json:"waiting_room"`
 	// RevokeReturnsStock: a revoked claim's unit goes back to stock.
 	RevokeReturnsStock bool `json:"revoke_returns_stock"`
+	// ExpectedClaimsPerSecond sizes the confirmation pools (0: not stated).
+	ExpectedClaimsPerSecond int64 `json:"expected_claims_per_second"`
 	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
 	// already (back-filling); without it that is refused.
 	AllowPastEndsAt bool   `json:"allow_past_ends_at"`
@@ -84,6 +86,10 @@ type promotionOut struct {
 	Counts             countsOut      `json:"counts"`
 	WaitingRoom        waitingRoomOut `json:"waiting_room"`
 	WebhookURL         string         `json:"webhook_url,omitempty"`
+	// RetiredAt is set once the promotion is retired (its Redis state
+	// deleted after its retention; the database answers for it).
+	RetiredAt               *string `json:"retired_at"`
+	ExpectedClaimsPerSecond int64   `json:"expected_claims_per_second"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -104,6 +110,7 @@ func toOut(v promotion.View) promotionOut {
 		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
 		WebhookURL: v.WebhookURL,
 		Paused:     v.Paused, RevokeReturnsStock: v.RevokeReturnsStock,
+		RetiredAt: optTime(v.RetiredAt), ExpectedClaimsPerSecond: v.ExpectedClaimsPerSecond,
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued, Revoked: v.Counts.Revoked,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -159,6 +166,7 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 		}
 		p.PerUserLimit = *in.PerUserLimit
 	}
+	p.ExpectedClaimsPerSecond = in.ExpectedClaimsPerSecond
 	var pr *Problem
 	if p.StartsAt, pr = parseTimeField("starts_at", in.StartsAt); pr != nil {
 		return p, pr

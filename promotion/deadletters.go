@@ -137,7 +137,7 @@ func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int
 }
 
 func (m *Manager) replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if _, err := m.load(ctx, id); err != nil {
+	if err := m.notRetired(ctx, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
@@ -221,7 +221,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 // returns how many were voided. A claim the database holds as issued is
 // never voided.
 func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if _, err := m.load(ctx, id); err != nil {
+	if err := m.notRetired(ctx, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)

@@ -83,6 +83,8 @@ func domainErr(err error) error {
 		return ErrAlreadyExists
 	case errors.Is(err, claim.ErrWrongMode):
 		return ErrWrongMode
+	case errors.Is(err, store.ErrRetired):
+		return errRetired
 	}
 	return err
 }

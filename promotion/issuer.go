@@ -51,7 +51,11 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
 	if len(issues) == 0 {
 		return errs
 	}
+	start := time.Now()
 	outs, err := h.m.st.IssueBatch(ctx, issues)
+	if err == nil {
+		h.m.rates.observe(len(issues), time.Since(start))
+	}
 	if err != nil && (errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
 		// The database did not answer within the handler's deadline: it is
 		// overloaded or stalled, not refusing these claims. Retrying must

@@ -61,6 +61,10 @@ type handle struct {
 	quietUntil atomic.Int64
 	// in is the promotion's inbox of claims for the journal (journal.go).
 	in inbox
+	// size is the consumer count the promotion's pool starts with, 0 for
+	// the stream's own sizing (sizing.go): written by the loop, read by
+	// the pool when it starts (spec.Size).
+	size atomic.Int32
 }
 
 // askKind says what a request to the loop is for.
@@ -132,6 +136,7 @@ func (m *Manager) loop(ctx context.Context) {
 					m.log.Warn("dead-letter sweep failed", "err", err)
 				}
 			}
+			m.maybeRetire(ctx)
 			m.forgetOld()
 		}
 	}
@@ -176,6 +181,9 @@ func (m *Manager) serveOpen(ctx context.Context, a ask) error {
 	if at, ok := m.missing[a.id]; ok && at.After(a.asked) {
 		return ErrNotFound
 	}
+	if m.gone[a.id] {
+		return errRetired
+	}
 	p := a.def
 	if !a.hasDef {
 		var err error
@@ -185,6 +193,14 @@ func (m *Manager) serveOpen(ctx context.Context, a ask) error {
 		} else if err != nil {
 			return err
 		}
+	}
+	if p.retired() {
+		// Retired, not lost: its Redis state is never made again.
+		if len(m.gone) >= maxRemembered {
+			clear(m.gone)
+		}
+		m.gone[p.ID] = true
+		return errRetired
 	}
 	if err := m.open(ctx, p); err != nil {
 		return err
@@ -268,7 +284,9 @@ func (m *Manager) publish() {
 // newHandle makes the handle of promotion p, with its pool spec.
 func (m *Manager) newHandle(p Promotion) *handle {
 	k := m.gate.Keys(p.ID)
-	return &handle{id: p.ID, room: p.WaitingRoom.Enabled, spec: stream.Spec{
+	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled}
+	h.size.Store(m.poolSize(p))
+	h.spec = stream.Spec{
 		Stream:           k.Stream(),
 		Group:            claim.Group,
 		Handler:          &issuer{m: m, promotionID: p.ID, promo: p.toStore()},
@@ -276,7 +294,9 @@ func (m *Manager) newHandle(p Promotion) *handle {
 		OnDeadLetter:     m.deadLetterer(p.ID),
 		DeadLetterStream: k.DeadLetters(),
 		ExpectedTotal:    p.Stock,
-	}}
+		Size:             func() int { return int(h.size.Load()) },
+	}
+	return h
 }
 
 // ask sends a request to the loop without blocking; false if its backlog
@@ -304,6 +324,9 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 			if def, err = m.load(ctx, id); err != nil {
 				return err
 			}
+		}
+		if def.retired() {
+			return errRetired
 		}
 		return m.open(ctx, def)
 	}

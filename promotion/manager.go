@@ -33,6 +33,9 @@ const (
 	// DefaultQuietRecheckInterval is how often the Manager re-checks a quiet
 	// promotion (see Config.QuietRecheckInterval).
 	DefaultQuietRecheckInterval = time.Minute
+	// DefaultRetention is how long a drained promotion keeps its Redis
+	// state before it is retired (see Config.Retention).
+	DefaultRetention = 7 * 24 * time.Hour
 )
 
 // Config configures a Manager.
@@ -110,6 +113,14 @@ type Config struct {
 	// row. Kinds missing from it get the built-in issuer of
 	// issue.Builtin(issue.Config{}). Defaults to those.
 	Issuers issue.Kinds
+	// Retention is how long a promotion keeps its Redis state after it
+	// drained (ended, every claim confirmed or dead-lettered): then it is
+	// retired — marked in the database, and its Redis keys, stream and
+	// dead-letter stream deleted. The database keeps everything and answers
+	// for a retired promotion from then on; claims on it get ErrEnded.
+	// Idempotency records live as long as the keys: at least Retention
+	// past the promotion's end. Defaults to DefaultRetention.
+	Retention time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -139,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.JournalSize == 0 {
 		c.JournalSize = DefaultJournalSize
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -177,6 +191,9 @@ func (c Config) validate() error {
 	}
 	if c.JournalSize < 0 {
 		return fmt.Errorf("promotion: Config.JournalSize must not be negative, got %d", c.JournalSize)
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("promotion: Config.Retention must not be negative, got %s", c.Retention)
 	}
 	return nil
 }
@@ -222,6 +239,7 @@ type Manager struct {
 	handles map[string]*handle   // what known publishes
 	opened  map[string]time.Time // when an open of the id last succeeded
 	missing map[string]time.Time // when a lookup of the id last found none
+	gone    map[string]bool      // retired promotions seen (bounded by maxRemembered)
 
 	// running is true while the loop runs (from its first re-check to
 	// Stop); written by the loop's goroutine and Stop, read by anyone.
@@ -236,6 +254,20 @@ type Manager struct {
 	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
 	fences fences    // highest ranks known to be taken (fence.go)
 	jr     journals  // claims answered and not yet seen confirmed (journal.go)
+
+	// rates measures one consumer's confirmation rate (sizing.go); written
+	// by the issuers, read by the loop.
+	rates rateMeter
+	// Loop-owned, for sizing (sizing.go): the live instance count last
+	// read (0 before any) and when.
+	instances int
+	lastCount time.Time
+	// announced is set by the loop once it announced this instance in
+	// the presence set; read by Stop.
+	announced atomic.Bool
+	// Loop-owned, for retirement (retire.go): when the last retirement
+	// pass began (zero before the first).
+	lastRetire time.Time
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -265,6 +297,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		handles: make(map[string]*handle),
 		opened:  make(map[string]time.Time),
 		missing: make(map[string]time.Time),
+		gone:    make(map[string]bool),
 		jr:      newJournals(cfg.JournalSize),
 	}
 	m.known.Store(&map[string]*handle{})
@@ -337,7 +370,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.running.Store(false)
 	err := m.life.Stop(ctx)
 	m.rb.stop()
-	return errors.Join(err, m.reg.Stop(ctx))
+	err = errors.Join(err, m.reg.Stop(ctx))
+	if m.announced.Load() {
+		// Best effort: the announcement expires anyway.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hintTimeout)
+		_ = m.reg.Leave(lctx, m.presenceKey())
+		cancel()
+	}
+	return err
 }
 
 // recheck loads the undrained promotions, makes sure each has its Redis
@@ -361,6 +401,7 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 	prev := m.active
 	m.active = fresh
 	m.track(list, true)
+	m.resize(ctx, list, first)
 
 	now := m.cfg.Now()
 	var errs []error
@@ -525,7 +566,7 @@ func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	if c.Issued+c.Failed+c.Voided < seq {
 		return nil
 	}
-	if err := m.st.SetDrained(ctx, p.ID, true); err != nil {
+	if err := m.st.MarkDrained(ctx, p.ID, m.cfg.Now()); err != nil {
 		return err
 	}
 	// A replay may have moved claims back into the pipeline, and a re-rank

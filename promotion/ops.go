@@ -132,6 +132,9 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
+	if p.retired() {
+		return m.retiredView(ctx, p) // ended long ago
+	}
 	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
 		// Redis does not hold it: the loop opens it closed.
 		closed := p
@@ -157,6 +160,9 @@ func (m *Manager) load(ctx context.Context, id string) (Promotion, error) {
 }
 
 func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
+	if p.retired() {
+		return m.retiredView(ctx, p)
+	}
 	st, err := m.gate.State(ctx, p.ID)
 	if errors.Is(err, claim.ErrNotFound) {
 		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
@@ -281,6 +287,9 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 	p, err := m.load(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if p.retired() {
+		return m.retiredClaims(ctx, id, userID)
 	}
 	cs, err := m.gate.UserClaims(ctx, id, userID)
 	if err != nil {

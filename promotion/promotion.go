@@ -65,6 +65,15 @@ type Promotion struct {
 	// RevokeReturnsStock is whether a claim an admin revokes gives its
 	// unit back to stock (see Manager.Revoke). Defaults to false.
 	RevokeReturnsStock bool
+	// ExpectedClaimsPerSecond is the claim rate the creator expects at the
+	// promotion's peak, 0..MaxExpectedClaimsPerSecond, 0 for not stated:
+	// each instance sizes the promotion's confirmation pool from it (see
+	// PoolSize).
+	ExpectedClaimsPerSecond int64
+	// RetiredAt is when the promotion was retired, its retention over
+	// after it drained (see Config.Retention): its Redis state is gone and
+	// the database answers for it. Zero if not retired.
+	RetiredAt time.Time
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -93,6 +102,7 @@ func fromStore(p store.Promotion) Promotion {
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
 		Paused:     p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
+		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 	}
 }
 
@@ -103,8 +113,13 @@ func (p Promotion) toStore() store.Promotion {
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
 		Held:       p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
+		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 	}
 }
+
+// retired reports whether p was retired: its Redis state must never be
+// made again.
+func (p Promotion) retired() bool { return !p.RetiredAt.IsZero() }
 
 // ended reports whether p's window is over at now, or it was closed.
 func (p Promotion) ended(now time.Time) bool {

@@ -370,6 +370,11 @@ func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, creat
 	start := m.cfg.Now()
 	rep = RebuildReport{PromotionID: p.ID, Reason: reason, Created: created}
 	defer func() { rep.Took = m.cfg.Now().Sub(start) }()
+	if p.retired() {
+		// Retired is not lost: its Redis state was deleted on purpose.
+		rep.Err = errRetired
+		return rep
+	}
 
 	// The rank counter is raised by Resume, not by Pause (no SeqFloor):
 	// raised before the rebuild is done, it would hide the loss from the

@@ -108,6 +108,9 @@ func Normalize(p *Promotion, now time.Time) error {
 	if p.Value < 0 {
 		return invalid("value", "must not be negative")
 	}
+	if p.ExpectedClaimsPerSecond < 0 || p.ExpectedClaimsPerSecond > MaxExpectedClaimsPerSecond {
+		return invalid("expected_claims_per_second", "must be between 0 and %d", MaxExpectedClaimsPerSecond)
+	}
 	if p.StartsAt.IsZero() {
 		p.StartsAt = now
 	}

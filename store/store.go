@@ -51,6 +51,13 @@ var (
 	// free code left. Nothing was written; the claim can never be issued
 	// until more codes are uploaded, so it is a permanent failure.
 	ErrPoolEmpty = errors.New("store: code pool has no free code")
+	// ErrNotRetirable means RetirePromotion found the promotion not drained.
+	// Nothing was written.
+	ErrNotRetirable = errors.New("store: promotion is not drained")
+	// ErrRetired means SetDrained was asked to mark a retired promotion
+	// undrained: a retired promotion is drained for good. Nothing was
+	// written.
+	ErrRetired = errors.New("store: promotion is retired")
 )
 
 // Promotion modes.
@@ -104,6 +111,16 @@ type Promotion struct {
 	// RevokeReturnsStock is whether a revoked claim's unit goes back to
 	// stock.
 	RevokeReturnsStock bool
+	// DrainedAt is when the promotion was last marked drained; zero while
+	// not drained. Its retention counts from it.
+	DrainedAt time.Time
+	// RetiredAt is when the drained promotion was retired: its Redis state
+	// was deleted after its retention, and the database alone answers for
+	// it from then on. Zero if not retired. Never cleared.
+	RetiredAt time.Time
+	// ExpectedClaimsPerSecond is the claim rate the promotion's creator
+	// expects at its peak, 0 if not stated; it sizes the consumer pools.
+	ExpectedClaimsPerSecond int64
 }
 
 // PromotionChange is a change of a promotion's definition (see
@@ -336,7 +353,10 @@ type Store interface {
 	// ClosePromotion sets ClosedAt (if not yet set) and returns the promotion;
 	// ErrNotFound if absent. Closing twice keeps the first time.
 	ClosePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
-	// SetDrained marks the promotion drained (or not).
+	// SetDrained marks the promotion drained (or not). Marking it drained
+	// sets DrainedAt to the database's time unless it is set; marking it
+	// undrained clears it, and fails with ErrRetired on a retired
+	// promotion. ErrNotFound if absent.
 	SetDrained(ctx context.Context, id string, drained bool) error
 	// UpdatePromotion applies c to the promotion in one statement and
 	// returns it as it is now; ErrNotFound if absent.
@@ -362,6 +382,22 @@ type Store interface {
 	// and that were revoked before revokedBefore, oldest first. A limit of
 	// zero or less returns none.
 	ListUnappliedRevokes(ctx context.Context, revokedBefore time.Time, limit int) ([]Issued, error)
+	// MarkDrained marks the promotion drained at at (kept if DrainedAt is
+	// set already: the first time counts). ErrNotFound if absent.
+	MarkDrained(ctx context.Context, id string, at time.Time) error
+	// ListRetirable returns up to limit drained promotions whose retention
+	// is over or whose retirement may be unfinished: DrainedAt at or before
+	// drainedBefore and either not retired, or retired at or after
+	// retiredSince (so a retirement another process recorded and did not
+	// finish is found again). The unretired come first (so a page of
+	// retired ones never holds up the due ones), each group by DrainedAt,
+	// then id. A limit of zero or less returns none.
+	ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]Promotion, error)
+	// RetirePromotion marks the drained promotion retired at at and
+	// returns it; a promotion retired already keeps its first time. It
+	// fails with ErrNotRetirable (the promotion is not drained: a replay
+	// moved claims back meanwhile) or ErrNotFound.
+	RetirePromotion(ctx context.Context, id string, at time.Time) (Promotion, error)
 
 	// IssueBatch writes the issues in one transaction (a multi-row insert
 	// where the backend allows) and reports an Outcome per issue, in order.

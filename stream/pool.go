@@ -50,6 +50,12 @@ type Spec struct {
 	// sets the initial consumer count (InitialConsumers). Defaults to 0, which
 	// starts MinConsumers.
 	ExpectedTotal int64
+	// Size, if set, is asked for the consumer count each time the pool
+	// starts, before ExpectedTotal: a positive answer is clamped to
+	// MinConsumers..MaxConsumers and used; 0 or less falls back to
+	// InitialConsumers(ExpectedTotal). It must not block (the owner keeps
+	// the answer ready, an atomic say). Optional.
+	Size func() int
 }
 
 func (s Spec) withDefaults() Spec {

@@ -187,3 +187,7 @@ func (r *Registry) loop(stopping <-chan struct{}) {
 	clear(r.pools)
 	r.mu.Unlock()
 }
+
+// Config returns the configuration the registry's pools use, defaults
+// filled in.
+func (r *Registry) Config() Config { return r.cfg }

@@ -192,6 +192,11 @@ func (s *supervisor) publish() {
 func (s *supervisor) setup(ctx context.Context) error {
 	p := s.p
 	want := InitialConsumers(p.spec.ExpectedTotal, p.cfg.MinConsumers, p.cfg.MaxConsumers)
+	if p.spec.Size != nil {
+		if n := p.spec.Size(); n > 0 {
+			want = min(max(n, p.cfg.MinConsumers), p.cfg.MaxConsumers)
+		}
+	}
 	for range want {
 		c, err := p.leaseNext(ctx, s.consumers)
 		if err != nil {

@@ -78,6 +78,9 @@ type Config struct {
 	// how long they are kept. Subscribers' secrets in the environment
 	// (EnvEventsSecretPrefix) win over the file.
 	Events EventsConfig `yaml:"events"`
+	// Promotions tunes the promotions' lifecycle: how long a drained
+	// promotion keeps its Redis state.
+	Promotions PromotionsConfig `yaml:"promotions"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
 	// random one, logged once at start.
@@ -151,6 +154,25 @@ type WaitingRoomConfig struct {
 	// made at start and logged as such; its passes verify on this instance
 	// only.
 	Secret string `yaml:"secret"`
+}
+
+// PromotionsConfig is the `promotions:` section of the file; zero means
+// the default.
+type PromotionsConfig struct {
+	// Retention is how long a promotion keeps its Redis state after it
+	// ended and drained, as a Go duration ("168h", "30m"); then it is
+	// retired: its Redis keys and streams are deleted and the database
+	// answers for it (see docs/durability.md). 1m..87600h. Defaults to
+	// promotion.DefaultRetention (168h).
+	Retention time.Duration `yaml:"retention"`
+}
+
+// validate names the first key that cannot work.
+func (p PromotionsConfig) validate() error {
+	if p.Retention != 0 && (p.Retention < time.Minute || p.Retention > 87600*time.Hour) {
+		return fmt.Errorf("promotions.retention must be 1m..87600h, got %s", p.Retention)
+	}
+	return nil
 }
 
 // validate names the first key that cannot work.
@@ -255,6 +277,9 @@ func loadFile(path string) (Config, error) {
 	if err := c.Events.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := c.Promotions.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -309,6 +334,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.Events.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Promotions.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := failpoint(c.Failpoint); err != nil {

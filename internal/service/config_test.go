@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/issue"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // TestTuningDocLoads keeps docs/tuning.md honest: its YAML example, with
@@ -41,6 +42,9 @@ func TestTuningDocLoads(t *testing.T) {
 	if fc.HTTP.MaxInFlight != 4096 || fc.EmbeddedRedis.AppendFsync != "everysec" {
 		t.Fatalf("http/embedded_redis: %+v %+v", fc.HTTP, fc.EmbeddedRedis)
 	}
+	if fc.Promotions.Retention != promotion.DefaultRetention {
+		t.Fatalf("promotions.retention = %s, want the default %s", fc.Promotions.Retention, promotion.DefaultRetention)
+	}
 	if got, want := fc.Issue, (issue.Config{}).WithDefaults(); got != want {
 		t.Fatalf("issue: %+v, want the defaults %+v", got, want)
 	}
@@ -56,6 +60,8 @@ func TestConfigErrors(t *testing.T) {
 		"small alphabet":  "issue:\n  codes:\n    alphabet: AB\n",
 		"repeated char":   "issue:\n  codes:\n    alphabet: ABCA\n",
 		"voucher days":    "issue:\n  voucher_valid_days: -1\n",
+		"short retention": "promotions:\n  retention: 10s\n",
+		"bad retention":   "promotions:\n  retention: a week\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -225,6 +225,7 @@ func (s *Service) start(ctx context.Context) error {
 		OnDrained:        pm.Drained,
 		OnRequeued:       pm.Requeued,
 		OnJournalDropped: pm.JournalDropped,
+		Retention:        cfg.Promotions.Retention,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,11 +27,20 @@ func (s *Store) queryPromotions(ctx context.Context, query string, args ...any) 
 	})
 }
 
+// promotionValues are the placeholders of a promotion insert; a zero
+// created_at (the 11th column) is the database's now().
+var promotionValues = sqlstore.PromotionPlaceholders(func(i int) string {
+	if i == 11 {
+		return "COALESCE($11, now())"
+	}
+	return "$" + strconv.Itoa(i)
+})
+
 // CreatePromotion inserts p; ErrAlreadyExists if the id is taken. A zero
 // CreatedAt is set to the database's now().
 func (s *Store) CreatePromotion(ctx context.Context, p store.Promotion) error {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO promotions (`+sqlstore.PromotionCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, now()), $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		VALUES (`+promotionValues+`)
 		ON CONFLICT (id) DO NOTHING`,
 		sqlstore.PromotionArgs(p, pgTimes)...)
 	if err != nil {
@@ -93,8 +103,30 @@ func (s *Store) ClosePromotion(ctx context.Context, id string, at time.Time) (st
 }
 
 // SetDrained marks the promotion drained (or not); ErrNotFound if absent.
+// Drained, it keeps DrainedAt or sets it to now; undrained, it clears it.
 func (s *Store) SetDrained(ctx context.Context, id string, drained bool) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE promotions SET drained = $2 WHERE id = $1`, id, drained)
+	if drained {
+		return s.setDrained(ctx, id,
+			`UPDATE promotions SET drained = true, drained_at = COALESCE(drained_at, now()) WHERE id = $1`, id)
+	}
+	err := s.setDrained(ctx, id, `UPDATE promotions SET drained = false, drained_at = NULL WHERE id = $1 AND retired_at IS NULL`, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, gerr := s.GetPromotion(ctx, id); gerr == nil {
+			return fmt.Errorf("postgres: set undrained %s: %w", id, store.ErrRetired)
+		}
+	}
+	return err
+}
+
+// MarkDrained marks the promotion drained at at, keeping an earlier
+// DrainedAt; ErrNotFound if absent.
+func (s *Store) MarkDrained(ctx context.Context, id string, at time.Time) error {
+	return s.setDrained(ctx, id,
+		`UPDATE promotions SET drained = true, drained_at = COALESCE(drained_at, $2) WHERE id = $1`, id, pgTime(at))
+}
+
+func (s *Store) setDrained(ctx context.Context, id, query string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, query, args...)
 	if err != nil {
 		return wrapErr("set drained "+id, err)
 	}
@@ -102,4 +134,39 @@ func (s *Store) SetDrained(ctx context.Context, id string, drained bool) error {
 		return fmt.Errorf("postgres: set drained %s: %w", id, store.ErrNotFound)
 	}
 	return nil
+}
+
+// ListRetirable returns up to limit drained promotions drained at or before
+// drainedBefore that are not retired or were retired at or after
+// retiredSince: the unretired first, then by drained_at and id.
+func (s *Store) ListRetirable(ctx context.Context, drainedBefore, retiredSince time.Time, limit int) ([]store.Promotion, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	ps, err := s.queryPromotions(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions
+		WHERE drained AND drained_at <= $1 AND (retired_at IS NULL OR retired_at >= $2)
+		ORDER BY retired_at IS NOT NULL, drained_at, id LIMIT $3`, pgTime(drainedBefore), pgTime(retiredSince), limit)
+	if err != nil {
+		return nil, wrapErr("list retirable promotions", err)
+	}
+	return ps, nil
+}
+
+// RetirePromotion marks the drained promotion retired at at (keeping an
+// earlier time) and returns it; ErrNotRetirable if it is not drained,
+// ErrNotFound if absent.
+func (s *Store) RetirePromotion(ctx context.Context, id string, at time.Time) (store.Promotion, error) {
+	p, err := scanPromotion(s.pool.QueryRow(ctx,
+		`UPDATE promotions SET retired_at = COALESCE(retired_at, $2) WHERE id = $1 AND drained RETURNING `+sqlstore.PromotionCols,
+		id, pgTime(at)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := s.GetPromotion(ctx, id); gerr != nil {
+			return store.Promotion{}, gerr
+		}
+		return store.Promotion{}, fmt.Errorf("postgres: retire promotion %s: %w", id, store.ErrNotRetirable)
+	}
+	if err != nil {
+		return store.Promotion{}, wrapErr("retire promotion "+id, err)
+	}
+	return p, nil
 }

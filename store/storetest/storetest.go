@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListPromotions", testListPromotions},
 		{"ClosePromotion", testClosePromotion},
 		{"Drained", testDrained},
+		{"Retire", testRetire},
 		{"IssueBatchInserted", testIssueBatchInserted},
 		{"IssueBatchOutcomes", testIssueBatchOutcomes},
 		{"IssueBatchLarge", testIssueBatchLarge},
@@ -182,6 +183,8 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 		{"ClosedAt", got.ClosedAt, want.ClosedAt},
 		{"CreatedAt", got.CreatedAt, want.CreatedAt},
 		{"ArchivedAt", got.ArchivedAt, want.ArchivedAt},
+		{"DrainedAt", got.DrainedAt, want.DrainedAt},
+		{"RetiredAt", got.RetiredAt, want.RetiredAt},
 	}
 	for _, tt := range times {
 		if !tt.got.Equal(tt.want) {
@@ -191,8 +194,10 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 			t.Errorf("promotion %s: %s location %v, want UTC", want.ID, tt.name, tt.got.Location())
 		}
 	}
-	got.StartsAt, got.EndsAt, got.ClosedAt, got.CreatedAt, got.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	want.StartsAt, want.EndsAt, want.ClosedAt, want.CreatedAt, want.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	for _, p := range []*store.Promotion{&got, &want} {
+		p.StartsAt, p.EndsAt, p.ClosedAt, p.CreatedAt, p.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		p.DrainedAt, p.RetiredAt = time.Time{}, time.Time{}
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("promotion %s:\n got %+v\nwant %+v", want.ID, got, want)
 	}
@@ -246,6 +251,7 @@ func testCreateGetPromotion(t *testing.T, s store.Store) {
 	full.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300,
 		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32]}
 	full.Drained = true
+	full.ExpectedClaimsPerSecond = 2500
 
 	defaults := promo("defaults")
 	defaults.CreatedAt = time.Time{}
@@ -418,6 +424,89 @@ func testDrained(t *testing.T, s store.Store) {
 	undrained("a", "b", "c")
 	if err := s.SetDrained(ctx, "missing", true); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("SetDrained(missing): %v, want ErrNotFound", err)
+	}
+}
+
+// testRetire: drained_at counts from the first drain, a promotion is
+// retirable once drained long enough, retiring keeps the first time, a
+// retired one is listed again only if retired since the given time, and an
+// undrained one cannot be retired.
+func testRetire(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, promo("r1"), promo("r2"), promo("r3"))
+	t0 := now().Add(-time.Hour)
+	for i, id := range []string{"r1", "r2"} {
+		if err := s.MarkDrained(ctx, id, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatalf("MarkDrained(%s): %v", id, err)
+		}
+	}
+	// Marking again keeps the first time; SetDrained(true) too.
+	if err := s.MarkDrained(ctx, "r1", t0.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetDrained(ctx, "r1", true); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.GetPromotion(ctx, "r1")
+	if err != nil || !p.Drained || !p.DrainedAt.Equal(t0) || !p.RetiredAt.IsZero() {
+		t.Fatalf("GetPromotion(r1) = drained %v at %v retired %v, %v; want drained at %v", p.Drained, p.DrainedAt, p.RetiredAt, err, t0)
+	}
+	list := func(before, since time.Time, limit int, want ...string) {
+		t.Helper()
+		ps, err := s.ListRetirable(ctx, before, since, limit)
+		if err != nil {
+			t.Fatalf("ListRetirable: %v", err)
+		}
+		if got := ids(ps); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("ListRetirable(%v, %v, %d) = %v, want %v", before, since, limit, got, want)
+		}
+	}
+	far := t0.Add(-24 * time.Hour)
+	list(t0.Add(-time.Second), far, 10)
+	list(t0, far, 10, "r1")
+	list(t0.Add(time.Hour), far, 10, "r1", "r2")
+	list(t0.Add(time.Hour), far, 1, "r1")
+	list(t0.Add(time.Hour), far, 0)
+
+	at := t0.Add(2 * time.Hour)
+	rp, err := s.RetirePromotion(ctx, "r1", at)
+	if err != nil || !rp.RetiredAt.Equal(at) || !rp.Drained {
+		t.Fatalf("RetirePromotion(r1) = retired %v, %v; want %v", rp.RetiredAt, err, at)
+	}
+	if rp, err = s.RetirePromotion(ctx, "r1", at.Add(time.Hour)); err != nil || !rp.RetiredAt.Equal(at) {
+		t.Fatalf("RetirePromotion(r1) again = retired %v, %v; want the first time %v", rp.RetiredAt, err, at)
+	}
+	// Retired since the given time: listed again (an unfinished retirement
+	// is found); retired before it: not.
+	list(t0.Add(time.Hour), at, 10, "r2", "r1") // the unretired first
+	list(t0.Add(time.Hour), at, 1, "r2")
+	list(t0.Add(time.Hour), at.Add(time.Microsecond), 10, "r2")
+
+	if _, err := s.RetirePromotion(ctx, "r3", at); !errors.Is(err, store.ErrNotRetirable) {
+		t.Fatalf("RetirePromotion(undrained) = %v, want ErrNotRetirable", err)
+	}
+	if p, _ := s.GetPromotion(ctx, "r3"); !p.RetiredAt.IsZero() {
+		t.Fatalf("undrained promotion got retired at %v", p.RetiredAt)
+	}
+	if _, err := s.RetirePromotion(ctx, "missing", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("RetirePromotion(missing) = %v, want ErrNotFound", err)
+	}
+	// A retired promotion stays drained.
+	if err := s.SetDrained(ctx, "r1", false); !errors.Is(err, store.ErrRetired) {
+		t.Fatalf("SetDrained(retired, false) = %v, want ErrRetired", err)
+	}
+	if p, _ := s.GetPromotion(ctx, "r1"); !p.Drained {
+		t.Fatal("retired promotion marked undrained")
+	}
+	// Undrained again, DrainedAt is cleared.
+	if err := s.SetDrained(ctx, "r2", false); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.GetPromotion(ctx, "r2"); p.Drained || !p.DrainedAt.IsZero() {
+		t.Fatalf("undrained r2: drained %v at %v", p.Drained, p.DrainedAt)
+	}
+	if err := s.MarkDrained(ctx, "missing", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("MarkDrained(missing) = %v, want ErrNotFound", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"strings"
 	"time"
 
 	"github.com/dibsio/dibs/store"
@@ -39,7 +40,20 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
-	waiting_room_prequeue_seed, archived_at, webhook_url, held, revoke_returns_stock`
+	waiting_room_prequeue_seed, archived_at, webhook_url, held, revoke_returns_stock,
+	drained_at, retired_at, expected_claims_per_second`
+
+// PromotionPlaceholders is the VALUES list of an insert of [PromotionCols]:
+// one placeholder per column, made by ph from its 1-based position (so it
+// follows the column list as it grows).
+func PromotionPlaceholders(ph func(i int) string) string {
+	n := strings.Count(PromotionCols, ",") + 1
+	out := make([]string, n)
+	for i := range out {
+		out[i] = ph(i + 1)
+	}
+	return strings.Join(out, ", ")
+}
 
 // PromotionArgs returns p's values in [PromotionCols] order. A zero
 // CreatedAt goes out as NULL: the backend fills it in.
@@ -50,6 +64,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
 		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Held, p.RevokeReturnsStock,
+		tc.EncodeNull(p.DrainedAt), tc.EncodeNull(p.RetiredAt), p.ExpectedClaimsPerSecond,
 	}
 }
 
@@ -59,12 +74,14 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		p                     store.Promotion
 		starts, ends, created T
 		closed, archived      N
+		drained, retired      N
 	)
 	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &p.PerUserLimit, &p.Value,
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
-		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock); err != nil {
+		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock,
+		&drained, &retired, &p.ExpectedClaimsPerSecond); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error
@@ -81,6 +98,12 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		return store.Promotion{}, err
 	}
 	if p.ArchivedAt, err = tc.DecodeNull(archived); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.DrainedAt, err = tc.DecodeNull(drained); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.RetiredAt, err = tc.DecodeNull(retired); err != nil {
 		return store.Promotion{}, err
 	}
 	return p, nil

@@ -305,7 +305,8 @@ func TestPromotionRoundTrip(t *testing.T) {
 			StartsAt: start, EndsAt: start.Add(24 * time.Hour), ClosedAt: closed, CreatedAt: start.Add(-time.Hour),
 			WaitingRoom: store.WaitingRoom{Enabled: true, AdmitPerSecond: 50, EntryTTLSeconds: 60,
 				AbandonAfterSeconds: 90, PrequeueSeconds: 30, PrequeueSeed: []byte("0123456789abcdef0123456789abcdef")},
-			Drained: true,
+			Drained: true, DrainedAt: start.Add(25 * time.Hour), RetiredAt: closed,
+			ExpectedClaimsPerSecond: 5000,
 		}
 		args := PromotionArgs(p, textTimes)
 		if n := strings.Count(PromotionCols, ",") + 1; len(args) != n {
