@@ -187,6 +187,12 @@ func TestReplayOfAClaimRedisForgot(t *testing.T) {
 			drop()
 			k := claim.KeysFor(w.prefix, "forgot")
 			rank := fmt.Sprint(res.Rank)
+			// The dead letter is recorded in the database before its status
+			// in Redis: forget the status only once it is written.
+			wait.For(t, 10*time.Second, "the failed status in Redis", func() bool {
+				st, err := w.client.Do(ctx, w.client.B().Hget().Key(k.Status()).Field(rank).Build()).ToString()
+				return err == nil && st == "f"
+			})
 			if err := w.client.Do(ctx, w.client.B().Hdel().Key(k.Status()).Field(rank).Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
