@@ -57,7 +57,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 			out.Skipped = append(out.Skipped, c)
 		}
 	}
-	pending, err := m.applyRevokes(dctx, p, rows)
+	pending, err := m.applyRevokes(dctx, dctx, p, rows)
 	for _, f := range pending {
 		out.Pending = append(out.Pending, f.claimID)
 		m.log.Warn("issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
@@ -82,8 +82,9 @@ type undoFailure struct {
 // runs every step again until each succeeds: a failing undo is retried,
 // never dropped. Every step is idempotent: the undo by its contract
 // (issue.Revoker), the Redis step because a claim already revoked is left
-// alone. err reports the failures of the Redis and database steps.
-func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Issued) (pending []undoFailure, err error) {
+// alone. The undos run under undoCtx, the rest under ctx. err reports the
+// failures of the Redis and database steps.
+func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending []undoFailure, err error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
@@ -92,7 +93,7 @@ func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Is
 	if rv, ok := m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
 		sp := p.toStore()
 		for _, is := range rows {
-			if err := rv.Revoke(ctx, sp, is); err != nil {
+			if err := rv.Revoke(undoCtx, sp, is); err != nil {
 				pending = append(pending, undoFailure{is.ClaimID, err})
 				continue
 			}
@@ -136,7 +137,10 @@ func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Is
 }
 
 // sweepRevokes applies the outside steps of revokes decided in the
-// database but never recorded as applied.
+// database but never recorded as applied. It runs in the loop, so the
+// issuers' undos (calls to other systems, which may hang until their
+// timeout) share a budget of one re-check interval per sweep: those left
+// when it is spent fail at once and wait for the next sweep.
 func (m *Manager) sweepRevokes(ctx context.Context) error {
 	rows, err := m.st.ListUnappliedRevokes(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(rows) == 0 {
@@ -146,6 +150,8 @@ func (m *Manager) sweepRevokes(ctx context.Context) error {
 	for _, is := range rows {
 		byPromo[is.PromotionID] = append(byPromo[is.PromotionID], is)
 	}
+	undoCtx, cancel := context.WithTimeout(ctx, m.cfg.RecheckInterval)
+	defer cancel()
 	var (
 		errs   []error
 		undone int
@@ -156,7 +162,7 @@ func (m *Manager) sweepRevokes(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		pending, err := m.applyRevokes(ctx, p, list)
+		pending, err := m.applyRevokes(ctx, undoCtx, p, list)
 		errs = append(errs, err)
 		undone += len(pending)
 		if len(pending) > 0 {
