@@ -63,6 +63,9 @@ type Report struct {
 	// Claims then counts the claims sent: users told sold_out in line
 	// send none.
 	Room *RoomReport
+	// Winners are the first issued claims by rank, with their codes (see
+	// ReadWinners); nil if they were not read.
+	Winners []Winner
 }
 
 // OK reports whether no check failed.
@@ -111,6 +114,7 @@ type reportJSON struct {
 	IssuedAfter float64        `json:"all_issued_after_ms"`
 	Server      Counts         `json:"server_counts"`
 	Room        *roomJSON      `json:"waiting_room,omitempty"`
+	Winners     []Winner       `json:"winners,omitempty"`
 	Checks      []Check        `json:"checks"`
 }
 
@@ -214,6 +218,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		IssuedAfter: ms(r.IssuedAfter),
 		Server:      r.Server,
 		Room:        r.Room.toJSON(),
+		Winners:     r.Winners,
 		Checks:      checks,
 	})
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
@@ -295,6 +300,9 @@ func (r Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
+	if r.Winners != nil {
+		writeWinners(&b, r.Winners)
+	}
 
 	b.WriteString("\nchecks\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -321,6 +329,25 @@ func (r Report) WriteText(w io.Writer) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// writeWinners writes the winners section: one line per winner, its rank,
+// user, claim and code.
+func writeWinners(b *strings.Builder, ws []Winner) {
+	fmt.Fprintf(b, "\nfirst %d winners\n", len(ws))
+	if len(ws) == 0 {
+		b.WriteString("  none issued\n")
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, w := range ws {
+		code := w.Code
+		if code == "" {
+			code = "(no code)"
+		}
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\t%s\n", w.Rank, w.UserID, w.ClaimID, code)
+	}
+	_ = tw.Flush() // a strings.Builder does not fail
 }
 
 func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 3) }

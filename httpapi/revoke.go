@@ -80,8 +80,12 @@ func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
 	if res.Skipped == nil {
 		res.Skipped = []string{}
 	}
+	if res.Pending == nil {
+		res.Pending = []string{}
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Revoked int      `json:"revoked"`
 		Skipped []string `json:"skipped"`
-	}{res.Revoked, res.Skipped})
+		Pending []string `json:"pending"`
+	}{res.Revoked, res.Skipped, res.Pending})
 }

@@ -47,6 +47,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	}
 	annotate(r, "issued", n.Issued)
 	annotate(r, "dead_letters", n.DeadLetters)
+	annotate(r, "events", n.Events)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }

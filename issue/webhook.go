@@ -110,7 +110,7 @@ type WebhookClaim struct {
 }
 
 // WebhookError is a call to a promotion's webhook that did not succeed:
-// an answer other than 2xx or 409, or no answer. The issuer wraps it with
+// an answer other than 2xx or 409 (or, to a revoke, 404), or no answer. The issuer wraps it with
 // stream.Transient or stream.Permanent.
 type WebhookError struct {
 	URL    string
@@ -136,6 +136,8 @@ func (e *WebhookError) Error() string {
 }
 
 func (e *WebhookError) Unwrap() error { return e.Err }
+
+var _ Revoker = (*Webhook)(nil)
 
 // ErrWebhookBackingOff means the endpoint failed recently and its pause
 // is not over: the claim was not posted this time (a transient failure).
@@ -166,13 +168,17 @@ var ErrWebhookBackingOff = errors.New("issue: webhook backing off")
 // failure carries no delay: while it runs, Grant answers
 // ErrWebhookBackingOff (transient) at once, and the stream's own backoff
 // retries the batch. A success ends it.
+//
+// Webhook is a Revoker too: a revoked claim is posted again, as a revoke
+// (see Revoke).
 type Webhook struct {
 	secret []byte
 	cfg    WebhookConfig
 	client *http.Client
 	now    func() time.Time
-	// backoffs maps a URL to its *endpoint while it is failing; each
-	// entry's fields are atomics.
+	// backoffs maps a URL (its claims' calls) or "revoke <URL>" (its
+	// revoke calls) to its *endpoint while it is failing; each entry's
+	// fields are atomics.
 	backoffs sync.Map
 }
 
@@ -225,17 +231,6 @@ func (w *Webhook) Grant(ctx context.Context, p store.Promotion, c store.Issue) (
 	if url == "" {
 		return Grant{}, stream.Permanent(fmt.Errorf("promotion %s has no webhook_url", p.ID))
 	}
-	now := w.now()
-	if v, ok := w.backoffs.Load(url); ok {
-		e := v.(*endpoint)
-		if until := time.Unix(0, e.until.Load()); now.Before(until) {
-			last := ""
-			if l := e.last.Load(); l != nil {
-				last = ": last " + *l
-			}
-			return Grant{}, stream.Transient(fmt.Errorf("%w: %s until %s%s", ErrWebhookBackingOff, url, until.UTC().Format(time.RFC3339Nano), last))
-		}
-	}
 	body, err := json.Marshal(WebhookClaim{
 		ClaimID: c.ClaimID, PromotionID: c.PromotionID, UserID: c.UserID, Rank: c.Rank, Slot: c.Slot,
 		AcceptedAt: c.AcceptedAt.UTC(), Value: p.Value,
@@ -243,45 +238,129 @@ func (w *Webhook) Grant(ctx context.Context, p store.Promotion, c store.Issue) (
 	if err != nil {
 		return Grant{}, err
 	}
+	answer, err := w.call(ctx, url, url, c.ClaimID, body, func(status int) bool { return status == http.StatusConflict })
+	if err != nil {
+		return Grant{}, err
+	}
+	return Grant{Code: partnerCode(answer), Value: p.Value}, nil
+}
+
+// WebhookRevoke is the JSON body the webhook issuer posts to undo a
+// revoked claim (see Webhook.Revoke).
+type WebhookRevoke struct {
+	// Action is always "revoke".
+	Action      string    `json:"action"`
+	ClaimID     string    `json:"claim_id"`
+	PromotionID string    `json:"promotion_id"`
+	UserID      string    `json:"user_id"`
+	Rank        int64     `json:"rank"`
+	Slot        int       `json:"slot"`
+	IssuedAt    time.Time `json:"issued_at"`
+	RevokedAt   time.Time `json:"revoked_at"`
+	// Code is the code the partner answered when the claim was issued;
+	// empty (left out) for none.
+	Code string `json:"code,omitempty"`
+}
+
+// RevokeIdempotencySuffix ends the Idempotency-Key of a revoke call:
+// "<claim_id>:revoke".
+const RevokeIdempotencySuffix = ":revoke"
+
+// Revoke implements Revoker: it posts a WebhookRevoke of c to the
+// promotion's WebhookURL with Idempotency-Key: <claim_id>:revoke, signed
+// as Grant's calls are. 2xx, 404 (the partner does not know the claim:
+// nothing to undo) and 409 (it has this key already) are done. Any other
+// answer, or none, is an error, and the revoke is posted again later by
+// the caller's sweep: a 429, 5xx, a timeout or no answer wrapped as
+// stream.Transient, any other status as stream.Permanent (the partner
+// refused; it is still retried, since an undo is never given up, and
+// logged each time). Each failure backs the endpoint's revoke calls off
+// as failures of Grant do (while the pause runs Revoke answers
+// ErrWebhookBackingOff at once), apart from its claims' calls, so a
+// refused revoke never holds issuance back.
+func (w *Webhook) Revoke(ctx context.Context, p store.Promotion, c store.Issued) error {
+	url := p.WebhookURL
+	if url == "" {
+		return stream.Permanent(fmt.Errorf("promotion %s has no webhook_url", p.ID))
+	}
+	body, err := json.Marshal(WebhookRevoke{Action: "revoke",
+		ClaimID: c.ClaimID, PromotionID: c.PromotionID, UserID: c.UserID, Rank: c.Rank, Slot: c.Slot,
+		IssuedAt: c.IssuedAt.UTC(), RevokedAt: c.RevokedAt.UTC(), Code: c.Grant.Code,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.call(ctx, url, "revoke "+url, c.ClaimID+RevokeIdempotencySuffix, body, func(status int) bool {
+		return status == http.StatusConflict || status == http.StatusNotFound
+	})
+	if err != nil && errors.Is(err, stream.ErrPermanent) {
+		// Refused: back off all the same, so the sweep does not call
+		// again at every tick.
+		var we *WebhookError
+		if errors.As(err, &we) {
+			_ = w.failed("revoke "+url, w.now(), we)
+		}
+	}
+	return err
+}
+
+// call posts body to url, signed, with idemKey, unless backoffKey's pause
+// runs (ErrWebhookBackingOff, transient), and returns the answer's body if
+// its status is 2xx or done says it counts as done. A 429, 5xx, timeout or
+// no answer is transient and backs backoffKey off; any other status is
+// permanent.
+func (w *Webhook) call(ctx context.Context, url, backoffKey, idemKey string, body []byte, done func(status int) bool) ([]byte, error) {
+	now := w.now()
+	if v, ok := w.backoffs.Load(backoffKey); ok {
+		e := v.(*endpoint)
+		if until := time.Unix(0, e.until.Load()); now.Before(until) {
+			last := ""
+			if l := e.last.Load(); l != nil {
+				last = ": last " + *l
+			}
+			return nil, stream.Transient(fmt.Errorf("%w: %s until %s%s", ErrWebhookBackingOff, url, until.UTC().Format(time.RFC3339Nano), last))
+		}
+	}
 	callCtx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.TimeoutMS)*time.Millisecond)
 	defer cancel()
 	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return Grant{}, stream.Permanent(fmt.Errorf("webhook %s: %w", url, err))
+		return nil, stream.Permanent(fmt.Errorf("webhook %s: %w", url, err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "dibs-webhook")
-	req.Header.Set("Idempotency-Key", c.ClaimID)
+	req.Header.Set("Idempotency-Key", idemKey)
 	req.Header.Set(SignatureHeader, Sign(w.secret, now, body))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The handler's own deadline or a stop, not the endpoint.
-			return Grant{}, stream.Transient(fmt.Errorf("webhook %s: %w", url, ctx.Err()))
+			return nil, stream.Transient(fmt.Errorf("webhook %s: %w", url, ctx.Err()))
 		}
-		return Grant{}, w.failed(url, now, &WebhookError{URL: url, Err: err})
+		return nil, w.failed(backoffKey, now, &WebhookError{URL: url, Err: err})
 	}
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, webhookBodyLimit))
 	_ = resp.Body.Close()
 	status := resp.StatusCode
 	switch {
-	case status/100 == 2 || status == http.StatusConflict:
-		w.backoffs.Delete(url)
-		return Grant{Code: partnerCode(answer), Value: p.Value}, nil
+	case status/100 == 2 || done(status):
+		w.backoffs.Delete(backoffKey)
+		return answer, nil
 	case err != nil:
-		return Grant{}, w.failed(url, now, &WebhookError{URL: url, Status: status, Err: err})
+		return nil, w.failed(backoffKey, now, &WebhookError{URL: url, Status: status, Err: err})
 	case status == http.StatusTooManyRequests || status/100 == 5:
-		return Grant{}, w.failed(url, now, &WebhookError{URL: url, Status: status,
+		return nil, w.failed(backoffKey, now, &WebhookError{URL: url, Status: status,
 			Body: truncate(answer), RetryAfter: retryAfter(resp.Header.Get("Retry-After"), now)})
 	default:
-		return Grant{}, stream.Permanent(&WebhookError{URL: url, Status: status, Body: truncate(answer)})
+		return nil, stream.Permanent(&WebhookError{URL: url, Status: status, Body: truncate(answer)})
 	}
 }
 
-// failed records a transient failure of url at now: the endpoint's pause
-// grows, and lasts at least what e.RetryAfter asks.
-func (w *Webhook) failed(url string, now time.Time, e *WebhookError) error {
-	v, _ := w.backoffs.LoadOrStore(url, &endpoint{})
+// failed records a failure of the calls kept under backoffKey (a URL, or
+// "revoke <URL>") at now: their pause grows, and lasts at least what
+// e.RetryAfter asks. It returns e as a transient error.
+func (w *Webhook) failed(backoffKey string, now time.Time, e *WebhookError) error {
+	v, _ := w.backoffs.LoadOrStore(backoffKey, &endpoint{})
 	ep := v.(*endpoint)
 	n := ep.failures.Add(1)
 	d := time.Duration(w.cfg.BaseBackoffMS) * time.Millisecond

@@ -68,8 +68,16 @@ func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !verify(r.Header.Get(issue.SignatureHeader), body) {
 		p.bad = append(p.bad, "bad signature on "+r.URL.Path)
 	}
-	var c issue.WebhookClaim
-	if err := json.Unmarshal(body, &c); err != nil || c.ClaimID != key {
+	var c struct {
+		Action  string `json:"action"`
+		ClaimID string `json:"claim_id"`
+	}
+	err := json.Unmarshal(body, &c)
+	want := c.ClaimID
+	if c.Action == "revoke" {
+		want += issue.RevokeIdempotencySuffix
+	}
+	if err != nil || want != key {
 		p.bad = append(p.bad, fmt.Sprintf("body %s does not match key %q", body, key))
 	}
 	if p.keys[r.URL.Path] == nil {
@@ -287,5 +295,106 @@ func TestWebhookConfig(t *testing.T) {
 		if issue.ValidPoolCode(code) != ok {
 			t.Errorf("ValidPoolCode(%q) = %v", code, !ok)
 		}
+	}
+}
+
+// TestWebhookRevoke posts revokes the way the revoke sweep does (an error
+// is retried later, a second apart): 2xx, 404 and 409 are done; a 429, a
+// 5xx and a timeout are transient and back the endpoint's revokes off; a
+// refusal is permanent but backed off too, and never holds the
+// endpoint's claims back. Each revoke carries its own key and has one
+// effect at most.
+func TestWebhookRevoke(t *testing.T) {
+	t.Parallel()
+	p := &partner{
+		scripts: map[string][]string{
+			"/gone":    {"404"},
+			"/dup":     {"409"},
+			"/down":    {"503", "503", "503"},
+			"/timeout": {"hang"},
+			"/bad":     {"400", "422"},
+		},
+		calls: map[string]int{}, keys: map[string]map[string]bool{}, effects: map[string]int{},
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	clock := newClock()
+	w, err := issue.NewWebhook(testSecret, issue.WebhookConfig{TimeoutMS: 200, BaseBackoffMS: 1000, MaxBackoffMS: 4000}, srv.Client(), clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rv issue.Revoker = w
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	revoke := func(path string) (errs []error) {
+		promo := store.Promotion{ID: "rv", Kind: store.KindWebhook, WebhookURL: srv.URL + "/" + path}
+		c := store.Issued{ClaimID: "rv#" + path, PromotionID: "rv", UserID: "u-" + path, Rank: 1, Slot: 1,
+			IssuedAt: at, RevokedAt: at.Add(time.Hour), Grant: store.Grant{Code: "P-rv#" + path}}
+		for range 100 {
+			err := rv.Revoke(t.Context(), promo, c)
+			if err == nil {
+				return errs
+			}
+			errs = append(errs, err)
+			clock.step(time.Second)
+		}
+		t.Fatalf("%s: still failing after 100 tries: %v", path, errs[len(errs)-1])
+		return nil
+	}
+	for _, tc := range []struct {
+		path      string
+		calls     int  // calls the partner saw
+		permanent bool // the first failure is a refusal
+	}{
+		{"ok", 1, false},
+		{"gone", 1, false},
+		{"dup", 1, false},
+		{"down", 4, false},
+		{"timeout", 2, false},
+		{"bad", 3, true},
+	} {
+		errs := revoke(tc.path)
+		key := "rv#" + tc.path + issue.RevokeIdempotencySuffix
+		if n := p.count("/" + tc.path); n != tc.calls {
+			t.Errorf("%s: %d calls, want %d (none while backing off)", tc.path, n, tc.calls)
+		}
+		if keys := p.keysOf("/" + tc.path); len(keys) != 1 || keys[0] != key {
+			t.Errorf("%s: keys %v, want only %s", tc.path, keys, key)
+		}
+		if n := p.effect(key); n > 1 {
+			t.Errorf("%s: %d effects", tc.path, n)
+		}
+		// Three failures in a row pause 2 s at least the third time.
+		if tc.calls >= 4 && len(errs) <= tc.calls-1 {
+			t.Errorf("%s: %d failed tries for %d failed calls: no backoff", tc.path, len(errs), tc.calls-1)
+		}
+		for i, err := range errs {
+			if i == 0 && tc.permanent != errors.Is(err, stream.ErrPermanent) {
+				t.Errorf("%s: first error %v, want permanent %v", tc.path, err, tc.permanent)
+			}
+			if !errors.Is(err, stream.ErrPermanent) && !errors.Is(err, stream.ErrTransient) {
+				t.Errorf("%s: error %v is of no kind", tc.path, err)
+			}
+		}
+	}
+
+	// A refused revoke backs off the endpoint's revokes only: its claims
+	// are still posted.
+	p.mu.Lock()
+	p.scripts["/mixed"] = []string{"400"}
+	p.mu.Unlock()
+	promo := store.Promotion{ID: "rv", Kind: store.KindWebhook, WebhookURL: srv.URL + "/mixed"}
+	if err := rv.Revoke(t.Context(), promo, store.Issued{ClaimID: "rv#m1", PromotionID: "rv"}); !errors.Is(err, stream.ErrPermanent) {
+		t.Fatalf("refused revoke: %v", err)
+	}
+	if err := rv.Revoke(t.Context(), promo, store.Issued{ClaimID: "rv#m1", PromotionID: "rv"}); !errors.Is(err, issue.ErrWebhookBackingOff) {
+		t.Fatalf("revoke right after a refusal: %v, want backing off", err)
+	}
+	if _, err := w.Grant(t.Context(), promo, store.Issue{ClaimID: "rv#m2", PromotionID: "rv"}); err != nil {
+		t.Fatalf("a claim of the endpoint after its revoke was refused: %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bad) > 0 {
+		t.Fatalf("the partner saw bad requests: %v", p.bad)
 	}
 }

@@ -46,7 +46,8 @@ const patchLease = 10 * time.Second
 //     lowered stock is applied at once, refused (ErrStockBelowAccepted,
 //     nothing changed anywhere) if it is below the claims accepted, read
 //     from the live rank counter in the same step;
-//  2. the database: every field, in one statement;
+//  2. the database: every field, in one transaction with its
+//     promotion.changed event (none if nothing changed);
 //  3. Redis, one script: stock (a raise is applied only now, after the
 //     database holds it), end and pause are applied and the lease given up.
 //
@@ -97,6 +98,7 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 	defer cancel()
 	sp2, err := m.st.UpdatePromotion(dctx, id, store.PromotionChange{
 		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
+		At: m.cfg.Now(),
 	})
 	if err != nil {
 		if pt != nil {
@@ -121,7 +123,6 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 		}
 	}
 	m.tellChanged(dctx, id)
-	m.changeEvents(dctx, p, c)
 	v, err := m.view(ctx, fromStore(sp2))
 	return v, domainErr(err)
 }
@@ -169,14 +170,6 @@ func (m *Manager) forgetCached(id string) {
 	if h := (*m.known.Load())[id]; h != nil {
 		h.quietUntil.Store(woken)
 	}
-}
-
-// changeEvents is where the events of a change are recorded, one per kind
-// of change (renamed, stock changed, end moved, paused, resumed,
-// revoke_returns_stock set), once it is applied. p is the promotion as it
-// was before c. It records nothing yet: the events outbox writes them here.
-func (m *Manager) changeEvents(ctx context.Context, p Promotion, c Change) {
-	_, _, _ = ctx, p, c
 }
 
 // agree reports whether Redis's marks hold p's stock, end and pause.

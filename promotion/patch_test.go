@@ -11,6 +11,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -221,6 +222,24 @@ func TestRevoke(t *testing.T) {
 			v := waitCounts(t, m, "pt", 2, 0)
 			if v.Counts.Revoked != 1 || *v.Counts.Remaining != 0 {
 				t.Fatalf("counts after the revoke: %+v", v.Counts)
+			}
+			// The revokes' events, one per claim, and a change's, once
+			// however often it is applied.
+			for range 2 {
+				if _, err := m.Patch(ctx, "cp", promotion.Change{Paused: ptr(true)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evs, err := w.st.Events(ctx, 0, []string{store.EventClaimRevoked, store.EventPromotionChanged}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range evs {
+				got = append(got, e.Type+" "+e.ClaimID+e.PromotionID)
+			}
+			if want := []string{"claim.revoked cp#1cp", "claim.revoked pt#2pt", "promotion.changed cp"}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("events %q, want %q", got, want)
 			}
 		})
 	}

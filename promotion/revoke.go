@@ -17,6 +17,10 @@ type Revoked struct {
 	// Skipped are the claim ids that were not: unknown, not issued (yet),
 	// of another promotion, or revoked already.
 	Skipped []string
+	// Pending are the revoked claim ids whose issuer's undo failed (a
+	// webhook partner that is down): they are revoked, and the re-check
+	// loop's sweep runs their undo again until it succeeds.
+	Pending []string
 }
 
 // Revoke revokes issued claims of the promotion: each one's status becomes
@@ -32,6 +36,10 @@ type Revoked struct {
 // then applied outside it (Redis's status and stock, the issuer's undo);
 // the rest is finished even if ctx ends, and a revoke whose outside steps
 // are not recorded as done is applied again by the re-check loop's sweep.
+// A failing undo is no error of Revoke: the claim is revoked, reported in
+// Pending, and its undo (then its Redis step) is retried by the sweep.
+// The revoke's claim.revoked events are written with its database
+// transaction.
 func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Revoked, error) {
 	p, err := m.load(ctx, id)
 	if err != nil {
@@ -49,32 +57,44 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 			out.Skipped = append(out.Skipped, c)
 		}
 	}
-	if err := m.applyRevokes(dctx, p, rows); err != nil {
-		return out, domainErr(err)
+	pending, err := m.applyRevokes(dctx, dctx, p, rows)
+	for _, f := range pending {
+		out.Pending = append(out.Pending, f.claimID)
+		m.log.Warn("issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
 	}
-	if len(rows) > 0 {
-		m.revokeEvents(dctx, p, rows)
+	if err != nil {
+		return out, domainErr(err)
 	}
 	return out, nil
 }
 
+// undoFailure is a revoked claim whose issuer's undo failed.
+type undoFailure struct {
+	claimID string
+	err     error
+}
+
 // applyRevokes runs the outside steps of revoked claims of p — the
 // issuer's undo, then Redis's status and stock — and records which are
-// done. A claim whose rank Redis holds no status for (lost with Redis's
-// history, not yet rebuilt) or whose undo failed is left for the sweep.
-// Every step is idempotent: the undo by its contract (issue.Revoker), the
-// Redis step because a claim already revoked is left alone.
-func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Issued) error {
+// done. A claim whose undo failed is returned in pending, its Redis step
+// not taken; it and a claim whose rank Redis holds no status for (lost
+// with Redis's history, not yet rebuilt) are left for the sweep, which
+// runs every step again until each succeeds: a failing undo is retried,
+// never dropped. Every step is idempotent: the undo by its contract
+// (issue.Revoker), the Redis step because a claim already revoked is left
+// alone. The undos run under undoCtx, the rest under ctx. err reports the
+// failures of the Redis and database steps.
+func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending []undoFailure, err error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	var errs []error
 	undone := rows[:0:0]
 	if rv, ok := m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
 		sp := p.toStore()
 		for _, is := range rows {
-			if err := rv.Revoke(ctx, sp, is); err != nil {
-				errs = append(errs, fmt.Errorf("undo claim %s: %w", is.ClaimID, err))
+			if err := rv.Revoke(undoCtx, sp, is); err != nil {
+				pending = append(pending, undoFailure{is.ClaimID, err})
 				continue
 			}
 			undone = append(undone, is)
@@ -97,7 +117,7 @@ func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Is
 	}{{true, returned}, {false, kept}} {
 		_, u, err := m.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
 		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
+			return pending, errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
 		}
 		unknown = append(unknown, u...)
 	}
@@ -113,11 +133,14 @@ func (m *Manager) applyRevokes(ctx context.Context, p Promotion, rows []store.Is
 	if len(returned) > 0 {
 		m.tellChanged(ctx, p.ID)
 	}
-	return errors.Join(errs...)
+	return pending, errors.Join(errs...)
 }
 
 // sweepRevokes applies the outside steps of revokes decided in the
-// database but never recorded as applied.
+// database but never recorded as applied. It runs in the loop, so the
+// issuers' undos (calls to other systems, which may hang until their
+// timeout) share a budget of one re-check interval per sweep: those left
+// when it is spent fail at once and wait for the next sweep.
 func (m *Manager) sweepRevokes(ctx context.Context) error {
 	rows, err := m.st.ListUnappliedRevokes(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(rows) == 0 {
@@ -127,21 +150,26 @@ func (m *Manager) sweepRevokes(ctx context.Context) error {
 	for _, is := range rows {
 		byPromo[is.PromotionID] = append(byPromo[is.PromotionID], is)
 	}
-	var errs []error
+	undoCtx, cancel := context.WithTimeout(ctx, m.cfg.RecheckInterval)
+	defer cancel()
+	var (
+		errs   []error
+		undone int
+	)
 	for id, list := range byPromo {
 		p, err := m.load(ctx, id)
-		if err == nil {
-			err = m.applyRevokes(ctx, p, list)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		pending, err := m.applyRevokes(ctx, undoCtx, p, list)
 		errs = append(errs, err)
+		undone += len(pending)
+		if len(pending) > 0 {
+			m.log.Warn("issuer's undo of revoked claims still fails; the next sweep runs it again",
+				"promotion", id, "claims", len(pending), "first", pending[0].claimID, "err", pending[0].err)
+		}
 	}
-	m.log.Warn("applied revokes left unfinished", "revokes", len(rows))
+	m.log.Warn("applied revokes left unfinished", "revokes", len(rows), "still_pending", undone)
 	return errors.Join(errs...)
-}
-
-// revokeEvents is where the events of revoked claims are recorded, one per
-// claim, once the revoke is decided. It records nothing yet: the events
-// outbox writes them here.
-func (m *Manager) revokeEvents(ctx context.Context, p Promotion, rows []store.Issued) {
-	_, _, _ = ctx, p, rows
 }

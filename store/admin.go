@@ -43,7 +43,9 @@ type Admin interface {
 	// dead letter's <claim_id>~<user>) and the user in a dead letter's
 	// stream fields; the claim ids of codes and ledger entries follow
 	// their claims, and the user's ledger entries move to erasedID whole,
-	// so the balance stays, under the token. Counts stay as they were. Erasing an erased user (or
+	// so the balance stays, under the token; in the user's claim events
+	// the claim id (column and data), the user_id in the data and the
+	// event id (which is made from the claim id). Counts stay as they were. Erasing an erased user (or
 	// one the database does not know) changes nothing. Every table added
 	// later that holds user ids must be added here.
 	EraseUser(ctx context.Context, userID, erasedID string) (Erased, error)
@@ -119,4 +121,5 @@ type AdminToken struct {
 type Erased struct {
 	Issued      int64
 	DeadLetters int64
+	Events      int64
 }

@@ -28,12 +28,20 @@ const (
 	EventPromotionSoldOut = "promotion.sold_out"
 	// EventPromotionEnded: the promotion's window ended, or it was closed.
 	EventPromotionEnded = "promotion.ended"
+	// EventPromotionChanged: an admin changed the promotion (see
+	// Store.UpdatePromotion); its data holds the old and new value of each
+	// field that changed. Written in the transaction of the change, and
+	// only if a field changed.
+	EventPromotionChanged = "promotion.changed"
+	// EventClaimRevoked: an admin revoked an issued claim (see
+	// Store.RevokeIssued); written in the transaction of the revoke.
+	EventClaimRevoked = "claim.revoked"
 )
 
 // EventTypes lists every event type.
 var EventTypes = []string{
-	EventClaimAccepted, EventClaimIssued, EventClaimFailed, EventClaimVoided,
-	EventPromotionOpened, EventPromotionSoldOut, EventPromotionEnded,
+	EventClaimAccepted, EventClaimIssued, EventClaimFailed, EventClaimVoided, EventClaimRevoked,
+	EventPromotionOpened, EventPromotionSoldOut, EventPromotionEnded, EventPromotionChanged,
 }
 
 // Event is one row of the outbox: a change, written in the transaction of

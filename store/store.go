@@ -131,6 +131,9 @@ type PromotionChange struct {
 	EndsAt             *time.Time
 	Held               *bool
 	RevokeReturnsStock *bool
+	// At is when the change is made: the time of its promotion.changed
+	// event, and part of that event's id. Zero is now.
+	At time.Time
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -358,8 +361,13 @@ type Store interface {
 	// undrained clears it, and fails with ErrRetired on a retired
 	// promotion. ErrNotFound if absent.
 	SetDrained(ctx context.Context, id string, drained bool) error
-	// UpdatePromotion applies c to the promotion in one statement and
-	// returns it as it is now; ErrNotFound if absent.
+	// UpdatePromotion applies c to the promotion in one transaction and
+	// returns it as it is now; ErrNotFound if absent. If a field changed,
+	// the same transaction writes a promotion.changed event with the old
+	// and new value of each field that did, under the id
+	// EventID(EventPromotionChanged, "<promotion id>@<c.At>" and the
+	// change), so the same change written twice is one event; a change
+	// that changes nothing (the same change applied again) writes none.
 	UpdatePromotion(ctx context.Context, id string, c PromotionChange) (Promotion, error)
 
 	// RevokeIssued revokes the named issued claims of the promotion that
@@ -369,7 +377,9 @@ type Store interface {
 	// "<claim_id>:revoke" (so never twice). It returns the claims it
 	// revoked now, ordered by claim id; claims not issued, of another
 	// promotion or revoked already are skipped, so a revoke applied twice
-	// changes nothing the second time. The revoked claims are recorded as
+	// changes nothing the second time. The same transaction writes a
+	// claim.revoked event of each claim it revoked, under the id
+	// EventID(EventClaimRevoked, claim id). The revoked claims are recorded as
 	// not applied: their steps outside the database (the status and stock
 	// in Redis, an issuer's undo elsewhere) are the caller's, who then calls
 	// MarkRevokesApplied; ListUnappliedRevokes finds those left undone.

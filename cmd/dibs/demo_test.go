@@ -19,6 +19,7 @@ import (
 	"github.com/dibsio/dibs/internal/demo"
 	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/issue"
 )
 
 func TestMain(m *testing.M) {
@@ -111,6 +112,12 @@ type reportJSON struct {
 	Checks    []struct {
 		Name, Status, Detail string
 	} `json:"checks"`
+	Winners []struct {
+		Rank    int64  `json:"rank"`
+		ClaimID string `json:"claim_id"`
+		UserID  string `json:"user_id"`
+		Code    string `json:"code"`
+	} `json:"winners"`
 }
 
 func decodeReport(t *testing.T, r runResult) reportJSON {
@@ -182,8 +189,41 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(r.stdout, "FAIL") {
 		t.Error("stdout reports a failure")
 	}
+	assertWinnersText(t, r.stdout, 5)
 	if t.Failed() {
 		t.Log(r)
+	}
+}
+
+// assertWinnersText checks the report's winners section: n lines, ranks
+// 1..n in order, each with a user, its claim and a code with a valid check
+// character.
+func assertWinnersText(t *testing.T, stdout string, n int) {
+	t.Helper()
+	_, section, ok := strings.Cut(stdout, fmt.Sprintf("\nfirst %d winners\n", n))
+	if !ok {
+		t.Errorf("stdout lacks the winners section")
+		return
+	}
+	codes, err := issue.NewCodes(issue.CodeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(section, "\n")
+	if len(lines) < n {
+		t.Fatalf("winners section %q: want %d lines", section, n)
+	}
+	seen := map[string]bool{}
+	for i, line := range lines[:n] {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != fmt.Sprintf("#%d", i+1) || !strings.HasSuffix(f[2], fmt.Sprintf("#%d", i+1)) {
+			t.Errorf("winner line %q: want #%d, user, claim id, code", line, i+1)
+			continue
+		}
+		if !codes.Valid(f[3]) || seen[f[3]] {
+			t.Errorf("winner #%d's code %q is not a valid, distinct code", i+1, f[3])
+		}
+		seen[f[3]] = true
 	}
 }
 
@@ -249,6 +289,18 @@ func TestDemoJSON(t *testing.T) {
 	}
 	rep := decodeReport(t, r)
 	assertReport(t, r, rep, 90, 40, map[string]int{"sold_out": 50})
+	codes, err := issue.NewCodes(issue.CodeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Winners) != 5 {
+		t.Errorf("winners %+v, want the first 5", rep.Winners)
+	}
+	for i, w := range rep.Winners {
+		if w.Rank != int64(i+1) || w.UserID == "" || w.ClaimID == "" || !codes.Valid(w.Code) {
+			t.Errorf("winner %d: %+v, want rank %d with a user, a claim and a valid code", i, w, i+1)
+		}
+	}
 	if !strings.Contains(r.stderr, "wave 3/3: 30 sent") {
 		t.Errorf("progress is not on stderr:\n%s", r)
 	}

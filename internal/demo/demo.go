@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/dibsio/dibs/bench"
 )
@@ -30,8 +31,9 @@ type Options struct {
 
 // Run runs cfg against cfg.Target, or, when that is empty, against a
 // throw-away local server it starts and stops around the run. It prints
-// progress and the report, and returns nil only if every check passed and
-// the local server (if any) stopped cleanly.
+// progress and the report (with the first winners and their codes), and
+// returns nil only if every check passed and the local server (if any)
+// stopped cleanly.
 func Run(ctx context.Context, cfg bench.Config, opts Options, stdout, stderr io.Writer) error {
 	progress := stdout
 	if opts.JSON {
@@ -68,6 +70,10 @@ func Run(ctx context.Context, cfg bench.Config, opts Options, stdout, stderr io.
 	}
 
 	rep, runErr := bench.Run(ctx, cfg)
+	if runErr == nil {
+		// Before the local server stops: the winners are read from it.
+		rep.Winners = readWinners(ctx, cfg, rep.PromotionID, progress)
+	}
 	var stopErr error
 	if srv != nil {
 		stopErr = srv.Stop()
@@ -92,4 +98,21 @@ func Run(ctx context.Context, cfg bench.Config, opts Options, stdout, stderr io.
 		checkErr = fmt.Errorf("invariant checks failed: %s", strings.Join(rep.Failed(), ", "))
 	}
 	return errors.Join(checkErr, werr, stopErr)
+}
+
+// winnersTimeout bounds reading the winners after a run.
+const winnersTimeout = 10 * time.Second
+
+// readWinners reads the first bench.DefaultWinners issued claims of the
+// run's promotion, with their codes, for the report. A failure is said on
+// progress and leaves them out (nil): the run's checks do not rest on them.
+func readWinners(ctx context.Context, cfg bench.Config, promotionID string, progress io.Writer) []bench.Winner {
+	rctx, cancel := context.WithTimeout(ctx, winnersTimeout)
+	defer cancel()
+	ws, err := bench.ReadWinners(rctx, cfg.HTTPClient, cfg.Target, cfg.AdminToken, promotionID, bench.DefaultWinners)
+	if err != nil {
+		fmt.Fprintf(progress, "winners not shown: %v\n", err)
+		return nil
+	}
+	return ws
 }

@@ -131,6 +131,8 @@ func (s *Store) DeleteAdminToken(ctx context.Context, name string) error {
 // EraseUser replaces every stored id of userID by erasedID in one
 // transaction (see store.Admin). The rows are locked as they are read, so
 // a concurrent erase of the same user waits and then finds nothing left.
+// The user's events are found by the user_id in their data, one scan of
+// the events table.
 func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.Erased, error) {
 	var n store.Erased
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -188,6 +190,24 @@ func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.E
 				return err
 			}
 			n.DeadLetters++
+		}
+		rows, err = tx.Query(ctx, `SELECT `+sqlstore.ErasableEventCols("data::text")+` FROM events
+			WHERE claim_id IS NOT NULL AND data ->> 'user_id' = $1 FOR UPDATE`, userID)
+		if err != nil {
+			return err
+		}
+		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.ErasedEvent, error) {
+			return sqlstore.ScanErasedEvent(row, userID, erasedID)
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if _, err := tx.Exec(ctx, `UPDATE events SET id = $1, claim_id = $2, data = $3::jsonb WHERE seq = $4`,
+				e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
+				return err
+			}
+			n.Events++
 		}
 		return nil
 	})

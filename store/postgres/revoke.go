@@ -13,15 +13,35 @@ import (
 	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
-// UpdatePromotion applies c to the promotion in one UPDATE and returns it
-// as it is now; ErrNotFound if absent.
+// UpdatePromotion applies c to the promotion in one transaction, with its
+// promotion.changed event, and returns it as it is now; ErrNotFound if
+// absent. The row is locked as it is read, so the event's old values are
+// the ones the change replaced.
 func (s *Store) UpdatePromotion(ctx context.Context, id string, c store.PromotionChange) (store.Promotion, error) {
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
 	set, args := sqlstore.ChangeSet(c, func(n int) string { return "$" + strconv.Itoa(n) },
 		func(t time.Time) any { return pgTime(t) })
 	args = append(args, id)
-	p, err := scanPromotion(s.pool.QueryRow(ctx,
-		`UPDATE promotions SET `+set+` WHERE id = $`+strconv.Itoa(len(args))+` RETURNING `+sqlstore.PromotionCols,
-		args...))
+	var p store.Promotion
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := scanPromotion(tx.QueryRow(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if p, err = scanPromotion(tx.QueryRow(ctx,
+			`UPDATE promotions SET `+set+` WHERE id = $`+strconv.Itoa(len(args))+` RETURNING `+sqlstore.PromotionCols,
+			args...)); err != nil {
+			return err
+		}
+		e, changed, err := sqlstore.ChangeEvent(before, p, c.At)
+		if err != nil || !changed {
+			return err
+		}
+		_, err = writeEvents(ctx, tx, []store.Event{e})
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("postgres: update promotion %s: %w", id, store.ErrNotFound)
 	}
@@ -32,7 +52,7 @@ func (s *Store) UpdatePromotion(ctx context.Context, id string, c store.Promotio
 }
 
 // RevokeIssued revokes the named issued claims not revoked yet, with their
-// codes and points, in one transaction. A concurrent revoke of the same
+// codes, points and claim.revoked events, in one transaction. A concurrent revoke of the same
 // claim waits on its row and, finding it revoked, skips it.
 func (s *Store) RevokeIssued(ctx context.Context, promotionID string, claimIDs []string, returnStock bool, at time.Time) ([]store.Issued, error) {
 	if len(claimIDs) == 0 {
@@ -68,6 +88,14 @@ func (s *Store) RevokeIssued(ctx context.Context, promotionID string, claimIDs [
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Issued, error) {
 			return sqlstore.ScanIssued(row, pgTimes)
 		})
+		if err != nil {
+			return err
+		}
+		evs, err := sqlstore.RevokeEvents(out)
+		if err != nil {
+			return err
+		}
+		_, err = writeEvents(ctx, tx, evs)
 		return err
 	})
 	if err != nil {

@@ -136,7 +136,8 @@ func (s *Store) DeleteAdminToken(ctx context.Context, name string) error {
 }
 
 // EraseUser replaces every stored id of userID by erasedID in one
-// transaction (see store.Admin).
+// transaction (see store.Admin). The user's events are found by the
+// user_id in their data, one scan of the events table.
 func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.Erased, error) {
 	var n store.Erased
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -201,10 +202,35 @@ func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.E
 			}
 			n.DeadLetters++
 		}
+		evs, err := s.userEvents(ctx, tx, userID, erasedID)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if _, err := tx.ExecContext(ctx, `UPDATE events SET id = ?, claim_id = ?, data = ? WHERE seq = ?`,
+				e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
+				return err
+			}
+			n.Events++
+		}
 		return nil
 	})
 	if err != nil {
 		return store.Erased{}, wrapErr("erase user", err)
 	}
 	return n, nil
+}
+
+// userEvents returns the rewrites of userID's claim events (see
+// sqlstore.EraseEvent), read inside tx.
+func (s *Store) userEvents(ctx context.Context, tx *sql.Tx, userID, erasedID string) ([]sqlstore.ErasedEvent, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+sqlstore.ErasableEventCols("data")+` FROM events
+		WHERE claim_id IS NOT NULL AND data ->> 'user_id' = ?`, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return sqlstore.Collect(rows, func(row sqlstore.Scanner) (sqlstore.ErasedEvent, error) {
+		return sqlstore.ScanErasedEvent(row, userID, erasedID)
+	})
 }

@@ -12,13 +12,31 @@ import (
 	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
-// UpdatePromotion applies c to the promotion in one UPDATE and returns it
-// as it is now; ErrNotFound if absent.
+// UpdatePromotion applies c to the promotion in one write transaction,
+// with its promotion.changed event, and returns it as it is now;
+// ErrNotFound if absent.
 func (s *Store) UpdatePromotion(ctx context.Context, id string, c store.PromotionChange) (store.Promotion, error) {
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
 	set, args := sqlstore.ChangeSet(c, func(int) string { return "?" }, func(t time.Time) any { return fmtTime(t) })
-	p, err := scanPromotion(s.w.QueryRowContext(ctx,
-		`UPDATE promotions SET `+set+` WHERE id = ? RETURNING `+sqlstore.PromotionCols,
-		append(args, id)...))
+	var p store.Promotion
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := scanPromotion(tx.QueryRowContext(ctx, `SELECT `+sqlstore.PromotionCols+` FROM promotions WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		if p, err = scanPromotion(tx.QueryRowContext(ctx,
+			`UPDATE promotions SET `+set+` WHERE id = ? RETURNING `+sqlstore.PromotionCols,
+			append(args, id)...)); err != nil {
+			return err
+		}
+		e, changed, err := sqlstore.ChangeEvent(before, p, c.At)
+		if err != nil || !changed {
+			return err
+		}
+		return writeEvents(ctx, tx, []store.Event{e})
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Promotion{}, fmt.Errorf("sqlite: update promotion %s: %w", id, store.ErrNotFound)
 	}
@@ -34,7 +52,7 @@ func placeholders(n int) string {
 }
 
 // RevokeIssued revokes the named issued claims not revoked yet, with their
-// codes and points, in one write transaction.
+// codes, points and claim.revoked events, in one write transaction.
 func (s *Store) RevokeIssued(ctx context.Context, promotionID string, claimIDs []string, returnStock bool, at time.Time) ([]store.Issued, error) {
 	if len(claimIDs) == 0 {
 		return nil, nil
@@ -79,7 +97,14 @@ func (s *Store) RevokeIssued(ctx context.Context, promotionID string, claimIDs [
 		out, err = sqlstore.Collect(rows, func(row sqlstore.Scanner) (store.Issued, error) {
 			return sqlstore.ScanIssued(row, liteTimes)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		evs, err := sqlstore.RevokeEvents(out)
+		if err != nil {
+			return err
+		}
+		return writeEvents(ctx, tx, evs)
 	})
 	if err != nil {
 		return nil, wrapErr("revoke issued", err)

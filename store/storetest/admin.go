@@ -303,6 +303,9 @@ func testEraseUser(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := s.RevokeIssued(ctx, "er", []string{"er#3"}, false, at); err != nil {
+		t.Fatal(err)
+	}
 	before := map[string]store.Counts{}
 	for _, id := range []string{"er", "er-g"} {
 		c, err := s.Counts(ctx, id)
@@ -316,8 +319,34 @@ func testEraseUser(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("EraseUser: %v", err)
 	}
-	if n != (store.Erased{Issued: 3, DeadLetters: 2}) {
-		t.Fatalf("EraseUser = %+v; want 3 issued, 2 dead letters", n)
+	// alice's events: accepted and issued of her 3 claims, failed of her 2
+	// dead letters, revoked of 1.
+	if n != (store.Erased{Issued: 3, DeadLetters: 2, Events: 9}) {
+		t.Fatalf("EraseUser = %+v; want 3 issued, 2 dead letters, 9 events", n)
+	}
+	evs := allEvents(t, s)
+	bobs := 0
+	for _, e := range evs {
+		raw, _ := json.Marshal(e)
+		if strings.Contains(string(raw), "alice") {
+			t.Errorf("event keeps the user: %s", raw)
+		}
+		switch d := dataOf(t, e); d["user_id"] {
+		case token:
+			if d["claim_id"] != e.ClaimID {
+				t.Errorf("event %s: claim_id %v in the data, %s in the row", e.ID, d["claim_id"], e.ClaimID)
+			}
+		case "bob":
+			bobs++
+		default:
+			t.Errorf("event of neither user: %s", raw)
+		}
+		if e.ClaimID == "er-g@"+token && e.ID == store.EventID(e.Type, "er-g@alice") {
+			t.Errorf("event %s keeps the id made from the user's claim id", e.ID)
+		}
+	}
+	if len(evs) != 11 || bobs != 2 {
+		t.Errorf("%d events after erase (%d of bob); want 11 (2 of bob): %q", len(evs), bobs, eventKeys(evs))
 	}
 	for id, c := range before {
 		if got, err := s.Counts(ctx, id); err != nil || got != c {

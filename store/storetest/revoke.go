@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +20,8 @@ var patchTests = []struct {
 }{
 	{"UpdatePromotion", testUpdatePromotion},
 	{"RevokeIssued", testRevokeIssued},
+	{"UpdatePromotionEvents", testUpdatePromotionEvents},
+	{"RevokeEvents", testRevokeEvents},
 }
 
 func testUpdatePromotion(t *testing.T, s store.Store) {
@@ -49,6 +54,131 @@ func testUpdatePromotion(t *testing.T, s store.Store) {
 	no := false
 	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Held: &no}); err != nil || got.Held || got.Stock != stock {
 		t.Fatalf("resume: %+v, %v", got, err)
+	}
+}
+
+func testUpdatePromotionEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := promo("updev")
+	mustCreate(t, s, p)
+	changed := func() []store.Event { return allEvents(t, s, store.EventPromotionChanged) }
+
+	// Failing updates write no event: a missing promotion, a cancelled
+	// call, an empty change.
+	name := "Renamed"
+	if _, err := s.UpdatePromotion(ctx, "missing", store.PromotionChange{Name: &name}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of a missing promotion: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.UpdatePromotion(cctx, p.ID, store.PromotionChange{Name: &name}); err == nil {
+		t.Fatal("a cancelled update succeeded")
+	}
+	if got, err := s.GetPromotion(ctx, p.ID); err != nil || got.Name != p.Name {
+		t.Fatalf("after the cancelled update: %+v, %v", got, err)
+	}
+	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{}); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, "no change", changed())
+
+	// A change: one event, in the transaction, with the old and new values
+	// of the fields that changed.
+	at := now()
+	stock, ends, yes, keep := int64(1500), p.EndsAt.Add(time.Hour), true, p.Name
+	c := store.PromotionChange{Name: &keep, Stock: &stock, EndsAt: &ends, Held: &yes, At: at}
+	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
+		t.Fatal(err)
+	}
+	evs := changed()
+	wantEvents(t, "changed", evs, "promotion.changed updev")
+	if e := evs[0]; !e.At.Equal(at) || e.ClaimID != "" {
+		t.Errorf("event %+v: want at %s, no claim", e, at)
+	}
+	var d struct {
+		PromotionID string                            `json:"promotion_id"`
+		Changes     map[string]struct{ Old, New any } `json:"changes"`
+	}
+	if err := json.Unmarshal(evs[0].Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]any{
+		"stock":   {1000.0, 1500.0},
+		"ends_at": {p.EndsAt.Format(time.RFC3339Nano), ends.Format(time.RFC3339Nano)},
+		"paused":  {false, true},
+	}
+	if d.PromotionID != p.ID || len(d.Changes) != len(want) {
+		t.Fatalf("data %s: want the changes of %v only (the name was set to itself)", evs[0].Data, want)
+	}
+	for k, w := range want {
+		if got := d.Changes[k]; got.Old != w[0] || got.New != w[1] {
+			t.Errorf("change of %s: %v → %v, want %v → %v", k, got.Old, got.New, w[0], w[1])
+		}
+	}
+
+	// The same change again (a retry) changes nothing and writes nothing.
+	c.At = at.Add(time.Second)
+	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, "the change retried", changed(), "promotion.changed updev")
+
+	// Back and forth: each change is an event of its own.
+	no := false
+	for i, v := range []*bool{&no, &yes} {
+		if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Held: v, At: at.Add(time.Duration(i+2) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs = changed()
+	wantEvents(t, "pause, resume, pause", evs, "promotion.changed updev", "promotion.changed updev", "promotion.changed updev")
+	if evs[1].ID == evs[2].ID || evs[0].ID == evs[2].ID {
+		t.Errorf("distinct changes share an event id: %s %s %s", evs[0].ID, evs[1].ID, evs[2].ID)
+	}
+}
+
+func testRevokeEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := promo("rvev")
+	p.Kind, p.Value = store.KindPoint, 30
+	mustCreate(t, s, p)
+	kinds, err := issuers.Builtin(issuers.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IssueBatch(ctx, granted(t, kinds[p.Kind], p, 1, 3, userPerRank)); err != nil {
+		t.Fatal(err)
+	}
+	revoked := func() []store.Event { return allEvents(t, s, store.EventClaimRevoked) }
+	at := now()
+	if _, err := s.RevokeIssued(ctx, p.ID, []string{"rvev#2", "rvev#1", "nope"}, true, at); err != nil {
+		t.Fatal(err)
+	}
+	evs := revoked()
+	wantEvents(t, "revoked", evs, "claim.revoked rvev#1", "claim.revoked rvev#2")
+	for i, e := range evs {
+		d := dataOf(t, e)
+		if e.ID != store.EventID(store.EventClaimRevoked, e.ClaimID) || !e.At.Equal(at) || e.PromotionID != p.ID {
+			t.Errorf("event %+v: id, time or promotion not as revoked", e)
+		}
+		if d["user_id"] != fmt.Sprintf("u%d", i+1) || d["rank"] != float64(i+1) || d["returned_to_stock"] != true ||
+			d["points"] != 30.0 || d["revoked_at"] != at.Format(time.RFC3339Nano) {
+			t.Errorf("claim.revoked data %s", e.Data)
+		}
+	}
+	// A revoke repeated, alone or with a new claim, writes only the new one's.
+	for range 2 {
+		if _, err := s.RevokeIssued(ctx, p.ID, []string{"rvev#1", "rvev#2"}, true, at.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RevokeIssued(ctx, p.ID, []string{"rvev#1", "rvev#3"}, false, at); err != nil {
+		t.Fatal(err)
+	}
+	evs = revoked()
+	wantEvents(t, "revoked again", evs, "claim.revoked rvev#1", "claim.revoked rvev#2", "claim.revoked rvev#3")
+	if d := dataOf(t, evs[2]); d["returned_to_stock"] != false {
+		t.Errorf("claim.revoked data %s: want returned_to_stock false", evs[2].Data)
 	}
 }
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dibsio/dibs/store"
@@ -135,4 +136,140 @@ func ScanEvent[T, N any](row Scanner, tc Times[T, N]) (store.Event, error) {
 	}
 	e.Data = json.RawMessage(data)
 	return e, nil
+}
+
+// revokedData is the Data of a claim.revoked event.
+type revokedData struct {
+	claimData
+	RevokedAt       string `json:"revoked_at"`
+	ReturnedToStock bool   `json:"returned_to_stock"`
+}
+
+// RevokeEvents returns the claim.revoked events of the claims just
+// revoked, at their RevokedAt, under the ids EventID(claim.revoked, claim
+// id): a claim is revoked once, so it has one.
+func RevokeEvents(revoked []store.Issued) ([]store.Event, error) {
+	out := make([]store.Event, 0, len(revoked))
+	for _, is := range revoked {
+		d := revokedData{
+			claimData: claimData{ClaimID: is.ClaimID, PromotionID: is.PromotionID, UserID: is.UserID,
+				Rank: is.Rank, Slot: is.Slot, AcceptedAt: fmtEventTime(is.AcceptedAt),
+				IssuedAt: fmtEventTime(is.IssuedAt), Points: is.Grant.Points, HasCode: is.Grant.Code != ""},
+			RevokedAt: fmtEventTime(is.RevokedAt), ReturnedToStock: is.RevokeReturned,
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("event %s of %s: %w", store.EventClaimRevoked, is.ClaimID, err)
+		}
+		out = append(out, store.Event{ID: store.EventID(store.EventClaimRevoked, is.ClaimID),
+			Type: store.EventClaimRevoked, At: is.RevokedAt.UTC(), PromotionID: is.PromotionID,
+			ClaimID: is.ClaimID, Data: b})
+	}
+	return out, nil
+}
+
+// fieldChange is one changed field of a promotion.changed event.
+type fieldChange struct {
+	Old any `json:"old"`
+	New any `json:"new"`
+}
+
+// changedData is the Data of a promotion.changed event.
+type changedData struct {
+	PromotionID string                 `json:"promotion_id"`
+	Changes     map[string]fieldChange `json:"changes"`
+}
+
+// ChangeEvent returns the promotion.changed event of a change at at that
+// made before into after, and whether any field changed (without a
+// change there is no event). Its data names each changed field as the
+// HTTP API does (name, stock, ends_at, paused, revoke_returns_stock) with
+// its old and new value; its id is made from the promotion, at and the
+// data, so the same change written twice has one id.
+func ChangeEvent(before, after store.Promotion, at time.Time) (store.Event, bool, error) {
+	ch := map[string]fieldChange{}
+	if before.Name != after.Name {
+		ch["name"] = fieldChange{before.Name, after.Name}
+	}
+	if before.Stock != after.Stock {
+		ch["stock"] = fieldChange{before.Stock, after.Stock}
+	}
+	if !before.EndsAt.Equal(after.EndsAt) {
+		ch["ends_at"] = fieldChange{fmtEventTime(before.EndsAt), fmtEventTime(after.EndsAt)}
+	}
+	if before.Held != after.Held {
+		ch["paused"] = fieldChange{before.Held, after.Held}
+	}
+	if before.RevokeReturnsStock != after.RevokeReturnsStock {
+		ch["revoke_returns_stock"] = fieldChange{before.RevokeReturnsStock, after.RevokeReturnsStock}
+	}
+	if len(ch) == 0 {
+		return store.Event{}, false, nil
+	}
+	b, err := json.Marshal(changedData{PromotionID: after.ID, Changes: ch}) // map keys sorted: the same change, the same bytes
+	if err != nil {
+		return store.Event{}, false, fmt.Errorf("event %s of %s: %w", store.EventPromotionChanged, after.ID, err)
+	}
+	subject := after.ID + "@" + fmtEventTime(at) + "\x00" + string(b)
+	return store.Event{ID: store.EventID(store.EventPromotionChanged, subject), Type: store.EventPromotionChanged,
+		At: at.UTC(), PromotionID: after.ID, Data: b}, true, nil
+}
+
+// ErasedEvent is the rewrite of one claim event of an erased user.
+type ErasedEvent struct {
+	Seq        int64
+	ID         string // the new event id
+	NewClaimID string
+	Data       string // the new data, JSON text
+}
+
+// ErasableEventCols is the column list [ScanErasedEvent] reads, with data,
+// the backend's expression of the data column as JSON text.
+func ErasableEventCols(data string) string {
+	return `seq, id, type, promotion_id, claim_id, ` + data
+}
+
+// ScanErasedEvent reads a row of [ErasableEventCols], a claim event of
+// userID, and returns its rewrite for EraseUser (see EraseEvent).
+func ScanErasedEvent(row Scanner, userID, erased string) (ErasedEvent, error) {
+	var (
+		seq                     int64
+		id, typ, pid, cid, data string
+	)
+	if err := row.Scan(&seq, &id, &typ, &pid, &cid, &data); err != nil {
+		return ErasedEvent{}, err
+	}
+	return EraseEvent(seq, id, typ, pid, cid, data, userID, erased)
+}
+
+// EraseEvent returns the rewrite of a claim event of userID (seq, id, type,
+// promotion, claim id and data as stored) for EraseUser: its claim id
+// rewritten by ErasedClaimID, in the column and the data; every string in
+// the data equal to userID (its user_id) replaced by erased; and, where
+// the claim id carried the user, its id made anew from the old one and
+// erased, since the old one is a hash of the claim id.
+func EraseEvent(seq int64, id, typ, promotionID, claimID, data, userID, erased string) (ErasedEvent, error) {
+	var d map[string]any
+	dec := json.NewDecoder(strings.NewReader(data))
+	dec.UseNumber() // numbers are kept as written
+	if err := dec.Decode(&d); err != nil {
+		return ErasedEvent{}, fmt.Errorf("event %d data: %w", seq, err)
+	}
+	newClaim := ErasedClaimID(claimID, promotionID, userID, erased)
+	for k, v := range d {
+		switch s, _ := v.(string); {
+		case s == userID:
+			d[k] = erased
+		case k == "claim_id":
+			d[k] = ErasedClaimID(s, promotionID, userID, erased)
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return ErasedEvent{}, fmt.Errorf("event %d data: %w", seq, err)
+	}
+	if newClaim != claimID {
+		id = store.EventID(typ, id+"\x00"+erased)
+	}
+	return ErasedEvent{Seq: seq, ID: id, NewClaimID: newClaim, Data: string(b)}, nil
 }
