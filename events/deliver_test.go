@@ -131,8 +131,8 @@ func issueClaims(ctx context.Context, s store.Store, id string, from, n int64) e
 }
 
 func fastConfig(s store.EventLog, owner string, subs ...Subscriber) Config {
-	return Config{Store: s, Owner: owner, Subscribers: subs, Timeout: 200 * time.Millisecond,
-		PollInterval: 10 * time.Millisecond, LeaseTTL: time.Second,
+	return Config{Store: s, Owner: owner, Subscribers: subs, Timeout: time.Second,
+		PollInterval: 10 * time.Millisecond, LeaseTTL: 3 * time.Second,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 }
 
@@ -254,13 +254,13 @@ func TestCatchUp(t *testing.T) {
 
 	writeEvents(t, s, "p1", 1, 20)
 	checkAll(t, s, up) // the other subscriber is not held back
-	wait.For(t, 10*time.Second, "failed deliveries retried with backoff", func() bool {
+	wait.For(t, 30*time.Second, "failed deliveries retried with backoff", func() bool {
 		_, _, refused := down.snapshot()
 		return refused >= 5
 	})
 	writeEvents(t, s, "p1", 21, 20) // written while it is down
 	if lag := value(cfg.Metrics.lag.WithLabelValues("down")); lag == 0 {
-		wait.For(t, 10*time.Second, "the lag measured", func() bool {
+		wait.For(t, 30*time.Second, "the lag measured", func() bool {
 			return value(cfg.Metrics.lag.WithLabelValues("down")) > 0
 		})
 	}
@@ -270,7 +270,7 @@ func TestCatchUp(t *testing.T) {
 	if f := value(cfg.Metrics.failed.WithLabelValues("down")); f < 5 {
 		t.Errorf("failures counted %v, want at least 5", f)
 	}
-	wait.For(t, 10*time.Second, "the delivered count and a zero lag", func() bool {
+	wait.For(t, 30*time.Second, "the delivered count and a zero lag", func() bool {
 		return value(cfg.Metrics.delivered.WithLabelValues("down")) == 80 &&
 			value(cfg.Metrics.lag.WithLabelValues("down")) == 0
 	})
@@ -284,7 +284,7 @@ func TestTypes(t *testing.T) {
 	start(t, fastConfig(s, "a", Subscriber{Name: "issued", URL: srv.URL, Secret: secret,
 		Types: []string{store.EventClaimIssued}}))
 	writeEvents(t, s, "p", 1, 10)
-	wait.For(t, 10*time.Second, "the issued events", func() bool {
+	wait.For(t, 30*time.Second, "the issued events", func() bool {
 		p, _, _ := r.snapshot()
 		return len(p) == 10
 	})
@@ -311,9 +311,9 @@ func TestTakeover(t *testing.T) {
 	mA, mB := NewMetrics(prometheus.NewRegistry()), NewMetrics(prometheus.NewRegistry())
 	cfgA, cfgB := fastConfig(stA, "a", sub), fastConfig(stB, "b", sub)
 	cfgA.Metrics, cfgB.Metrics = mA, mB
-	cfgA.LeaseTTL, cfgB.LeaseTTL = 500*time.Millisecond, 500*time.Millisecond
+	cfgA.LeaseTTL, cfgB.LeaseTTL = 2*time.Second, 2*time.Second
 	a := start(t, cfgA)
-	wait.For(t, 10*time.Second, "a delivering", func() bool {
+	wait.For(t, 30*time.Second, "a delivering", func() bool {
 		return value(mA.leader.WithLabelValues("crm")) == 1
 	})
 	start(t, cfgB)
@@ -329,7 +329,7 @@ func TestTakeover(t *testing.T) {
 			}
 		}
 	})
-	wait.For(t, 10*time.Second, "some events delivered", func() bool {
+	wait.For(t, 30*time.Second, "some events delivered", func() bool {
 		p, _, _ := r.snapshot()
 		return len(p) >= 50
 	})
@@ -337,7 +337,7 @@ func TestTakeover(t *testing.T) {
 	// cursor nor release its lease; then it stops.
 	_ = stA.Close()
 	_ = a.Stop(context.Background())
-	wait.For(t, 10*time.Second, "b taking over", func() bool {
+	wait.For(t, 30*time.Second, "b taking over", func() bool {
 		return value(mB.leader.WithLabelValues("crm")) == 1
 	})
 	cancel()

@@ -106,6 +106,19 @@ type expect struct {
 	// soldOut: demand exceeded the stock and every claim was settled, so
 	// exactly stock claims were accepted.
 	soldOut bool
+	// unseen, if set, is the window of ranks (lo, hi] no fence sees after
+	// Redis lost writes: answered by one instance before the loss, unknown
+	// to another. A claim answered again with such a rank when no stock
+	// was left for re-ranking it ends as a failed dead letter saying so;
+	// those are allowed (and not counted as taken), nothing else is.
+	unseen [2]int64
+}
+
+// inUnseenWindow reports whether d is a dead letter of the window no fence
+// sees: a rank in x.unseen handed out twice with no stock left.
+func (x expect) inUnseenWindow(d row) bool {
+	return d.state == "failed" && d.rank > x.unseen[0] && d.rank <= x.unseen[1] &&
+		strings.Contains(d.reason, "handed out twice") && strings.Contains(d.reason, "no stock is left")
 }
 
 // groupState is what Redis says about a promotion's work stream.
@@ -249,9 +262,14 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 	if err != nil {
 		t.Fatalf("read the database: %v", err)
 	}
-	failed := 0
+	failed, windowed := 0, 0
 	var reasons []string
 	for _, d := range dead {
+		if x.inUnseenWindow(d) {
+			windowed++
+			t.Logf("dead letter of the window no fence sees (ranks %d..%d): %s: %s", x.unseen[0]+1, x.unseen[1], d.claimID, d.reason)
+			continue
+		}
 		if d.state == "failed" {
 			failed++
 		}
@@ -319,9 +337,9 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 			t.Errorf("user %s holds an issued claim but was never answered 202", u)
 		}
 	}
-	if x.noDeadLetters && len(dead) > 0 {
+	if x.noDeadLetters && len(dead)-windowed > 0 {
 		sort.Strings(reasons)
-		t.Errorf("%d dead letters, want none:\n%s", len(dead), strings.Join(reasons, "\n"))
+		t.Errorf("%d dead letters, want none:\n%s", len(dead)-windowed, strings.Join(reasons, "\n"))
 	}
 	if x.soldOut && len(issued)+failed != x.stock {
 		t.Errorf("sold %d (%d issued, %d dead-lettered), want exactly the stock %d", len(issued)+failed, len(issued), failed, x.stock)
