@@ -125,7 +125,7 @@ type Config struct {
 	// from memory after a claim of it was answered sold out or ended, here
 	// or (told by a hint) on another instance, instead of asking Redis
 	// again (see soldout.go and docs/contract.md): at most this long, and
-	// until any other hint about the promotion — a change, a unit put back
+	// until a hint tells the promotion changed — a change, a unit put back
 	// in stock. Claims with an Idempotency-Key always reach Redis. Negative
 	// turns the memory off. Defaults to DefaultSoldOutMemory.
 	SoldOutMemory time.Duration

@@ -145,6 +145,8 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	} else if err != nil {
 		return View{}, err
 	}
+	// Instances that remember it sold out answer ended from now on.
+	m.tellChanged(ctx, id)
 	sp, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
 	if err != nil {
 		return View{}, domainErr(err)

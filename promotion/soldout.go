@@ -24,8 +24,8 @@ import (
 //   - learnt from the script's own answer on this instance, or from a
 //     hint (hint.SoldOut, hint.Ended) another instance published when it
 //     learnt it; published once per learning, not per rejected claim;
-//   - dropped on any other hint about the promotion (a change, a unit put
-//     back in stock, new work), at once and without a lock, and after
+//   - dropped on a changed hint about the promotion (a change, a unit put
+//     back in stock; see memoryHint), at once and without a lock, and after
 //     Config.SoldOutMemory at the latest: the hints are only hints, the
 //     expiry is the guarantee;
 //   - used only for claims without an Idempotency-Key (a retry must get
@@ -184,11 +184,21 @@ func (m *Manager) learn(id string, err error, epoch uint64) {
 }
 
 // memoryHint takes a hint off the bus: a sold-out or ended hint teaches
-// the memory, any other kind drops what it holds of the promotion. Never
-// blocks.
+// the memory, a work hint is ignored, and any other kind (changed, and
+// kinds this instance does not know) drops what the memory holds of the
+// promotion. Never blocks.
+//
+// A work hint says the promotion's stream has new entries: claims were
+// accepted (which only takes stock) or replayed (which leaves it alone).
+// Every step that puts a unit back — a void, a revoke that returns it, a
+// stock raise, an end moved later — tells the instances with a changed
+// hint. Dropping the memory on work hints would drop it on the hints of
+// the very claims that sold the promotion out, which arrive after it.
 func (m *Manager) memoryHint(h hint.Hint) {
 	var err error
 	switch h.Kind {
+	case hint.Work:
+		return
 	case hint.SoldOut:
 		err = claim.ErrSoldOut
 	case hint.Ended:
@@ -243,8 +253,16 @@ func (m *Manager) runSoldMemory(ctx context.Context) {
 // promotion is not one this instance watches. Owner only.
 func (m *Manager) learnNow(ctx context.Context, l learning) {
 	s := m.sold
+	if s.epoch.Load() != l.epoch {
+		return
+	}
 	h := (*m.known.Load())[l.id]
-	if h == nil || s.epoch.Load() != l.epoch {
+	if h == nil {
+		// Not watched here yet (created elsewhere a moment ago): the
+		// instances that watch it may remember it.
+		if !l.fromHint {
+			m.tellSoldOut(ctx, l)
+		}
 		return
 	}
 	now := m.cfg.Now()
@@ -281,7 +299,14 @@ func (m *Manager) learnNow(ctx context.Context, l learning) {
 		e.dropped.Store(true)
 		return
 	}
-	if l.fromHint || m.hints == nil {
+	if !l.fromHint {
+		m.tellSoldOut(ctx, l)
+	}
+}
+
+// tellSoldOut publishes what l learnt to the other instances. Owner only.
+func (m *Manager) tellSoldOut(ctx context.Context, l learning) {
+	if m.hints == nil {
 		return
 	}
 	kind := hint.SoldOut

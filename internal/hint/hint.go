@@ -41,7 +41,7 @@ const (
 	Changed Kind = "changed"
 	// SoldOut says a claim of the promotion was just answered sold out:
 	// an instance may answer the next claims so from memory for a while.
-	// Any other kind about the promotion drops that memory.
+	// A Changed hint about the promotion drops that memory.
 	SoldOut Kind = "soldout"
 	// Ended says a claim of the promotion was just answered ended (its
 	// window closed, or an admin closed it), to be remembered like SoldOut.
