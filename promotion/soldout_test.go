@@ -58,7 +58,7 @@ func watched(t *testing.T, w world, id string) {
 
 // redisCalls sums the calls of every command but INFO that the Redis
 // servers of the topology named ran so far.
-func redisCalls(t *testing.T, topology string) int64 {
+func redisCalls(t testing.TB, topology string) int64 {
 	t.Helper()
 	var total int64
 	for _, tp := range redistest.Topologies(t) {
