@@ -244,7 +244,7 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 			ranks = append(ranks, d.Rank)
 		}
 	}
-	_, unknown, err := m.gate.Void(ctx, id, ranks...)
+	voided, unknown, err := m.gate.Void(ctx, id, ranks...)
 	if err != nil {
 		return fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
 	}
@@ -257,6 +257,11 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 		if !slices.Contains(unknown, d.Rank) {
 			ids = append(ids, d.ClaimID)
 		}
+	}
+	if voided > 0 {
+		// Units went back to stock: instances that remember the promotion
+		// sold out must ask Redis again.
+		m.tellChanged(ctx, id)
 	}
 	return m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }

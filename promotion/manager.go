@@ -121,6 +121,17 @@ type Config struct {
 	// Idempotency records live as long as the keys: at least Retention
 	// past the promotion's end. Defaults to DefaultRetention.
 	Retention time.Duration
+	// SoldOutMemory is how long an instance answers claims of a promotion
+	// from memory after a claim of it was answered sold out or ended, here
+	// or (told by a hint) on another instance, instead of asking Redis
+	// again (see soldout.go and docs/contract.md): at most this long, and
+	// until a hint tells the promotion changed — a change, a unit put back
+	// in stock. Claims with an Idempotency-Key always reach Redis. Negative
+	// turns the memory off. Defaults to DefaultSoldOutMemory.
+	SoldOutMemory time.Duration
+	// OnMemoryAnswer, if set, is called for every claim answered from the
+	// sold-out memory, with the code answered ("sold_out" or "ended").
+	OnMemoryAnswer func(promotionID, code string)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -153,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
+	}
+	if c.SoldOutMemory == 0 {
+		c.SoldOutMemory = DefaultSoldOutMemory
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -268,6 +282,8 @@ type Manager struct {
 	// Loop-owned, for retirement (retire.go): when the last retirement
 	// pass began (zero before the first).
 	lastRetire time.Time
+	// sold is the sold-out memory (soldout.go), owned by its own goroutine.
+	sold *soldMemory
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -299,13 +315,17 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		missing: make(map[string]time.Time),
 		gone:    make(map[string]bool),
 		jr:      newJournals(cfg.JournalSize),
+		sold:    newSoldMemory(cfg.SoldOutMemory),
 	}
 	m.known.Store(&map[string]*handle{})
 	if !cfg.DisableHints {
 		m.hints, err = hint.New(client, hint.Config{
 			Channel: func(id string) string { return gate.Keys(id).Hints() },
-			OnHint:  m.hinted,
-			Logger:  cfg.Logger,
+			OnHint: func(h hint.Hint) {
+				m.memoryHint(h)
+				m.hinted(h)
+			},
+			Logger: cfg.Logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("promotion manager: %w", err)
@@ -352,6 +372,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.running.Store(true)
 		first <- nil
 		wg.Go(func() { m.runWaker(runCtx) })
+		if m.sold.ttl > 0 {
+			wg.Go(func() { m.runSoldMemory(runCtx) })
+		}
 		m.loop(runCtx)
 	})
 	if err != nil {

@@ -13,8 +13,9 @@ import (
 // promotions' pools. Each method named after a Config hook is that hook:
 // plug m.Issued into Config.OnIssued, m.DeadLetter into OnDeadLetter,
 // m.Backlog into OnBacklog, m.Halted into OnHalted, m.Requeued into
-// OnRequeued, m.JournalDropped into OnJournalDropped, m.Drained into
-// OnDrained, and m.StreamHooks() into the Stream config's Hooks.
+// OnRequeued, m.JournalDropped into OnJournalDropped, m.MemoryAnswer into
+// OnMemoryAnswer, m.Drained into OnDrained, and m.StreamHooks() into the
+// Stream config's Hooks.
 type Metrics struct {
 	issued      prometheus.Counter
 	deadLetters prometheus.Counter
@@ -22,6 +23,7 @@ type Metrics struct {
 	halted      *prometheus.GaugeVec
 	requeued    *prometheus.CounterVec
 	dropped     prometheus.Counter
+	fromMemory  *prometheus.CounterVec
 	streams     *stream.Metrics
 	prefix      string // the Redis key prefix, which names the streams
 }
@@ -52,10 +54,14 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dibs_journal_dropped_total", Help: "Claims answered 202 that the journal of unconfirmed claims dropped because it was full.",
 		}),
+		fromMemory: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dibs_claims_answered_from_memory_total",
+			Help: "Claims this instance answered from its sold-out memory without a Redis call, by promotion and code (sold_out or ended).",
+		}, []string{"promotion", "code"}),
 		streams: stream.NewMetrics(reg),
 		prefix:  prefix,
 	}
-	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped)
+	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.fromMemory)
 	return m
 }
 
@@ -95,12 +101,19 @@ func (m *Metrics) Requeued(promotionID string, n int) {
 // OnJournalDropped hook.
 func (m *Metrics) JournalDropped(_ string, n int) { m.dropped.Add(float64(n)) }
 
+// MemoryAnswer counts one claim of the promotion answered from the
+// sold-out memory with code; it is an OnMemoryAnswer hook.
+func (m *Metrics) MemoryAnswer(promotionID, code string) {
+	m.fromMemory.WithLabelValues(promotionID, code).Inc()
+}
+
 // Drained deletes the series of a drained promotion, which costs nothing
-// afterwards: its backlog and halt gauges, its count of claims put back and
-// every series of its stream. It is an OnDrained hook.
+// afterwards: its backlog and halt gauges, its counts of claims put back
+// and answered from memory, and every series of its stream. It is an OnDrained hook.
 func (m *Metrics) Drained(promotionID string) {
 	m.pending.DeleteLabelValues(promotionID)
 	m.halted.DeleteLabelValues(promotionID)
 	m.requeued.DeleteLabelValues(promotionID)
+	m.fromMemory.DeletePartialMatch(prometheus.Labels{"promotion": promotionID})
 	m.streams.Forget(claim.KeysFor(m.prefix, promotionID).Stream())
 }

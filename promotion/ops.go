@@ -145,6 +145,8 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	} else if err != nil {
 		return View{}, err
 	}
+	// Instances that remember it sold out answer ended from now on.
+	m.tellChanged(ctx, id)
 	sp, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
 	if err != nil {
 		return View{}, domainErr(err)
@@ -206,6 +208,10 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 	return m.ClaimWithToken(ctx, id, userID, idemKey, "")
 }
 
+// A claim without an Idempotency-Key on a promotion a claim recently
+// found sold out or ended may be answered from this instance's memory, with
+// no Redis call (see Config.SoldOutMemory).
+//
 // ClaimWithToken is Claim with the user's entry token of the promotion's
 // waiting room ("" for none). On a promotion with a waiting room the token
 // must be valid (waitroom.Rooms.Verify) and its pass live and unspent: the
@@ -215,12 +221,21 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
 	pass, refused := m.verifyPass(id, userID, token)
+	if idemKey == "" {
+		// A sold-out or ended promotion, answered from memory (soldout.go).
+		h := (*m.known.Load())[id]
+		if err := m.remembered(id, userID, h == nil || h.room); err != nil {
+			return Claimed{}, err
+		}
+	}
+	epoch := m.sold.epoch.Load()
 	var res claim.Result
 	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
 		return err
 	})
 	if err != nil {
+		m.learn(id, err, epoch)
 		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
 			err = fmt.Errorf("%w: %w", err, refused)
 		}

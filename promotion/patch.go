@@ -165,8 +165,10 @@ func (m *Manager) tellChanged(ctx context.Context, id string) {
 }
 
 // forgetCached drops what this instance cached about promotion id because
-// it changed: a quiet promotion becomes ordinary at once. Never blocks.
+// it changed: a quiet promotion becomes ordinary at once, and the sold-out
+// memory forgets it. Never blocks.
 func (m *Manager) forgetCached(id string) {
+	m.forgetSoldOut(id)
 	if h := (*m.known.Load())[id]; h != nil {
 		h.quietUntil.Store(woken)
 	}

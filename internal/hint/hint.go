@@ -39,6 +39,13 @@ const (
 	// Changed says an admin changed the promotion (its stock, end or
 	// pause) or gave units back to stock: drop anything cached about it.
 	Changed Kind = "changed"
+	// SoldOut says a claim of the promotion was just answered sold out:
+	// an instance may answer the next claims so from memory for a while.
+	// A Changed hint about the promotion drops that memory.
+	SoldOut Kind = "soldout"
+	// Ended says a claim of the promotion was just answered ended (its
+	// window closed, or an admin closed it), to be remembered like SoldOut.
+	Ended Kind = "ended"
 )
 
 // Hint is one message received on a promotion's channel.

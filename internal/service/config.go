@@ -79,7 +79,8 @@ type Config struct {
 	// (EnvEventsSecretPrefix) win over the file.
 	Events EventsConfig `yaml:"events"`
 	// Promotions tunes the promotions' lifecycle: how long a drained
-	// promotion keeps its Redis state.
+	// promotion keeps its Redis state, and how long a sold-out one is
+	// answered from memory.
 	Promotions PromotionsConfig `yaml:"promotions"`
 
 	// AdminToken is the bearer token of the admin endpoints. Defaults to a
@@ -165,12 +166,31 @@ type PromotionsConfig struct {
 	// answers for it (see docs/durability.md). 1m..87600h. Defaults to
 	// promotion.DefaultRetention (168h).
 	Retention time.Duration `yaml:"retention"`
+	// SoldOutMemoryMS is how long, in ms, an instance answers claims of a
+	// sold-out or ended promotion from memory, without a Redis call
+	// (docs/tuning.md); 0 turns the memory off. 0..60000. Defaults to
+	// promotion.DefaultSoldOutMemory (1000) when absent.
+	SoldOutMemoryMS *int `yaml:"soldout_memory_ms"`
+}
+
+// soldOutMemory is SoldOutMemoryMS as promotion.Config.SoldOutMemory.
+func (p PromotionsConfig) soldOutMemory() time.Duration {
+	switch {
+	case p.SoldOutMemoryMS == nil:
+		return 0 // the default
+	case *p.SoldOutMemoryMS == 0:
+		return -1 // off
+	}
+	return time.Duration(*p.SoldOutMemoryMS) * time.Millisecond
 }
 
 // validate names the first key that cannot work.
 func (p PromotionsConfig) validate() error {
 	if p.Retention != 0 && (p.Retention < time.Minute || p.Retention > 87600*time.Hour) {
 		return fmt.Errorf("promotions.retention must be 1m..87600h, got %s", p.Retention)
+	}
+	if ms := p.SoldOutMemoryMS; ms != nil && (*ms < 0 || *ms > 60_000) {
+		return fmt.Errorf("promotions.soldout_memory_ms must be 0..60000, got %d", *ms)
 	}
 	return nil
 }

@@ -226,6 +226,8 @@ func (s *Service) start(ctx context.Context) error {
 		OnRequeued:       pm.Requeued,
 		OnJournalDropped: pm.JournalDropped,
 		Retention:        cfg.Promotions.Retention,
+		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
+		OnMemoryAnswer:   pm.MemoryAnswer,
 	})
 	if err != nil {
 		return err
