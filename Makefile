@@ -48,7 +48,7 @@ lint: ## Check formatting, go vet and staticcheck
 
 bench: deps ## Run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
-	scripts/bench-claim.sh
+	CHART=docs/img/claim-cost.svg scripts/bench-claim.sh
 
 demo: ## Run the seed scenario against a throw-away server
 	@scripts/deps.sh --redis-only

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dibsio/dibs/httpapi/edge"
@@ -37,7 +39,7 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in claimIn
-	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
+	if pr := decodeClaim(w, r, &in); pr != nil {
 		reject(pr)
 		return
 	}
@@ -70,7 +72,46 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 		outcome = "replayed"
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusAccepted, claimOut{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
+	writeClaimAccepted(w, claimOut{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
+}
+
+// Header values of writeClaimAccepted, shared by every answer: net/http
+// only reads them.
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+)
+
+// writeClaimAccepted writes the 202 of an accepted claim: the bytes
+// writeJSON writes for out, encoded without reflection.
+func writeClaimAccepted(w http.ResponseWriter, out claimOut) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
+	w.WriteHeader(http.StatusAccepted)
+	var buf [128]byte
+	b := append(buf[:0], `{"status":`...)
+	b = appendJSONString(b, out.Status)
+	b = append(b, `,"claim_id":`...)
+	b = appendJSONString(b, out.ClaimID)
+	b = append(b, `,"rank":`...)
+	b = strconv.AppendInt(b, out.Rank, 10)
+	b = append(b, "}\n"...)
+	_, _ = w.Write(b)
+}
+
+// appendJSONString appends s as encoding/json encodes it: directly when
+// it has nothing to escape, by encoding/json otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 type userClaimOut struct {

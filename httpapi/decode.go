@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -25,7 +26,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Pro
 	// The body must be JSON whatever the Content-Type says: clients such as
 	// `curl -d` label JSON as a form, and the strict decoding below is what
 	// keeps bad input out.
-	body := http.MaxBytesReader(w, r.Body, limit)
+	return decodeJSONFrom(http.MaxBytesReader(w, r.Body, limit), limit, v)
+}
+
+// decodeJSONFrom is decodeJSON on a body already bounded to limit bytes.
+func decodeJSONFrom(body io.Reader, limit int64, v any) *Problem {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -39,6 +44,87 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Pro
 		return problem(CodeInvalidRequest, "unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// decodeClaim reads a claim's body, {"user_id": "…"}, into in. The shape
+// clients send — exactly that object, an id without escapes, whitespace
+// only around it — is read without reflection; any other body goes through
+// decodeJSON's strict decoding, so bad input is answered exactly as
+// decodeJSON answers it.
+func decodeClaim(w http.ResponseWriter, r *http.Request, in *claimIn) *Problem {
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	var small [128]byte
+	raw, err := readAll(body, small[:0])
+	if err != nil {
+		return jsonProblem(err, MaxBodyBytes)
+	}
+	if u, ok := plainClaim(raw); ok {
+		in.UserID = u
+		return nil
+	}
+	return decodeJSONFrom(bytes.NewReader(raw), MaxBodyBytes, in)
+}
+
+// readAll reads r to its end, appending to buf (grown as needed).
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// plainClaimPrefix and plainClaimSuffix frame the canonical claim body.
+const (
+	plainClaimPrefix = `{"user_id":"`
+	plainClaimSuffix = `"}`
+)
+
+// plainClaim returns the user id of a body that is exactly
+// {"user_id":"<id>"}, with JSON whitespace at most before and after and an
+// id of the characters user ids are made of (no escapes possible), and
+// whether raw had that shape. For such a body it is what encoding/json
+// decodes.
+func plainClaim(raw []byte) (string, bool) {
+	raw = trimJSONSpace(raw)
+	if len(raw) < len(plainClaimPrefix)+len(plainClaimSuffix) ||
+		string(raw[:len(plainClaimPrefix)]) != plainClaimPrefix ||
+		string(raw[len(raw)-len(plainClaimSuffix):]) != plainClaimSuffix {
+		return "", false
+	}
+	id := raw[len(plainClaimPrefix) : len(raw)-len(plainClaimSuffix)]
+	for _, c := range id {
+		if !idByte(c) {
+			return "", false
+		}
+	}
+	return string(id), true
+}
+
+// idByte reports whether c may appear in a user id (see promotion.ValidID).
+func idByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '_' || c == '-' || c == '.' || c == ':' || c == '@'
+}
+
+// trimJSONSpace trims the whitespace JSON allows around a value.
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 func tooLarge(limit int64) *Problem {

@@ -9,7 +9,15 @@
 #   3. BenchmarkHTTPClaim: POST /v1/promotions/{id}/claims through the real
 #      handler, manager and issuer on an httptest server;
 #   4. `dibs bench` against `dibs serve` on the embedded default: the whole
-#      product end to end, until every accepted claim is issued.
+#      product end to end, until every accepted claim is issued;
+#   5. the claim cost: bench/claimcost against `dibs serve` (on this script's
+#      redis-server, SQLite) and against a bare net/http floor server, each
+#      in its own process: server CPU and Redis CPU per accepted claim,
+#      issuance included, Redis commands and memory per claim once issued,
+#      sold-out rejections, and latency at half the measured throughput;
+#   6. the stream runtime against watermill-redisstream (bench/watermill).
+#
+# The figures of step 5 are also drawn as an SVG bar chart (CHART).
 #
 # Steps 1-3 run in rounds (one of each per round) so background load on a
 # shared machine hits all of them alike; the table reports the median.
@@ -26,6 +34,9 @@
 #   REDIS_PORT=       use the redis-server already listening on this loopback
 #                     port for step 1 instead of starting one (it gets keys
 #                     under the prefix dibsbench:)
+#   COST_CLAIMS=50000 claims of each step-5 run; 0 skips step 5
+#   WATERMILL=1       0 skips step 6
+#   CHART=            write the step-5 chart to this SVG file
 #   OUT=              also write the final table to this file
 set -euo pipefail
 
@@ -40,6 +51,9 @@ BENCHTIME=${BENCHTIME:-2s}
 E2E_USERS=${E2E_USERS:-100000}
 REDIS_PORT=${REDIS_PORT:-}
 OUT=${OUT:-}
+COST_CLAIMS=${COST_CLAIMS:-50000}
+WATERMILL=${WATERMILL:-1}
+CHART=${CHART:-}
 GO=${GO:-go}
 
 for tool in redis-server redis-cli redis-benchmark "$GO" timeout; do
@@ -49,6 +63,7 @@ done
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dibs-bench.XXXXXX")
 REDIS_PID=""
 SERVE_PID=""
+FLOOR_PID=""
 
 # stop ends a child we started: SIGTERM, up to 30 s to exit, then SIGKILL.
 stop() {
@@ -64,6 +79,7 @@ stop() {
 }
 cleanup() {
 	stop "$SERVE_PID"
+	stop "$FLOOR_PID"
 	stop "$REDIS_PID"
 	rm -rf "$TMP"
 }
@@ -89,6 +105,7 @@ log "building the benchmark binaries and bin/dibs into $TMP"
 timeout 600 "$GO" test -c -o "$TMP/claim.test" ./claim
 timeout 600 "$GO" test -c -o "$TMP/httpapi.test" ./httpapi
 timeout 600 "$GO" build -o "$TMP/dibs" ./cmd/dibs
+timeout 600 "$GO" build -o "$TMP/claimcost" ./bench/claimcost
 
 # The setup program opens a promotion with the gate itself (so the meta
 # hash, the stream and its group are exactly what the service writes), loads
@@ -123,7 +140,12 @@ func main() {
 	now := time.Now()
 	// A per-user limit far above one: a user that __rand_int__ happens to
 	// draw twice is accepted again, so every call takes the accept path.
-	_, err = claim.New(c, claim.Config{Prefix: prefix}).Open(ctx, claim.Promotion{
+	gate, err := claim.New(c, claim.Config{Prefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_, err = gate.Open(ctx, claim.Promotion{
 		ID: id, Stock: 1_000_000_000, PerUserLimit: 1_000_000,
 		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(24 * time.Hour),
 	})
@@ -277,6 +299,62 @@ if [ "$E2E_USERS" -gt 0 ]; then
 	SERVE_PID=""
 fi
 
+# ---------------------------------------------------------------- claim cost
+# Each run of claimcost prints one JSON line; cost.txt keeps, per round,
+# "floor_us dibs_us redis_us commands memory rate p50 p99" and soldout.txt
+# "rejections/s dibs_us redis_us commands".
+: >"$TMP/cost.txt"
+: >"$TMP/soldout.txt"
+: >"$TMP/half.txt"
+if [ "$COST_CLAIMS" -gt 0 ]; then
+	token=cost-$RANDOM$RANDOM
+	mkdir -p "$TMP/cost"
+	"$TMP/dibs" serve --addr 127.0.0.1:0 --db "sqlite://$TMP/cost/dibs.db" --redis "127.0.0.1:$REDIS_PORT" \
+		--admin-token "$token" --log-format json 2>"$TMP/cost-serve.log" &
+	SERVE_PID=$!
+	"$TMP/claimcost" floor >"$TMP/floor.addr" &
+	FLOOR_PID=$!
+	addr="" faddr=""
+	for _ in $(seq 300); do
+		addr=$(jq -r 'select(.msg == "listening") | .addr' "$TMP/cost-serve.log" 2>/dev/null | head -n 1)
+		faddr=$(awk '{print $2}' "$TMP/floor.addr")
+		[ -n "$addr" ] && [ -n "$faddr" ] && break
+		sleep 0.1
+	done
+	[ -n "$addr" ] && [ -n "$faddr" ] || { cat "$TMP/cost-serve.log" >&2; echo "bench-claim: servers for the claim cost did not start" >&2; exit 1; }
+	for round in $(seq "$RUNS"); do
+		f=$(timeout 900 "$TMP/claimcost" load -target "http://$faddr" -pid "$FLOOR_PID" -n "$COST_CLAIMS")
+		d=$(timeout 900 "$TMP/claimcost" load -target "http://$addr" -pid "$SERVE_PID" -redis "127.0.0.1:$REDIS_PORT" \
+			-admin-token "$token" -n "$COST_CLAIMS")
+		o=$(timeout 900 "$TMP/claimcost" load -target "http://$addr" -pid "$SERVE_PID" -redis "127.0.0.1:$REDIS_PORT" \
+			-admin-token "$token" -n "$COST_CLAIMS" -sold-out)
+		echo "$(jq -r .server_cpu_us_per_claim <<<"$f") $(jq -r '[.server_cpu_us_per_claim, .redis_cpu_us_per_claim, .redis_commands_per_claim, .redis_memory_bytes_per_claim, .claims_per_second, .p50_ms, .p99_ms] | join(" ")' <<<"$d")" >>"$TMP/cost.txt"
+		jq -r '[.claims_per_second, .server_cpu_us_per_claim, .redis_cpu_us_per_claim, .redis_commands_per_claim] | join(" ")' <<<"$o" >>"$TMP/soldout.txt"
+		echo "$d" >>"$TMP/cost.json"
+		log "claim cost round $round/$RUNS: floor $(cut -d' ' -f1 <<<"$(tail -n 1 "$TMP/cost.txt")") µs, dibs $(cut -d' ' -f2,3 <<<"$(tail -n 1 "$TMP/cost.txt")") µs (Go, Redis)"
+	done
+	# Latency with the issuer running, at half the median throughput.
+	half=$(awk '{print $6}' "$TMP/cost.txt" | median | awk '{printf "%.0f", $1 / 2}')
+	for round in $(seq "$RUNS"); do
+		timeout 900 "$TMP/claimcost" load -target "http://$addr" -pid "$SERVE_PID" -redis "127.0.0.1:$REDIS_PORT" \
+			-admin-token "$token" -n "$COST_CLAIMS" -rate "$half" | jq -r '[.claims_per_second, .p50_ms, .p99_ms] | join(" ")' >>"$TMP/half.txt"
+	done
+	stop "$SERVE_PID"
+	SERVE_PID=""
+	stop "$FLOOR_PID"
+	FLOOR_PID=""
+fi
+
+# ---------------------------------------------------------------- watermill
+: >"$TMP/watermill.txt"
+if [ "$WATERMILL" = 1 ]; then
+	log "stream runtime against watermill-redisstream (bench/watermill)"
+	(cd "$ROOT/bench/watermill" && timeout 1800 "$GO" test -run '^$' -bench . -benchtime 100000x -count "$RUNS") >"$TMP/watermill-raw.txt" 2>&1 ||
+		{ cat "$TMP/watermill-raw.txt" >&2; echo "bench-claim: watermill comparison failed" >&2; exit 1; }
+	awk '/msgs\/s/ { for (i = 2; i <= NF; i++) if ($i == "msgs/s") { sub(/-[0-9]+$/, "", $1); print $1, $(i - 1) } }' \
+		"$TMP/watermill-raw.txt" >"$TMP/watermill.txt"
+fi
+
 # ---------------------------------------------------------------- table
 # col FILE N prints the median of column N of FILE ("-" if it has none).
 col() {
@@ -317,4 +395,52 @@ awk '{ print $1, "-", $2 }' "$TMP/redis-pipelined.txt" >"$TMP/redis-pipelined-co
 	if [ -s "$TMP/e2e.txt" ]; then
 		echo "dibs bench latency: p50 $(col "$TMP/e2e.txt" 4) ms, p99 $(col "$TMP/e2e.txt" 5) ms; every claim issued $(col "$TMP/e2e.txt" 6) ms after the last answer"
 	fi
+	if [ -s "$TMP/cost.txt" ]; then
+		echo
+		echo "Claim cost (separate processes; per accepted claim, issuance into SQLite included; $COST_CLAIMS claims, 64 in flight):"
+		echo
+		echo "| measurement | median | runs |"
+		echo "| --- | ---: | --- |"
+		crow() { echo "| $1 | $(num "$(col "$2" "$3")" "${4:-1}") | $(awk -v n="$3" '{ printf "%s%s", (NR > 1 ? " · " : ""), $n }' "$2") |"; }
+		crow "HTTP floor server, CPU µs per request" "$TMP/cost.txt" 1
+		crow "dibs serve, Go CPU µs per claim" "$TMP/cost.txt" 2
+		echo "| dibs serve above the floor, µs per claim | $(awk '{print $2 - $1}' "$TMP/cost.txt" | median | xargs printf '%.1f') | $(awk '{ printf "%s%.1f", (NR > 1 ? " · " : ""), $2 - $1 }' "$TMP/cost.txt") |"
+		crow "Redis CPU µs per claim" "$TMP/cost.txt" 3
+		crow "Redis commands per claim" "$TMP/cost.txt" 4
+		crow "Redis memory bytes per claim once issued" "$TMP/cost.txt" 5 0
+		crow "claims/s" "$TMP/cost.txt" 6 0
+		crow "p99 ms at full load" "$TMP/cost.txt" 8
+		crow "claims/s at half the throughput" "$TMP/half.txt" 1 0
+		crow "p99 ms at half the throughput" "$TMP/half.txt" 3
+		crow "sold-out rejections/s" "$TMP/soldout.txt" 1 0
+		crow "dibs serve, Go CPU µs per rejection" "$TMP/soldout.txt" 2
+		crow "Redis CPU µs per rejection" "$TMP/soldout.txt" 3
+		crow "Redis commands per rejection" "$TMP/soldout.txt" 4
+	fi
+	if [ -s "$TMP/watermill.txt" ]; then
+		echo
+		echo "| stream consumer (bench/watermill) | entries/s (median) | runs |"
+		echo "| --- | ---: | --- |"
+		for name in $(awk '{print $1}' "$TMP/watermill.txt" | awk '!seen[$0]++'); do
+			awk -v n="$name" '$1 == n { print $2 }' "$TMP/watermill.txt" >"$TMP/wm-one.txt"
+			echo "| $name | $(num "$(median <"$TMP/wm-one.txt")") | $(awk '{ printf "%s%.0f", (NR > 1 ? " · " : ""), $1 }' "$TMP/wm-one.txt") |"
+		done
+	fi
 } | tee "${OUT:-/dev/null}"
+
+# ---------------------------------------------------------------- chart
+if [ -n "$CHART" ] && [ -s "$TMP/cost.txt" ]; then
+	{
+		printf '# CPU per claim (median of %s runs)\tµs\n' "$RUNS"
+		printf 'HTTP floor server\t%s\n' "$(col "$TMP/cost.txt" 1)"
+		printf 'dibs serve: Go\t%s\n' "$(col "$TMP/cost.txt" 2)"
+		printf 'dibs serve: Redis\t%s\n' "$(col "$TMP/cost.txt" 3)"
+		printf 'redis-benchmark: claim script\t%s\n' "$(col "$TMP/redis.txt" 2)"
+		[ -s "$TMP/redis-pipelined.txt" ] && printf 'redis-benchmark: claim script, -P %s\t%s\n' "$PIPELINE" "$(col "$TMP/redis-pipelined.txt" 2)"
+		printf 'Gate.Claim: Go\t%s\n' "$(col "$TMP/lib.txt" 2)"
+		printf 'Gate.Claim: Redis\t%s\n' "$(col "$TMP/lib.txt" 3)"
+		printf 'sold-out rejection: Go\t%s\n' "$(col "$TMP/soldout.txt" 2)"
+		printf 'sold-out rejection: Redis\t%s\n' "$(col "$TMP/soldout.txt" 3)"
+	} | "$TMP/claimcost" chart -out "$CHART"
+	log "chart written to $CHART"
+fi

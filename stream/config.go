@@ -26,7 +26,7 @@ const (
 
 // Defaults of [Config], named after the seeds' properties.
 const (
-	DefaultBatchSize                = 10
+	DefaultBatchSize                = 100
 	DefaultTrimAcked                = true
 	DefaultReadMode                 = ReadBlock
 	DefaultBlock                    = 2000 * time.Millisecond
@@ -36,7 +36,7 @@ const (
 	DefaultMaxConsumers             = 32
 	DefaultConsecutiveActiveTrigger = 10
 	DefaultConsecutiveIdleTrigger   = 10
-	DefaultStartConsumerMinInterval = 10 * time.Second
+	DefaultStartConsumerMinInterval = 2 * time.Second
 	DefaultStopConsumerMinInterval  = 60 * time.Second
 	DefaultReclaimMinIdle           = 30 * time.Second
 	DefaultMaxDeliveries            = 5

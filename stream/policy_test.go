@@ -204,10 +204,10 @@ func TestErrorKindsClassify(t *testing.T) {
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	d := DefaultConfig()
-	if d.BatchSize != 10 || !d.TrimAcked || d.ReadMode != ReadBlock || d.Block != 2*time.Second ||
+	if d.BatchSize != 100 || !d.TrimAcked || d.ReadMode != ReadBlock || d.Block != 2*time.Second ||
 		d.PollInterval != 100*time.Millisecond || d.IdleTimeout != 30*time.Second || d.MinConsumers != 1 ||
 		d.MaxConsumers != 32 || d.ConsecutiveActiveTrigger != 10 || d.ConsecutiveIdleTrigger != 10 ||
-		d.StartConsumerMinInterval != 10*time.Second || d.StopConsumerMinInterval != time.Minute ||
+		d.StartConsumerMinInterval != 2*time.Second || d.StopConsumerMinInterval != time.Minute ||
 		d.ReclaimMinIdle != 30*time.Second || d.MaxDeliveries != 5 || d.HandlerTimeout != 12*time.Second ||
 		d.DeadLetterMaxLen != 10000 {
 		t.Fatalf("defaults = %+v", d)

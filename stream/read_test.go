@@ -20,6 +20,7 @@ func TestDistribution(t *testing.T) {
 		e.add(t, 100)
 		cfg := fastConfig(mode)
 		cfg.MinConsumers, cfg.MaxConsumers = 4, 4
+		cfg.BatchSize = 10 // 100 entries make ten batches, enough for every consumer
 		rec := newRecorder()
 		var mu sync.Mutex
 		seen := map[string]bool{}

@@ -288,6 +288,7 @@ func TestScalingApplied(t *testing.T) {
 	e := setup(t, redistest.Topologies(t)[0])
 	cfg := fastConfig(ReadPoll)
 	cfg.MinConsumers, cfg.MaxConsumers = 1, 4
+	cfg.BatchSize = 10 // 400 entries make 40 full batches
 	cfg.ConsecutiveActiveTrigger, cfg.ConsecutiveIdleTrigger = 2, 2
 	cfg.StartConsumerMinInterval, cfg.StopConsumerMinInterval = time.Millisecond, time.Millisecond
 	cfg.PollInterval = 5 * time.Millisecond

@@ -93,3 +93,23 @@ func parseInfoCPU(info string) time.Duration {
 	}
 	return d
 }
+
+// Process returns the CPU time (user plus system) process pid has used so
+// far, read from /proc/PID/stat; zero if it cannot be read.
+func Process(pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	return parseStat(raw)
+}
+
+// Redis returns the CPU time the server of client has used so far
+// (used_cpu_sys plus used_cpu_user of INFO cpu); zero if it cannot be read.
+func Redis(ctx context.Context, client rueidis.Client) time.Duration {
+	info, err := client.Do(ctx, client.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		return 0
+	}
+	return parseInfoCPU(info)
+}
