@@ -168,6 +168,10 @@ func (c *Client) send(ctx context.Context, rq request) (*http.Response, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		var ue *url.Error // says the method and URL again
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, &RequestError{Method: rq.method, URL: u, Err: err}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
