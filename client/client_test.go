@@ -526,7 +526,8 @@ func TestTransportErrors(t *testing.T) {
 	_, err = c.GetPromotion(t.Context(), "p")
 	var re *client.RequestError
 	var pr *client.Problem
-	if !errors.As(err, &re) || errors.As(err, &pr) || re.Method != http.MethodGet {
+	if !errors.As(err, &re) || errors.As(err, &pr) || re.Method != http.MethodGet ||
+		!strings.HasPrefix(err.Error(), "GET http://"+addr+"/v1/promotions/p: dial tcp") {
 		t.Fatalf("unreachable: %v (%T)", err, err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -537,16 +538,10 @@ func TestTransportErrors(t *testing.T) {
 	}
 
 	// An answer that is not a problem document keeps its status.
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := serveHandler(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
-	})}
-	ln, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	_, err = newClientAt(t, "http://"+ln.Addr().String()).GetPromotion(t.Context(), "p")
+	})
+	_, err = newClientAt(t, proxy).GetPromotion(t.Context(), "p")
 	if !errors.As(err, &pr) || pr.Status != http.StatusBadGateway || pr.Code != "" || pr.Detail != "bad gateway" ||
 		pr.Error() != "HTTP 502: bad gateway" {
 		t.Fatalf("a proxy's answer: %v", err)

@@ -41,16 +41,9 @@ func baseURL(t *testing.T) string {
 			serverErr = err
 			return
 		}
-		cfg := service.DefaultConfig()
-		cfg.Addr = "127.0.0.1:0"
-		cfg.Redis = "redis://" + redistest.Single(t).Addr()
-		cfg.DB = "sqlite://" + filepath.Join(dir, "dibs.db")
-		cfg.AdminToken = adminToken
-		cfg.Instance = "client-test"
+		cfg := serverConfig(redistest.Single(t).Addr(), dir)
 		cfg.Admin.EraseSecret = "client-test-erase-secret"
-		cfg.Issue.WebhookSecret = "client-test-webhook-secret-0123456789"
 		cfg.WaitingRoom.TickMS = 50
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		svc, err := service.New(cfg)
 		if err != nil {
 			serverErr = err
@@ -74,6 +67,40 @@ func baseURL(t *testing.T) string {
 		t.Fatal(serverErr)
 	}
 	return serverURL
+}
+
+// serverConfig is the configuration of a test server on the Redis at
+// redisAddr with its SQLite file in dir.
+func serverConfig(redisAddr, dir string) service.Config {
+	cfg := service.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Redis = "redis://" + redisAddr
+	cfg.DB = "sqlite://" + filepath.Join(dir, "dibs.db")
+	cfg.AdminToken = adminToken
+	cfg.Instance = "client-test"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+// startServer starts a server of the test's own with cfg and returns its
+// URL; it is stopped when the test ends.
+func startServer(t *testing.T, cfg service.Config) string {
+	t.Helper()
+	svc, err := service.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := svc.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return "http://" + svc.Addr().String()
 }
 
 // newClient returns an admin client of the test server whose connections
