@@ -73,7 +73,10 @@ func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "line %d: %s: %s\n", e.Line, e.Code, oneLine(e.Detail))
 		}
 	}
-	if res.Rejected > 0 {
+	switch {
+	case res.Rejected == 1:
+		return fmt.Errorf("%s: 1 line rejected", client.CodeInvalidRequest)
+	case res.Rejected > 1:
 		return fmt.Errorf("%s: %d lines rejected", client.CodeInvalidRequest, res.Rejected)
 	}
 	return nil

@@ -209,7 +209,7 @@ func TestGrantCommand(t *testing.T) {
 	if res.Enqueued != 2 || res.Duplicates != 1 || res.Rejected != 1 || len(res.Errors) != 1 || res.Errors[0].Line != 4 {
 		t.Fatalf("result %+v", res)
 	}
-	if r.stderr != "dibs: invalid_request: 1 lines rejected\n" {
+	if r.stderr != "dibs: invalid_request: 1 line rejected\n" {
 		t.Errorf("stderr %q", r.stderr)
 	}
 
