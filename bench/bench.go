@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/dibsio/dibs/client"
 )
 
 // maxBody bounds how much of an answer is read; the API's answers are small.
@@ -118,8 +121,9 @@ func (t *tally) add(r result) {
 // claims start, except the tally, which only the run's own goroutine writes.
 type runner struct {
 	cfg    Config
-	client *http.Client
-	claims string // URL of the promotion's claims endpoint
+	client *http.Client   // the claims' and the waiting room's requests: the hot loop
+	api    *client.Client // everything else: create, read, spot checks
+	claims string         // URL of the promotion's claims endpoint
 }
 
 // Run creates a promotion on cfg.Target, fires the claims, waits for the
@@ -140,15 +144,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Waves > 0 && !cfg.WaitingRoom {
 		inFlight = ceilDiv(cfg.Users*cfg.Repeat, cfg.Waves)
 	}
-	client := cfg.HTTPClient
-	if client == nil {
+	hc := cfg.HTTPClient
+	if hc == nil {
 		tr := newTransport(inFlight)
 		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
+		hc = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
+	}
+	api, err := client.New(cfg.Target, client.WithAdminToken(cfg.AdminToken), client.WithHTTPClient(hc), client.WithUserAgent("dibs-bench"))
+	if err != nil {
+		return Report{}, fmt.Errorf("%w: Target: %v", ErrInvalidConfig, err)
 	}
 	r := &runner{
 		cfg:    cfg,
-		client: client,
+		client: hc,
+		api:    api,
 		claims: cfg.Target + "/v1/promotions/" + url.PathEscape(cfg.PromotionID) + "/claims",
 	}
 
@@ -345,29 +354,36 @@ func snippet(body []byte) string {
 }
 
 func (r *runner) createPromotion(ctx context.Context) error {
-	p := map[string]any{
-		"id":             r.cfg.PromotionID,
-		"name":           "dibs bench " + r.cfg.PromotionID,
-		"mode":           "first_come",
-		"kind":           "coupon",
-		"stock":          r.cfg.Stock,
-		"per_user_limit": r.cfg.PerUserLimit,
+	p := client.NewPromotion{
+		ID:           r.cfg.PromotionID,
+		Name:         "dibs bench " + r.cfg.PromotionID,
+		Mode:         client.ModeFirstCome,
+		Kind:         client.KindCoupon,
+		Stock:        int64(r.cfg.Stock),
+		PerUserLimit: r.cfg.PerUserLimit,
 	}
 	if r.cfg.WaitingRoom {
-		p["waiting_room"] = map[string]any{"enabled": true, "admit_per_second": r.cfg.AdmitPerSecond}
+		p.WaitingRoom = &client.WaitingRoomSettings{Enabled: true, AdmitPerSecond: r.cfg.AdmitPerSecond}
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("create promotion: %w", err)
+	_, err := r.api.CreatePromotion(ctx, p)
+	return opError("create promotion", err)
+}
+
+// opError makes an *APIError of the client's *client.Problem, and names op
+// in any other error.
+func opError(op string, err error) error {
+	var p *client.Problem
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &p):
+		e := &APIError{Op: op, Status: p.Status, Code: p.Code, Detail: p.Detail}
+		if e.Detail == "" {
+			e.Detail = p.Title
+		}
+		return e
 	}
-	status, data, err := r.do(ctx, http.MethodPost, r.cfg.Target+"/v1/promotions", body, true)
-	if err != nil {
-		return fmt.Errorf("create promotion: %w", err)
-	}
-	if status != http.StatusCreated {
-		return apiError("create promotion", status, data)
-	}
-	return nil
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // claim sends one claim for user u and classifies the answer.
@@ -519,25 +535,25 @@ func outcomeLine(outcomes map[string]int) string {
 
 // promotionView is the part of a promotion the bench reads.
 type promotionView struct {
-	ID          string     `json:"id"`
-	State       string     `json:"state"`
-	Counts      Counts     `json:"counts"`
-	WaitingRoom RoomCounts `json:"waiting_room"`
+	ID          string
+	State       string
+	Counts      Counts
+	WaitingRoom RoomCounts
 }
 
 func (r *runner) getPromotion(ctx context.Context) (promotionView, error) {
-	status, data, err := r.do(ctx, http.MethodGet, r.cfg.Target+"/v1/promotions/"+url.PathEscape(r.cfg.PromotionID), nil, false)
+	p, err := r.api.GetPromotion(ctx, r.cfg.PromotionID)
 	if err != nil {
-		return promotionView{}, fmt.Errorf("get promotion: %w", err)
+		return promotionView{}, opError("get promotion", err)
 	}
-	if status != http.StatusOK {
-		return promotionView{}, apiError("get promotion", status, data)
+	v := promotionView{ID: p.ID, State: p.State,
+		Counts: Counts{Accepted: p.Counts.Accepted, Pending: p.Counts.Pending, Issued: p.Counts.Issued, Failed: p.Counts.Failed},
+		WaitingRoom: RoomCounts{Waiting: p.WaitingRoom.Waiting, Admitted: p.WaitingRoom.Admitted,
+			PassesSpent: p.WaitingRoom.PassesSpent, Abandoned: p.WaitingRoom.Abandoned}}
+	if p.Counts.Remaining != nil {
+		v.Counts.Remaining = *p.Counts.Remaining
 	}
-	var p promotionView
-	if err := json.Unmarshal(data, &p); err != nil {
-		return promotionView{}, fmt.Errorf("get promotion: decode %q: %w", snippet(data), err)
-	}
-	return p, nil
+	return v, nil
 }
 
 // confirmation is how the wait for issuance ended.
@@ -635,25 +651,22 @@ func (r *runner) spotCheck(ctx context.Context, accepted []acceptance) ([]spotRe
 	out := make([]spotResult, 0, len(users))
 	for _, u := range users {
 		res := spotResult{user: r.userID(u), accepted: len(got[u]) > 0}
-		status, data, err := r.do(ctx, http.MethodGet, r.cfg.Target+"/v1/promotions/"+url.PathEscape(r.cfg.PromotionID)+"/claims/"+url.PathEscape(res.user), nil, false)
+		st, err := r.api.ClaimStatus(ctx, r.cfg.PromotionID, res.user)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("spot check: %w", ctx.Err())
 		}
 		if err != nil {
-			res.problem = err.Error()
+			res.problem = opError("claim status", err).Error()
 			out = append(out, res)
 			continue
 		}
-		if status != http.StatusOK {
-			res.problem = apiError("claim status", status, data).Error()
-			out = append(out, res)
-			continue
-		}
-		var cs claimStatus
-		if err := json.Unmarshal(data, &cs); err != nil {
-			res.problem = "undecodable answer: " + snippet(data)
-			out = append(out, res)
-			continue
+		cs := claimStatus{Status: st.Status}
+		for _, c := range st.Claims {
+			cs.Claims = append(cs.Claims, struct {
+				ClaimID string `json:"claim_id"`
+				Rank    int64  `json:"rank"`
+				Status  string `json:"status"`
+			}{c.ClaimID, c.Rank, c.Status})
 		}
 		res.wantOK, res.problem = compareStatus(cs, got[u])
 		out = append(out, res)

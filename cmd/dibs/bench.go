@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,20 +11,14 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: dibs bench [--target http://HOST:PORT --admin-token T] [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Creates a promotion, fires claims, waits until every accepted claim is issued and")
-		fmt.Fprintln(stderr, "reports throughput, latency and the invariant checks. Exits 0 only if every check")
-		fmt.Fprintln(stderr, "passed. Without --target it starts its own server on the embedded default.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Flags:")
-		fs.PrintDefaults()
-	}
-	target := fs.String("target", "", "base URL of a running dibs server; empty starts a local one")
-	token := fs.String("admin-token", "", "admin bearer token of the target (env DIBS_ADMIN_TOKEN)")
+	fs := newFlagSet("bench", "", "load-generate claims against a server and report throughput and latency", stderr,
+		"Creates a promotion, fires claims, waits until every accepted claim is issued and",
+		"reports throughput, latency and the invariant checks. Exits 0 only if every check",
+		"passed. Without --server it starts its own server on the embedded default.")
+	target := new(string)
+	fs.StringVar(target, "server", "", "base URL of a running dibs server; empty starts a local one")
+	fs.StringVar(target, "target", "", "the same as --server")
+	token := fs.String("admin-token", "", "admin bearer token of the server (env DIBS_ADMIN_TOKEN)")
 	promotion := fs.String("promotion", "", "id of the promotion to create (default: bench-<time>-<random>)")
 	stock := fs.Int("stock", bench.DefaultStock, "promotion stock")
 	users := fs.Int("users", bench.DefaultUsers, "number of distinct users")
@@ -39,14 +32,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	room.register(fs)
 	var opts demo.Options
 	registerRunFlags(fs, &opts)
-	if err := parseFlags(fs, args); err != nil {
+	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *token == "" {
 		*token = os.Getenv("DIBS_ADMIN_TOKEN")
 	}
 	if *target != "" && *token == "" {
-		fmt.Fprintln(stderr, "dibs bench: --admin-token (or DIBS_ADMIN_TOKEN) is required with --target")
+		fmt.Fprintln(stderr, "dibs bench: --admin-token (or DIBS_ADMIN_TOKEN) is required with --server (or --target)")
 		return errUsage
 	}
 	cfg := bench.Config{

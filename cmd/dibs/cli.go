@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/dibsio/dibs/client"
 	"github.com/dibsio/dibs/internal/demo"
+	"github.com/dibsio/dibs/internal/service"
 )
 
 // command is one subcommand: it parses its own flags from args.
@@ -16,20 +20,49 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// ops marks a command that operates a running server through the API:
+	// its errors are one line with the problem's code and its exit codes
+	// say who said no (see exitOps).
+	ops bool
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the HTTP API, the confirmation consumers and the schedulers", runServe},
-		{"demo", "run the seed scenario (1,000 stock, 2,000 users) against a throw-away server", runDemo},
-		{"bench", "load-generate claims against a server and report throughput and latency", runBench},
-		{"migrate", "apply the database schema and exit", runMigrate},
-		{"version", "print the version", runVersion},
+		{"serve", "run the HTTP API, the confirmation consumers and the schedulers", runServe, false},
+		{"demo", "run the seed scenario (1,000 stock, 2,000 users) against a throw-away server", runDemo, false},
+		{"bench", "load-generate claims against a server and report throughput and latency", runBench, false},
+		{"promo", "create, list, show and close promotions on a running server", runPromo, true},
+		{"grant", "upload the target users of a grant promotion from a file", runGrant, true},
+		{"dlq", "list, replay and void a promotion's dead letters", runDLQ, true},
+		{"status", "a live view of a promotion: counts, rates, progress to sold out", runStatus, true},
+		{"migrate", "apply the database schema and exit", runMigrate, false},
+		{"version", "print the version", runVersion, false},
 	}
 }
 
+// Exit codes of the commands that operate a running server.
+const (
+	exitOK          = 0 // done
+	exitProblem     = 1 // the server said no (a problem), or the command failed otherwise
+	exitUsage       = 2 // bad command line
+	exitUnreachable = 3 // the server could not be reached, or gave no answer
+)
+
 // errUsage marks an error already reported with usage text.
 var errUsage = errors.New("usage")
+
+// usageError is a bad command line that run reports, as one line, and
+// exits 2 for.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// Is makes a usageError an errUsage.
+func (e usageError) Is(target error) bool { return target == errUsage }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -50,7 +83,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.Is(err, errUsage):
-			return 2
+			var ue usageError
+			if errors.As(err, &ue) {
+				fmt.Fprintf(stderr, "dibs %s: %s\n", c.name, ue.msg)
+			}
+			return exitUsage
+		case c.ops:
+			return exitOps(err, stderr)
 		default:
 			msg := err.Error()
 			if c.name == "serve" || c.name == "migrate" {
@@ -101,4 +140,193 @@ func registerRunFlags(fs *flag.FlagSet, o *demo.Options) {
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object (progress goes to stderr)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the local server's temporary directory (database, Redis AOF, log)")
 	fs.BoolVar(&o.ServerLog, "server-log", false, "stream the local server's log to stderr")
+}
+
+// exitOps reports err of an operations command as one line, "dibs: <code>:
+// <detail>", and returns its exit code: exitProblem for the server's
+// problems (and failures of the command's own), exitUnreachable when no
+// answer came.
+func exitOps(err error, stderr io.Writer) int {
+	var p *client.Problem
+	var re *client.RequestError
+	code := exitProblem
+	msg := err.Error()
+	switch {
+	case errors.As(err, &p):
+		msg = p.Error()
+	case errors.Is(err, context.Canceled):
+		msg = "interrupted"
+	case errors.As(err, &re):
+		code = exitUnreachable
+		msg = "unreachable: " + re.Error()
+	}
+	fmt.Fprintf(stderr, "dibs: %s\n", strings.Join(strings.Fields(msg), " "))
+	return code
+}
+
+// DefaultServer is the server the operations commands talk to without
+// --server or DIBS_SERVER: where dibs serve listens by default.
+const DefaultServer = "http://" + service.DefaultAddr
+
+// serverFlags are the flags every command that talks to a running server
+// shares: --server, --admin-token and --json.
+type serverFlags struct {
+	server string
+	token  string
+	json   bool
+}
+
+// register defines --server, --admin-token and --json on fs.
+func (f *serverFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.server, "server", envOr("DIBS_SERVER", DefaultServer), "base URL of the dibs server (env DIBS_SERVER)")
+	fs.StringVar(&f.token, "admin-token", "", "admin bearer token; prefer the environment variable DIBS_ADMIN_TOKEN, as a flag shows in ps (env DIBS_ADMIN_TOKEN)")
+	fs.BoolVar(&f.json, "json", false, "print the answer as one JSON document instead of a table")
+}
+
+// client returns a client of the server with the admin token of the flag,
+// else of DIBS_ADMIN_TOKEN.
+func (f *serverFlags) client() (*client.Client, error) {
+	token := f.token
+	if token == "" {
+		token = os.Getenv("DIBS_ADMIN_TOKEN")
+	}
+	c, err := client.New(f.server, client.WithAdminToken(token), client.WithUserAgent("dibs-cli/"+version))
+	if err != nil {
+		return nil, usageErrorf("--server: %v", err)
+	}
+	return c, nil
+}
+
+// newFlagSet returns a flag set of the command path (e.g. "promo create")
+// whose help starts with what, then the usage line, then the flags as
+// --flag.
+func newFlagSet(path, args, what string, stderr io.Writer, more ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "dibs %s: %s\n\n", path, what)
+		fmt.Fprintf(stderr, "Usage: dibs %s [flags]%s\n", path, args)
+		if len(more) > 0 {
+			fmt.Fprintln(stderr)
+			for _, l := range more {
+				fmt.Fprintln(stderr, l)
+			}
+		}
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Flags:")
+		printFlags(stderr, fs)
+	}
+	return fs
+}
+
+// newOpsFlagSet is newFlagSet with the server flags registered.
+func newOpsFlagSet(path, args, what string, stderr io.Writer, more ...string) (*flag.FlagSet, *serverFlags) {
+	fs := newFlagSet(path, args, what, stderr, more...)
+	sf := new(serverFlags)
+	sf.register(fs)
+	return fs, sf
+}
+
+// printFlags is flag.PrintDefaults with the flags written --name.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch {
+		case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0" || f.DefValue == "0s":
+		case name == "string":
+			line += fmt.Sprintf(" (default %q)", f.DefValue)
+		default:
+			line += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// parseArgs parses fs from args, flags and positional arguments in any
+// order, and returns the positional ones; it wants between min and max of
+// them (max < 0: any number). Failures are usage errors, reported with the
+// usage text.
+func parseArgs(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	switch {
+	case len(pos) < min:
+		fmt.Fprintf(fs.Output(), "dibs %s: missing argument\n\n", fs.Name())
+	case max >= 0 && len(pos) > max:
+		fmt.Fprintf(fs.Output(), "dibs %s: unexpected argument %q\n\n", fs.Name(), pos[max])
+	default:
+		return pos, nil
+	}
+	fs.Usage()
+	return nil, errUsage
+}
+
+// subcommand is one verb of a command with verbs (dibs promo create).
+type subcommand struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// runVerbs runs the verb args[0] of the command name.
+func runVerbs(ctx context.Context, name string, verbs []subcommand, args []string, stdout, stderr io.Writer) error {
+	usage := func() {
+		fmt.Fprintf(stderr, "Usage: dibs %s <verb> [flags] [arguments]\n\nVerbs:\n", name)
+		for _, v := range verbs {
+			fmt.Fprintf(stderr, "  %-8s %s\n", v.name, v.summary)
+		}
+		fmt.Fprintf(stderr, "\nRun 'dibs %s <verb> --help' for a verb's flags.\n", name)
+	}
+	if len(args) == 0 {
+		usage()
+		return errUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		return flag.ErrHelp
+	}
+	for _, v := range verbs {
+		if v.name == args[0] {
+			return v.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "dibs %s: unknown verb %q\n\n", name, args[0])
+	usage()
+	return errUsage
+}
+
+// writeJSON writes v to w as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// keyFlag defines --idempotency-key on fs and returns a function giving
+// the request options it asks for.
+func keyFlag(fs *flag.FlagSet) func() []client.RequestOption {
+	key := fs.String("idempotency-key", "", "Idempotency-Key of the request: a retry with the same key and request changes nothing twice")
+	return func() []client.RequestOption {
+		if *key == "" {
+			return nil
+		}
+		return []client.RequestOption{client.IdempotencyKey(*key)}
+	}
 }

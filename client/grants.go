@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"io"
+	"net/http"
+)
+
+// ndjson is the media type of streamed uploads.
+const ndjson = "application/x-ndjson"
+
+// LineError is a rejected line of an upload (1-based).
+type LineError struct {
+	Line   int    `json:"line"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// GrantResult is the answer of a grant upload. Errors holds at most the
+// first 100 rejected lines.
+type GrantResult struct {
+	Enqueued   int         `json:"enqueued"`
+	Duplicates int         `json:"duplicates"`
+	Rejected   int         `json:"rejected"`
+	Errors     []LineError `json:"errors"`
+}
+
+// CodesResult is the answer of a code upload: Total is the pool's size,
+// Free the codes no claim took.
+type CodesResult struct {
+	Added      int64       `json:"added"`
+	Duplicates int64       `json:"duplicates"`
+	Total      int64       `json:"total"`
+	Free       int64       `json:"free"`
+	Stock      int64       `json:"stock"`
+	Rejected   int         `json:"rejected"`
+	Errors     []LineError `json:"errors"`
+}
+
+// Grant enqueues userIDs (up to 10,000) as targets of a grant promotion
+// (admin), all or nothing: one bad id is a *Problem and nothing is
+// enqueued.
+func (c *Client) Grant(ctx context.Context, promotion string, userIDs []string, opts ...RequestOption) (*GrantResult, error) {
+	body, err := jsonBody(struct {
+		UserIDs []string `json:"user_ids"`
+	}{userIDs})
+	if err != nil {
+		return nil, err
+	}
+	var out GrantResult
+	return &out, c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "grants"), body: body, opts: opts}, &out)
+}
+
+// GrantNDJSON streams r, lines of {"user_id": "..."}, as the targets of a
+// grant promotion (admin). The server applies it line by line, of any
+// size, and reports each rejected line in the result.
+func (c *Client) GrantNDJSON(ctx context.Context, promotion string, r io.Reader, opts ...RequestOption) (*GrantResult, error) {
+	var out GrantResult
+	return &out, c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "grants"), body: r, ctype: ndjson, opts: opts}, &out)
+}
+
+// UploadCodes adds codes (1 to 10,000) to a coupon promotion's code pool
+// (admin), all or nothing.
+func (c *Client) UploadCodes(ctx context.Context, promotion string, codes []string, opts ...RequestOption) (*CodesResult, error) {
+	body, err := jsonBody(struct {
+		Codes []string `json:"codes"`
+	}{codes})
+	if err != nil {
+		return nil, err
+	}
+	var out CodesResult
+	return &out, c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "codes"), body: body, opts: opts}, &out)
+}
+
+// UploadCodesNDJSON streams r, lines of {"code": "..."}, into a coupon
+// promotion's code pool (admin); bad lines are reported in the result.
+func (c *Client) UploadCodesNDJSON(ctx context.Context, promotion string, r io.Reader, opts ...RequestOption) (*CodesResult, error) {
+	var out CodesResult
+	return &out, c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "codes"), body: r, ctype: ndjson, opts: opts}, &out)
+}

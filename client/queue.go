@@ -1,0 +1,52 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Waiting-room statuses.
+const (
+	QueueWaiting   = "waiting"
+	QueuePrequeue  = "prequeue"
+	QueueAdmitted  = "admitted"
+	QueueUsed      = "used"
+	QueueExpired   = "expired"
+	QueueAbandoned = "abandoned"
+	QueueSoldOut   = "sold_out"
+	QueueEnded     = "ended"
+)
+
+// QueueStanding is a user's standing in a waiting room. The pointer fields
+// are set only where they apply: the position and estimates while waiting,
+// the entry token once admitted, the shuffle time in the prequeue.
+type QueueStanding struct {
+	Status                    string     `json:"status"`
+	Position                  *int64     `json:"position,omitempty"`
+	EstimatedWaitSeconds      *float64   `json:"estimated_wait_seconds,omitempty"`
+	EstimatedWaitRangeSeconds []float64  `json:"estimated_wait_range_seconds,omitempty"`
+	StockExpectedToLast       *bool      `json:"stock_expected_to_last,omitempty"`
+	PollAfterMS               *int64     `json:"poll_after_ms,omitempty"`
+	EntryToken                string     `json:"entry_token,omitempty"`
+	ExpiresAt                 *time.Time `json:"expires_at,omitempty"`
+	ShuffleAt                 *time.Time `json:"shuffle_at,omitempty"`
+}
+
+// JoinQueue puts userID (empty: the user of the user token) in line for a
+// promotion with a waiting room; joining again keeps the place.
+func (c *Client) JoinQueue(ctx context.Context, promotion, userID string) (*QueueStanding, error) {
+	body, err := jsonBody(userBody{UserID: userID})
+	if err != nil {
+		return nil, err
+	}
+	var out QueueStanding
+	return &out, c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "queue"), auth: authUser, body: body}, &out)
+}
+
+// QueueStatus reads userID's standing in a waiting room; it counts as the
+// user's check-in.
+func (c *Client) QueueStatus(ctx context.Context, promotion, userID string) (*QueueStanding, error) {
+	var out QueueStanding
+	return &out, c.do(ctx, request{method: http.MethodGet, path: path("promotions", promotion, "queue", userID), auth: authUser}, &out)
+}
