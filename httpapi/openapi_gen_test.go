@@ -787,7 +787,9 @@ func openAPIDocument() J {
 				"Errors are application/problem+json (RFC 9457) with a code member; the HTTP status is fixed per code " +
 				"(x-problem-codes below), and each problem answer lists the codes it can carry in its own x-problem-codes. " +
 				"Clients switch on code, not on the status alone. JSON request bodies over 64 KiB get 413; unknown JSON fields " +
-				"and trailing data get 400. A wrong method gets 405 with Allow; an unknown path 404 not_found.",
+				"and trailing data get 400. A wrong method gets 405 with Allow; an unknown path 404 not_found. HEAD is answered " +
+				"wherever GET is. CORS preflights (OPTIONS) from the origins in edge.cors.allowed_origins are answered 204 by the edge, " +
+				"in front of every route.",
 		},
 		"servers": []J{{"url": "/"}},
 		"tags": []J{

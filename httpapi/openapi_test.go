@@ -307,18 +307,20 @@ func TestOpenAPIServed(t *testing.T) {
 }
 
 // TestOpenAPIAnswers sends every documented operation requests a client
-// gets wrong (no token, an unknown or malformed id, an empty or broken
-// body) with and without the admin token, against an unknown and an
-// existing promotion, and checks that each answer's status, and its
+// gets right and wrong (no token, an unknown or malformed id, an empty,
+// broken or foreign body) with and without the admin token, against an
+// unknown promotion and existing ones of each mode, and checks that each answer's status, and its
 // problem code, are in the document for that operation.
 func TestOpenAPIAnswers(t *testing.T) {
 	t.Parallel()
 	e := setup(t, backend{"single", "sqlite"})
 	doc := loadOpenAPI(t)
 	e.create(t, `{"id": "probe", "stock": 5}`)
+	e.create(t, `{"id": "room", "stock": 5, "waiting_room": {"enabled": true}}`)
+	e.create(t, `{"id": "gift", "mode": "grant"}`)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ids := map[string][]string{
-		"{id}":      {"probe", "nope", "-bad"},
+		"{id}":      {"probe", "room", "gift", "nope", "-bad"},
 		"{user_id}": {"u1", "-bad"},
 		"{name}":    {"nobody", "default", "-bad"},
 	}
@@ -331,7 +333,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 		method, path, _ := strings.Cut(pattern, " ")
 		for _, p := range expand(path, ids) {
 			for _, auth := range []string{"", "Bearer " + token} {
-				for _, body := range []string{"{}", "not json", ""} {
+				for _, body := range []string{"{}", `{"user_id": "u1"}`, "not json", ""} {
 					if body != "" && (method == http.MethodGet || method == http.MethodDelete) {
 						continue
 					}
