@@ -309,8 +309,9 @@ func TestOpenAPIServed(t *testing.T) {
 // TestOpenAPIAnswers sends every documented operation requests a client
 // gets right and wrong (no token, an unknown or malformed id, an empty,
 // broken or foreign body) with and without the admin token, against an
-// unknown promotion and existing ones of each mode, and checks that each answer's status, and its
-// problem code, are in the document for that operation.
+// unknown promotion and existing ones of each mode, and checks that each
+// answer's status and problem code are listed for that operation and that
+// its JSON body is what the answer's schema allows.
 func TestOpenAPIAnswers(t *testing.T) {
 	t.Parallel()
 	e := setup(t, backend{"single", "sqlite"})
@@ -361,6 +362,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 						t.Errorf("%s, a status openapi.json does not list for %s: %s", what, pattern, raw)
 						continue
 					}
+					checkBody(t, what, r.Value, res.Header.Get("Content-Type"), raw)
 					if !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
 						continue
 					}
@@ -374,6 +376,29 @@ func TestOpenAPIAnswers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkBody checks a JSON answer against its schema in the document
+// (JSON Schema 2020-12).
+func checkBody(t *testing.T, what string, r *openapi3.Response, contentType string, raw []byte) {
+	t.Helper()
+	mt, _, _ := strings.Cut(contentType, ";")
+	if mt != "application/json" && mt != "application/problem+json" {
+		return
+	}
+	media := r.Content.Get(mt)
+	if media == nil || media.Schema == nil {
+		t.Errorf("%s as %s, a type openapi.json does not list for that answer", what, mt)
+		return
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Errorf("%s with malformed JSON: %v", what, err)
+		return
+	}
+	if err := media.Schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+		t.Errorf("%s with a body its schema rejects: %v\n%s", what, err, raw)
 	}
 }
 
