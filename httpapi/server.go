@@ -118,7 +118,7 @@ type Config struct {
 // Server is the dibs HTTP API as an http.Handler.
 type Server struct {
 	cfg      Config
-	mux      *http.ServeMux
+	mux      *routeMux
 	log      *slog.Logger
 	m        *Metrics
 	inflight chan struct{}
@@ -159,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		tokens:   tokens,
 		cfg:      cfg,
-		mux:      http.NewServeMux(),
+		mux:      &routeMux{ServeMux: http.NewServeMux()},
 		log:      cfg.Logger,
 		m:        cfg.Metrics,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
@@ -346,10 +346,34 @@ func (s *Server) routes() {
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
+	s.route("/openapi.json", map[string]http.HandlerFunc{"GET": serveOpenAPI})
 	s.uiRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(CodeNotFound, "no such endpoint").write(w, r)
 	})
+}
+
+// routeMux is the Server's ServeMux that also keeps, in order, the
+// patterns registered with a method ("GET /v1/promotions"): the routes the
+// API serves, which the OpenAPI document must describe. Patterns without a
+// method are the fallbacks (405 for other methods, 404 for unknown paths),
+// not routes. Written by New only; read-only after it.
+type routeMux struct {
+	*http.ServeMux
+	routes []string
+}
+
+// Handle registers h for pattern, keeping it if it names a method.
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, h)
+	if strings.Contains(pattern, " ") {
+		m.routes = append(m.routes, pattern)
+	}
+}
+
+// HandleFunc registers h for pattern, keeping it if it names a method.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
 }
 
 // route registers the handlers of one path by method, and a fallback that
