@@ -508,3 +508,10 @@ func (g *Gate) EndedSegments(ctx context.Context, s Segments) (ended bool, seq i
 	}
 	return ended, seq, nil
 }
+
+// TagOfRank is the tag of the segment that handed out the promotion-wide
+// rank (rank ≥ 1): where the claim's status and stream entry live.
+func (s Segments) TagOfRank(rank int64) string {
+	k, _ := s.Segment(rank)
+	return s.tags[k]
+}

@@ -135,7 +135,7 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	if p.retired() {
 		return m.retiredView(ctx, p) // ended long ago
 	}
-	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+	if err := m.closeOnGate(ctx, p); errors.Is(err, claim.ErrNotFound) {
 		// Redis does not hold it: the loop opens it closed.
 		closed := p
 		closed.ClosedAt = m.cfg.Now().UTC()
@@ -163,10 +163,10 @@ func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	if p.retired() {
 		return m.retiredView(ctx, p)
 	}
-	st, err := m.gate.State(ctx, p.ID)
+	st, err := m.state(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
-			st, err = m.gate.State(ctx, p.ID)
+			st, err = m.state(ctx, p)
 		}
 	}
 	if err != nil {
@@ -214,12 +214,20 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
+	if h := m.segmentedHandle(ctx, id, false); h != nil {
+		return m.claimSegmented(ctx, h, userID, idemKey)
+	}
 	pass, refused := m.verifyPass(id, userID, token)
 	var res claim.Result
 	err := m.onGate(ctx, id, func() (err error) {
 		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
 		return err
 	})
+	if h := (*m.known.Load())[id]; errors.Is(err, claim.ErrWrongMode) && h == nil {
+		if h = m.segmentedHandle(ctx, id, true); h != nil {
+			return m.claimSegmented(ctx, h, userID, idemKey)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
 			err = fmt.Errorf("%w: %w", err, refused)
@@ -291,7 +299,8 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 	if p.retired() {
 		return m.retiredClaims(ctx, id, userID)
 	}
-	cs, err := m.gate.UserClaims(ctx, id, userID)
+	segs := p.layout()
+	cs, err := m.gate.UserClaims(ctx, segs.Tag(segs.Of(userID)), userID)
 	if err != nil {
 		return nil, domainErr(err)
 	}
