@@ -297,13 +297,17 @@ func (g *Gate) OpenSegments(ctx context.Context, p Promotion, s Segments, floor 
 // transfer is in flight — or, under a burst of borrowing segments, after
 // its last borrow (docs/benchmarks.md measures how often). Other outcomes
 // are Claim's. Result.Remaining is the user's segment's remaining stock.
+// With one segment it is Claim.
 func (g *Gate) ClaimSegmented(ctx context.Context, s Segments, userID, idemKey string) (Result, error) {
+	if s.N() == 1 {
+		return g.Claim(ctx, s.ID(), userID, idemKey)
+	}
 	k := s.Of(userID)
 	keys := g.Keys(s.Tag(k)).all()
 	args := []string{userID, idemKey, s.ID(), "0", strconv.Itoa(s.N()), strconv.Itoa(k)}
 	for attempt := 0; ; attempt++ {
 		res, err := g.claim(ctx, claimSegScript, s.ID(), userID, keys, args)
-		if !errors.Is(err, ErrSoldOut) || attempt == maxBorrows || s.N() == 1 {
+		if !errors.Is(err, ErrSoldOut) || attempt == maxBorrows {
 			return res, err
 		}
 		moved, err := g.borrow(ctx, s, k)

@@ -36,17 +36,12 @@ const (
 	replayPage = 500
 )
 
-// deadLetterer records a claim the stream runtime gave up on: in the
+// deadLettererOn records a claim the stream runtime gave up on: in the
 // database (the dead_letters row an admin lists, replays or voids) and as
 // failed in Redis. A claim the database already holds as issued — its
 // acknowledgement was lost and the redeliveries ran out — is no dead
-// letter: it is acknowledged as issued instead.
-func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLetter) error {
-	return m.deadLettererOn(id, id)
-}
-
-// deadLettererOn is deadLetterer for the stream under keyID's keys (the
-// promotion's own, or one of its segments').
+// letter: it is acknowledged as issued instead. keyID names the Redis keys of the stream (the promotion's own, or one of
+// its segments').
 func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.DeadLetter) error {
 	return func(ctx context.Context, d stream.DeadLetter) error {
 		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)

@@ -206,7 +206,7 @@ func (m *Manager) segmentKeys(p Promotion) []string {
 	return out
 }
 
-// voidSegmented voids ranks of promotion id in the segments that handed
+// voidRanks voids ranks of promotion id in the segments that handed
 // them out (see claim.Gate.Void).
 func (m *Manager) voidRanks(ctx context.Context, id string, ranks []int64) ([]int64, error) {
 	segs, err := m.segmentsFor(ctx, id)
