@@ -287,7 +287,28 @@ func (g *Gate) OpenSegments(ctx context.Context, p Promotion, s Segments, floor 
 			made = append(made, k)
 		}
 	}
+	// Segment 0's meta hash tells the segment count to an instance that has
+	// not read the promotion's definition yet (SegmentCount).
+	meta := g.Keys(s.Tag(0)).Meta()
+	if err := g.client.Do(ctx, g.client.B().Hset().Key(meta).FieldValue().
+		FieldValue("segments", strconv.Itoa(s.N())).Build()).Error(); err != nil {
+		return made, fmt.Errorf("open segments of %s: %w", p.ID, err)
+	}
 	return made, nil
+}
+
+// SegmentCount returns the segment count that OpenSegments wrote in the
+// meta hash of promotion id (its segment 0): 0 if it holds none (a
+// promotion of one segment, or none at all).
+func (g *Gate) SegmentCount(ctx context.Context, id string) (int, error) {
+	n, err := g.client.Do(ctx, g.client.B().Hget().Key(g.Keys(id).Meta()).Field("segments").Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("segments of %s: %w", id, err)
+	}
+	return int(n), nil
 }
 
 // ClaimSegmented admits one claim of userID in the promotion of s, from

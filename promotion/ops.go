@@ -214,7 +214,7 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
-	if h := m.segmentedHandle(ctx, id, false); h != nil {
+	if h := m.segmentedHandle(id); h != nil {
 		return m.claimSegmented(ctx, h, userID, idemKey)
 	}
 	pass, refused := m.verifyPass(id, userID, token)
@@ -223,9 +223,10 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
 		return err
 	})
-	if h := (*m.known.Load())[id]; errors.Is(err, claim.ErrWrongMode) && h == nil {
-		if h = m.segmentedHandle(ctx, id, true); h != nil {
-			return m.claimSegmented(ctx, h, userID, idemKey)
+	if errors.Is(err, claim.ErrWrongMode) {
+		// A promotion with segments this instance had not published yet.
+		if c, ok, err := m.claimUnpublished(ctx, id, userID, idemKey); ok {
+			return c, err
 		}
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/stream"
@@ -51,18 +52,35 @@ func (m *Manager) claimSegmented(ctx context.Context, h *handle, userID, idemKey
 }
 
 // segmentedHandle returns the published handle of promotion id if it has
-// segments, else nil. With open, a promotion the loop has not published
-// yet is opened first (a claim found a segment's meta hash on an instance
-// that did not know the promotion had segments).
-func (m *Manager) segmentedHandle(ctx context.Context, id string, open bool) *handle {
-	h := (*m.known.Load())[id]
-	if h == nil && open && m.awaitOpen(ctx, id, Promotion{}, false) == nil {
-		h = (*m.known.Load())[id]
+// segments, else nil.
+func (m *Manager) segmentedHandle(id string) *handle {
+	if h := (*m.known.Load())[id]; h != nil && h.segs.N() > 1 {
+		return h
 	}
-	if h == nil || h.segs.N() < 2 {
-		return nil
+	return nil
+}
+
+// claimUnpublished admits a claim that found a segment's meta hash
+// (ErrWrongMode) on a promotion this instance has not published yet (one
+// created on another instance a moment ago): the layout comes from the
+// segment count in segment 0's meta hash (claim.Gate.SegmentCount), so the
+// claim waits for neither the loop nor the database. false if the meta
+// hash holds no count; the caller answers as it would have.
+func (m *Manager) claimUnpublished(ctx context.Context, id, userID, idemKey string) (Claimed, bool, error) {
+	if h := m.segmentedHandle(id); h != nil {
+		c, err := m.claimSegmented(ctx, h, userID, idemKey)
+		return c, true, err
 	}
-	return h
+	n, err := m.gate.SegmentCount(ctx, id)
+	if err != nil || n < 2 {
+		return Claimed{}, false, nil
+	}
+	res, err := m.gate.ClaimSegmented(ctx, claim.SegmentsOf(id, n), userID, idemKey)
+	if err != nil {
+		return Claimed{}, true, domainErr(err)
+	}
+	m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+	return Claimed(res), true, nil
 }
 
 // segmentsFor returns the segment layout of promotion id: the published
