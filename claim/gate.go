@@ -130,11 +130,16 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 // open runs openScript for p; paused creates an absent meta hash paused
 // (see OpenPaused).
 func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error) {
-	k := g.Keys(p.ID)
 	mode := "first_come"
 	if p.Grant {
 		mode = "grant"
 	}
+	return g.openOn(ctx, g.Keys(p.ID), p, mode, paused)
+}
+
+// openOn runs openScript on the keys k with p's definition and mode (a
+// segment's keys and share of the stock, see OpenSegments).
+func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, paused bool) (bool, error) {
 	closed := "0"
 	if p.Closed {
 		closed = "1"
@@ -345,7 +350,13 @@ func (g *Gate) State(ctx context.Context, id string) (State, error) {
 		g.client.B().Hmget().Key(k.Meta()).Field("stock", "voided", "closed").Build(),
 		g.client.B().Get().Key(k.Seq()).Build(),
 	)
-	meta, err := res[0].ToArray()
+	return parseState(id, res[0], res[1])
+}
+
+// parseState reads a State from the replies of HMGET meta stock voided
+// closed and GET seq.
+func parseState(id string, metaRes, seqRes rueidis.RedisResult) (State, error) {
+	meta, err := metaRes.ToArray()
 	if err != nil {
 		return State{}, fmt.Errorf("state of %s: %w", id, err)
 	}
@@ -360,7 +371,7 @@ func (g *Gate) State(ctx context.Context, id string) (State, error) {
 	if c, _ := meta[2].ToString(); c == "1" {
 		s.Closed = true
 	}
-	seq, err := res[1].AsInt64()
+	seq, err := seqRes.AsInt64()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return State{}, fmt.Errorf("state of %s: %w", id, err)
 	}

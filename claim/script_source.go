@@ -19,14 +19,19 @@ const claimRoomScriptSource = "-- dibs:claim_room v2" + roompass.Lua + claimHead
 // fence, answers a retry whose Idempotency-Key matched and checks the window
 // (it defines m, seq, user, idem and now); claimTake checks the per-user
 // limit and the stock and takes the unit (it defines stock, voided, rank and
-// slot); claimAccept answers the accepted claim. A promotion an admin
+// slot); claimAccept answers the accepted claim. claimHead and claimTake
+// are made of smaller parts that the segment claim script (segments.go)
+// shares, with its own mode check and rank in between. A promotion an admin
 // paused (meta field held = 1, see Gate.Patch) answers held after the window
 // checks, so a retry whose Idempotency-Key matched still gets its answer.
 const (
-	claimHead = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
+	claimHead     = claimHeadMeta + claimHeadMode + claimHeadRest
+	claimHeadMeta = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
 if not m[1] then return {'not_found'} end
-if m[7] ~= 'first_come' then return {'wrong_mode'} end
-if m[8] == '1' then return {'rebuilding'} end
+`
+	claimHeadMode = `if m[7] ~= 'first_come' then return {'wrong_mode'} end
+`
+	claimHeadRest = `if m[8] == '1' then return {'rebuilding'} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq < tonumber(ARGV[4] or '0') then
   redis.call('HSET', KEYS[1], 'paused', 1)
@@ -49,13 +54,16 @@ if now < tonumber(m[3]) then return {'not_started'} end
 if now >= tonumber(m[4]) then return {'ended'} end
 if m[9] == '1' then return {'held'} end
 `
-	claimTake = `local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+	claimTake      = claimTakeCheck + claimTakeRank + claimTakeWrite
+	claimTakeCheck = `local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if held >= tonumber(m[2]) then return {'already_claimed'} end
 local stock = tonumber(m[1])
 local voided = tonumber(m[6] or '0')
 if seq - voided >= stock then return {'sold_out'} end
-local rank = redis.call('INCR', KEYS[2])
-local slot = redis.call('HINCRBY', KEYS[3], user, 1)
+`
+	claimTakeRank = `local rank = redis.call('INCR', KEYS[2])
+`
+	claimTakeWrite = `local slot = redis.call('HINCRBY', KEYS[3], user, 1)
 redis.call('HSET', KEYS[4], rank, 'p')
 local list = redis.call('HGET', KEYS[5], user)
 if list then list = list .. ',' .. rank else list = tostring(rank) end

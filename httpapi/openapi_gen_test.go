@@ -156,6 +156,7 @@ func schemas() J {
 			"expected_claims_per_second": integer("the claim rate expected at the peak (0 = not stated); sizes the confirmation pools", 0, 10_000_000),
 			"allow_past_ends_at":         boolean("create a promotion whose ends_at has passed (back-filling; it is created ended)"),
 			"webhook_url":                J{"type": "string", "format": "uri", "maxLength": 2048, "description": "kind webhook only, required there: each claim is posted to it"},
+			"segments":                   integer("first_come only, default 1: the stock split over this many hash slots (Cluster masters); not with a waiting room", 1, 64),
 		}),
 		"PromotionPatch": input("a change of a running promotion; a member left out is kept", nil, J{
 			"name":                 str("the new name"),
@@ -187,7 +188,7 @@ func schemas() J {
 		}),
 		"Promotion": object("a promotion", []string{"id", "name", "mode", "kind", "stock", "per_user_limit", "value", "state",
 			"starts_at", "ends_at", "closed_at", "created_at", "archived_at", "paused", "revoke_returns_stock", "counts",
-			"waiting_room", "retired_at", "expected_claims_per_second"}, J{
+			"waiting_room", "retired_at", "expected_claims_per_second", "segments"}, J{
 			"id":                         idSchema("the promotion's id"),
 			"name":                       str("shown to people"),
 			"mode":                       enum("how units are handed out", "first_come", "grant"),
@@ -208,6 +209,7 @@ func schemas() J {
 			"webhook_url":                str("kind webhook: where each claim is posted"),
 			"retired_at":                 orNull(timeStr("when its Redis state was retired (the database answers for it)")),
 			"expected_claims_per_second": integer("the claim rate expected at the peak (0 = not stated)"),
+			"segments":                   integer("the hash slots its stock is split over (1: one)"),
 		}),
 		"PromotionList": pageOf("a page of promotions", "promotions", "Promotion", "the page"),
 		"UserRef": input("the user acting; with user tokens on it may be left out (the token's user)", nil, J{

@@ -36,6 +36,9 @@ type promotionIn struct {
 	RevokeReturnsStock bool `json:"revoke_returns_stock"`
 	// ExpectedClaimsPerSecond sizes the confirmation pools (0: not stated).
 	ExpectedClaimsPerSecond int64 `json:"expected_claims_per_second"`
+	// Segments splits the stock over that many Redis hash tags (1..64,
+	// default 1).
+	Segments *int `json:"segments"`
 	// AllowPastEndsAt lets a promotion be created whose ends_at has passed
 	// already (back-filling); without it that is refused.
 	AllowPastEndsAt bool   `json:"allow_past_ends_at"`
@@ -90,6 +93,7 @@ type promotionOut struct {
 	// deleted after its retention; the database answers for it).
 	RetiredAt               *string `json:"retired_at"`
 	ExpectedClaimsPerSecond int64   `json:"expected_claims_per_second"`
+	Segments                int     `json:"segments"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -111,6 +115,7 @@ func toOut(v promotion.View) promotionOut {
 		WebhookURL: v.WebhookURL,
 		Paused:     v.Paused, RevokeReturnsStock: v.RevokeReturnsStock,
 		RetiredAt: optTime(v.RetiredAt), ExpectedClaimsPerSecond: v.ExpectedClaimsPerSecond,
+		Segments: max(v.Segments, 1),
 		Counts: countsOut{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued, Revoked: v.Counts.Revoked,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
@@ -167,6 +172,12 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 		p.PerUserLimit = *in.PerUserLimit
 	}
 	p.ExpectedClaimsPerSecond = in.ExpectedClaimsPerSecond
+	if in.Segments != nil {
+		if *in.Segments < 1 {
+			return p, problem(CodeInvalidRequest, "segments must be between 1 and 64").withField("segments")
+		}
+		p.Segments = *in.Segments
+	}
 	var pr *Problem
 	if p.StartsAt, pr = parseTimeField("starts_at", in.StartsAt); pr != nil {
 		return p, pr

@@ -36,12 +36,13 @@ const (
 	replayPage = 500
 )
 
-// deadLetterer records a claim the stream runtime gave up on: in the
+// deadLettererOn records a claim the stream runtime gave up on: in the
 // database (the dead_letters row an admin lists, replays or voids) and as
 // failed in Redis. A claim the database already holds as issued — its
 // acknowledgement was lost and the redeliveries ran out — is no dead
-// letter: it is acknowledged as issued instead.
-func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLetter) error {
+// letter: it is acknowledged as issued instead. keyID names the Redis keys of the stream (the promotion's own, or one of
+// its segments').
+func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.DeadLetter) error {
 	return func(ctx context.Context, d stream.DeadLetter) error {
 		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)
 		slot, _ := strconv.Atoi(d.Fields["slot"])
@@ -57,7 +58,7 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 			}
 			for _, is := range issued {
 				if is.ClaimID == claimID {
-					if _, err := m.gate.Ack(ctx, id, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
+					if _, err := m.gate.Ack(ctx, keyID, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
 						return err
 					}
 					return stream.ErrResolved
@@ -68,7 +69,7 @@ func (m *Manager) deadLetterer(id string) func(context.Context, stream.DeadLette
 		// failed (or further on) in Redis, which makes a replay's Redis step
 		// idempotent (it re-enqueues only a failed claim).
 		if rank > 0 {
-			if err := m.gate.MarkFailed(ctx, id, rank); err != nil {
+			if err := m.gate.MarkFailed(ctx, keyID, rank); err != nil {
 				return err
 			}
 		}
@@ -188,14 +189,17 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 	if err := m.st.SetDrained(ctx, id, false); err != nil {
 		return err
 	}
+	segs, err := m.segmentsFor(ctx, id)
+	if err != nil {
+		return err
+	}
 	done := make([]string, 0, len(moved))
-	var err error
 	for _, d := range moved {
 		if len(d.Fields) == 0 || d.Rank < 1 {
 			done = append(done, d.ClaimID) // nothing to re-enqueue
 			continue
 		}
-		if _, err = m.gate.Replay(ctx, id, d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
+		if _, err = m.gate.Replay(ctx, segs.TagOfRank(d.Rank), d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
 			// Redis lost the claim and a rebuild has not restored it yet:
 			// nothing happened, so it is not marked applied, and the sweep
 			// applies it once the rebuild has written its status.
@@ -212,7 +216,9 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 		if merr := m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
-		m.wakePool(id)
+		for _, tag := range segs.Tags() {
+			m.wakePool(tag)
+		}
 	}
 	return err
 }
@@ -244,9 +250,9 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 			ranks = append(ranks, d.Rank)
 		}
 	}
-	voided, unknown, err := m.gate.Void(ctx, id, ranks...)
+	voided, unknown, err := m.voidRanks(ctx, id, ranks)
 	if err != nil {
-		return fmt.Errorf("return %d units of %s to stock: %w", len(ranks), id, err)
+		return err
 	}
 	// A rank Redis holds no status for was lost with a loss of Redis's
 	// history, and no rebuild has restored it yet: nothing happened to it,

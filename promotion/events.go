@@ -72,7 +72,7 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 			w |= wroteEnded
 		}
 		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 {
-			if st, err := m.gate.State(ctx, id); err == nil && !st.Closed && st.Remaining() == 0 &&
+			if st, err := m.state(ctx, p); err == nil && !st.Closed && st.Remaining() == 0 &&
 				pe.write(ctx, p, store.EventPromotionSoldOut, now) {
 				w |= wroteSoldOut
 			}

@@ -25,6 +25,9 @@ type issuer struct {
 	m           *Manager
 	promotionID string
 	promo       store.Promotion
+	// segmented: the promotion has segments, whose ranks no rebuild
+	// restores; a conflict is a dead letter (see conflict).
+	segmented bool
 }
 
 // Handle implements stream.Handler.
@@ -164,6 +167,9 @@ func (h *issuer) grant(ctx context.Context, is store.Issue) (store.Grant, error)
 // A nil error means the entry is settled and may be acknowledged.
 func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	m, id := h.m, h.promotionID
+	if h.segmented {
+		return stream.Permanent(fmt.Errorf("claim %s conflicts with an issued or voided claim holding its rank or slot (a promotion with segments is not re-ranked)", is.ClaimID))
+	}
 	issued, err := m.st.ListIssued(ctx, id, is.UserID)
 	if err != nil {
 		return storeErr(err)

@@ -61,6 +61,9 @@ type handle struct {
 	quietUntil atomic.Int64
 	// in is the promotion's inbox of claims for the journal (journal.go).
 	in inbox
+	// segs is the promotion's segment layout (segments.go); every segment's
+	// handle holds the promotion's. Never changes.
+	segs claim.Segments
 	// size is the consumer count the promotion's pool starts with, 0 for
 	// the stream's own sizing (sizing.go): written by the loop, read by
 	// the pool when it starts (spec.Size).
@@ -241,8 +244,15 @@ func (m *Manager) track(list []Promotion, exact bool) {
 	for _, p := range list {
 		in[p.ID] = true
 		if _, ok := m.handles[p.ID]; !ok {
-			m.handles[p.ID] = m.newHandle(p)
+			h := m.newHandle(p)
+			m.handles[p.ID] = h
 			changed = true
+			for _, sh := range m.segmentHandles(p, h.segs) {
+				m.handles[sh.id] = sh
+			}
+		}
+		for _, tag := range m.handles[p.ID].segs.Tags()[1:] {
+			in[tag] = true
 		}
 	}
 	if exact {
@@ -260,8 +270,10 @@ func (m *Manager) track(list []Promotion, exact bool) {
 
 // untrack drops the handle of a drained promotion. Loop only.
 func (m *Manager) untrack(id string) {
-	if _, ok := m.handles[id]; ok {
-		delete(m.handles, id)
+	if h, ok := m.handles[id]; ok {
+		for _, tag := range h.segs.Tags() {
+			delete(m.handles, tag)
+		}
 		m.publish()
 	}
 }
@@ -283,19 +295,9 @@ func (m *Manager) publish() {
 
 // newHandle makes the handle of promotion p, with its pool spec.
 func (m *Manager) newHandle(p Promotion) *handle {
-	k := m.gate.Keys(p.ID)
-	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled}
+	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout()}
 	h.size.Store(m.poolSize(p))
-	h.spec = stream.Spec{
-		Stream:           k.Stream(),
-		Group:            claim.Group,
-		Handler:          &issuer{m: m, promotionID: p.ID, promo: p.toStore()},
-		Ack:              m.acker(p.ID),
-		OnDeadLetter:     m.deadLetterer(p.ID),
-		DeadLetterStream: k.DeadLetters(),
-		ExpectedTotal:    p.Stock,
-		Size:             func() int { return int(h.size.Load()) },
-	}
+	h.spec = m.poolSpec(p, p.ID, h.segs.Share(0, p.Stock), h)
 	return h
 }
 

@@ -447,6 +447,10 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 	}
 	// One pipelined round trip reads every promotion's backlog.
 	works, werrs := m.groupWorks(ctx, list)
+	segBusy, err := m.segmentWork(ctx, list, first)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for i, p := range list {
 		work, err := works[i], werrs[i]
 		if err != nil {
@@ -462,7 +466,7 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			}
 			continue
 		}
-		running := m.reg.Running(p.ID)
+		running := m.reg.Running(p.ID) || segBusy[p.ID]
 		if p.ended(now) && !running {
 			if err := m.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
@@ -509,7 +513,7 @@ func (m *Manager) journalEmpty(id string) bool {
 // paused or halted (those are watched every re-check), and whose window
 // is still open (an ended one is drained by the re-check).
 func quiet(p Promotion, mk claim.Mark, now time.Time) bool {
-	return p.Mode == ModeFirstCome && mk.SoldOut() && !mk.Paused && mk.Halted == "" &&
+	return p.Mode == ModeFirstCome && !p.segmented() && mk.SoldOut() && !mk.Paused && mk.Halted == "" &&
 		!mk.Closed && !p.ended(now)
 }
 
@@ -575,7 +579,7 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
 func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
-	isEnded, seq, err := m.gate.Ended(ctx, p.ID)
+	isEnded, seq, err := m.ended(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
 	}
@@ -598,7 +602,7 @@ func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	// its claims later undoes it itself).
 	// A change may have moved the end later meanwhile (see Patch): a
 	// promotion no longer ended is not drained either.
-	ended2, seq2, err := m.gate.Ended(ctx, p.ID)
+	ended2, seq2, err := m.ended(ctx, p)
 	if err == nil {
 		c, err = m.st.Counts(ctx, p.ID)
 	}

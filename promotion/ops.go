@@ -135,7 +135,7 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	if p.retired() {
 		return m.retiredView(ctx, p) // ended long ago
 	}
-	if err := m.gate.Close(ctx, id); errors.Is(err, claim.ErrNotFound) {
+	if err := m.closeOnGate(ctx, p); errors.Is(err, claim.ErrNotFound) {
 		// Redis does not hold it: the loop opens it closed.
 		closed := p
 		closed.ClosedAt = m.cfg.Now().UTC()
@@ -165,10 +165,10 @@ func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	if p.retired() {
 		return m.retiredView(ctx, p)
 	}
-	st, err := m.gate.State(ctx, p.ID)
+	st, err := m.state(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
-			st, err = m.gate.State(ctx, p.ID)
+			st, err = m.state(ctx, p)
 		}
 	}
 	if err != nil {
@@ -220,6 +220,9 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
+	if h := m.segmentedHandle(id); h != nil {
+		return m.claimSegmented(ctx, h, userID, idemKey)
+	}
 	pass, refused := m.verifyPass(id, userID, token)
 	if idemKey == "" {
 		// A sold-out or ended promotion, answered from memory (soldout.go).
@@ -234,6 +237,12 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
 		return err
 	})
+	if errors.Is(err, claim.ErrWrongMode) {
+		// A promotion with segments this instance had not published yet.
+		if c, ok, err := m.claimUnpublished(ctx, id, userID, idemKey); ok {
+			return c, err
+		}
+	}
 	if err != nil {
 		m.learn(id, err, epoch)
 		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
@@ -306,7 +315,8 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 	if p.retired() {
 		return m.retiredClaims(ctx, id, userID)
 	}
-	cs, err := m.gate.UserClaims(ctx, id, userID)
+	segs := p.layout()
+	cs, err := m.gate.UserClaims(ctx, segs.Tag(segs.Of(userID)), userID)
 	if err != nil {
 		return nil, domainErr(err)
 	}

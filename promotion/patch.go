@@ -71,6 +71,9 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 		return View{}, domainErr(err)
 	}
 	p := fromStore(sp)
+	if p.segmented() && (c.Stock != nil || c.EndsAt != nil || c.Paused != nil) {
+		return View{}, errSegmented("changing stock, ends_at or paused")
+	}
 	if err := m.checkChange(p, c); err != nil {
 		return View{}, err
 	}
@@ -191,7 +194,7 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 			break
 		}
 		mk := marks[i]
-		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) {
+		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) || p.segmented() {
 			continue
 		}
 		if agree(p, mk) {

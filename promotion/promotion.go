@@ -74,6 +74,12 @@ type Promotion struct {
 	// after it drained (see Config.Retention): its Redis state is gone and
 	// the database answers for it. Zero if not retired.
 	RetiredAt time.Time
+	// Segments is how many parts the stock is split into, 1..MaxSegments,
+	// 1 when left 0: each part lives on its own Redis hash tag (so, in a
+	// Cluster, on its own master), and each user always claims from the
+	// part their id hashes to (see claim.Segments). More than one only for
+	// a first-come promotion without a waiting room.
+	Segments int
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -103,6 +109,7 @@ func fromStore(p store.Promotion) Promotion {
 		WebhookURL: p.WebhookURL,
 		Paused:     p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
+		Segments: max(p.Segments, 1),
 	}
 }
 
@@ -114,6 +121,7 @@ func (p Promotion) toStore() store.Promotion {
 		WebhookURL: p.WebhookURL,
 		Held:       p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
+		Segments: p.Segments,
 	}
 }
 

@@ -160,6 +160,9 @@ func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 	if err := m.openRoom(ctx, p); err != nil {
 		return err
 	}
+	if p.segmented() {
+		return m.openSegments(ctx, p, floor)
+	}
 	floor = m.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
@@ -232,6 +235,8 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 			}
 		}
 		switch {
+		case p.segmented():
+			// Segments are not rebuilt from the database (segments.go).
 		case m.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
 			// Halted for an operator: only a requested rebuild resumes it.
@@ -344,6 +349,9 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promoti
 // stopped.
 func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error) {
 	p, err := m.load(ctx, id)
+	if err == nil && p.segmented() {
+		err = errSegmented("a rebuild")
+	}
 	if err != nil {
 		return RebuildReport{PromotionID: id, Err: err}, err
 	}

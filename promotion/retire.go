@@ -138,6 +138,9 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 	k := m.gate.Keys(p.ID)
 	b := m.client.B()
 	keys := append(k.State(), stream.FailuresKey(k.Stream(), claim.Group))
+	if p.segmented() {
+		keys = append(keys, m.segmentKeys(p)...)
+	}
 	if rooms := m.cfg.Rooms; rooms != nil {
 		rk := rooms.Keys(p.ID)
 		keys = append(keys, rk.Meta(), rk.Seq(), rk.Place(), rk.ByPlace(), rk.Seen(), rk.Admitted(),

@@ -45,6 +45,9 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	if err != nil {
 		return Revoked{}, err
 	}
+	if p.segmented() {
+		return Revoked{}, errSegmented("revoking")
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
 	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, p.RevokeReturnsStock && p.Mode != ModeGrant, m.cfg.Now().UTC())

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/dibsio/dibs/claim"
 )
 
 // Limits of a promotion's definition.
@@ -27,6 +29,8 @@ const (
 	PrequeueSeedLen = 32
 	// MaxWebhookURLLength bounds Promotion.WebhookURL, in bytes.
 	MaxWebhookURLLength = 2048
+	// MaxSegments bounds Promotion.Segments.
+	MaxSegments = claim.MaxSegments
 )
 
 // ValidID reports whether s is a valid promotion or user id: 1–64
@@ -148,6 +152,25 @@ func Normalize(p *Promotion, now time.Time) error {
 		if err := normalizePrequeue(w); err != nil {
 			return err
 		}
+	}
+	return normalizeSegments(p)
+}
+
+// normalizeSegments fills in and checks p's segments: 1..MaxSegments, 1
+// when left 0; more than one only for a first-come promotion without a
+// waiting room (admission reads one segment's stock).
+func normalizeSegments(p *Promotion) error {
+	if p.Segments == 0 {
+		p.Segments = 1
+	}
+	switch {
+	case p.Segments < 1 || p.Segments > MaxSegments:
+		return invalid("segments", "must be between 1 and %d", MaxSegments)
+	case p.Segments == 1:
+	case p.Mode == ModeGrant:
+		return invalid("segments", "a grant promotion has one segment: its targets are uploaded, not raced for")
+	case p.WaitingRoom.Enabled:
+		return invalid("segments", "a promotion with a waiting room has one segment: admission reads the stock of one segment only")
 	}
 	return nil
 }

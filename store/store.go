@@ -121,6 +121,10 @@ type Promotion struct {
 	// ExpectedClaimsPerSecond is the claim rate the promotion's creator
 	// expects at its peak, 0 if not stated; it sizes the consumer pools.
 	ExpectedClaimsPerSecond int64
+	// Segments is how many parts the promotion's stock is split into, each
+	// on its own Redis hash tag (see claim.Segments); 1 for one part, and
+	// stored as 1 when left 0.
+	Segments int
 }
 
 // PromotionChange is a change of a promotion's definition (see

@@ -197,6 +197,7 @@ func equalPromotion(t *testing.T, got, want store.Promotion) {
 	for _, p := range []*store.Promotion{&got, &want} {
 		p.StartsAt, p.EndsAt, p.ClosedAt, p.CreatedAt, p.ArchivedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		p.DrainedAt, p.RetiredAt = time.Time{}, time.Time{}
+		p.Segments = max(p.Segments, 1) // stored as 1 when left 0
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("promotion %s:\n got %+v\nwant %+v", want.ID, got, want)
@@ -252,6 +253,7 @@ func testCreateGetPromotion(t *testing.T, s store.Store) {
 		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32]}
 	full.Drained = true
 	full.ExpectedClaimsPerSecond = 2500
+	full.Segments = 7
 
 	defaults := promo("defaults")
 	defaults.CreatedAt = time.Time{}
