@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,20 +11,13 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: dibs bench [--target http://HOST:PORT --admin-token T] [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Creates a promotion, fires claims, waits until every accepted claim is issued and")
-		fmt.Fprintln(stderr, "reports throughput, latency and the invariant checks. Exits 0 only if every check")
-		fmt.Fprintln(stderr, "passed. Without --target it starts its own server on the embedded default.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Flags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bench", "[--target http://HOST:PORT] [flags]", stderr,
+		"Creates a promotion, fires claims, waits until every accepted claim is issued and",
+		"reports throughput, latency and the invariant checks. Exits 0 only if every check",
+		"passed. Without --target it starts its own server on the embedded default. The",
+		"target's admin token is best given as DIBS_ADMIN_TOKEN, which ps does not show.")
 	target := fs.String("target", "", "base URL of a running dibs server; empty starts a local one")
-	token := fs.String("admin-token", "", "admin bearer token of the target (env DIBS_ADMIN_TOKEN)")
+	token := fs.String("admin-token", "", "admin bearer token of the target; better DIBS_ADMIN_TOKEN [DIBS_ADMIN_TOKEN]")
 	promotion := fs.String("promotion", "", "id of the promotion to create (default: bench-<time>-<random>)")
 	stock := fs.Int("stock", bench.DefaultStock, "promotion stock")
 	users := fs.Int("users", bench.DefaultUsers, "number of distinct users")
