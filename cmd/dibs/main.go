@@ -7,7 +7,7 @@
 //	dibs demo     run the seed scenario against a throw-away server
 //	dibs bench    load-generate against a running server
 //	dibs migrate  apply the database schema and exit
-//	dibs version  print the version
+//	dibs version  print the version, the commit and the build date (also dibs --version)
 package main
 
 import (
