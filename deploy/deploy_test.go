@@ -200,7 +200,9 @@ func TestDockerfileBuildsStaticBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go version -m: %v\n%s", err, info)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath=true", "buildinfo.version=v9.8.7-test"} {
+	// With -trimpath Go leaves -ldflags out of the build information; the
+	// version it set shows in dibs --version below.
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath=true"} {
 		if !strings.Contains(string(info), want) {
 			t.Errorf("go version -m lacks %s:\n%s", want, info)
 		}
