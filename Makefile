@@ -7,25 +7,33 @@ FAULTS_TIMEOUT ?= 30m
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@latest")
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build test test-race test-short fuzz faults lint bench demo clean
+.PHONY: help deps build image test test-k8s test-race test-short fuzz faults lint bench demo clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## Install redis-server and PostgreSQL if missing (apt-get)
+deps: ## Install redis-server, PostgreSQL, chromium and promtool if missing (apt-get)
 	@scripts/deps.sh
 
 build: ## Build bin/dibs
 	$(GO) build -o bin/dibs ./cmd/dibs
 
-test: deps ## Vet, then run every test with the race detector
+image: ## Build the container image dibs:dev with deploy/Dockerfile (needs docker; VERSION= sets the version)
+	docker build -f deploy/Dockerfile -t dibs:dev --build-arg VERSION=$(or $(VERSION),devel) .
+
+test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) test-k8s
+
+test-k8s: ## Decode deploy/kubernetes strictly into the Kubernetes API types (a module of its own)
+	cd deploy/k8stest && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-race: test ## Same as test
 
 test-short: deps ## Run the tests in -short mode, without the race detector
 	$(GO) test -short -count=1 -timeout 10m $(PKGS)
+	$(MAKE) test-k8s
 
 fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s)
 	@failed=""; \

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -148,7 +149,7 @@ func jsonProblem(err error, limit int64) *Problem {
 	case errors.As(err, &se):
 		return problem(CodeInvalidRequest, fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
 	case errors.As(err, &ute):
-		return problem(CodeInvalidRequest, fmt.Sprintf("field %s must be %s", ute.Field, ute.Type)).withField(ute.Field)
+		return problem(CodeInvalidRequest, fmt.Sprintf("field %s must be %s, got %s", ute.Field, jsonKind(ute.Type), jsonValueKind(ute.Value))).withField(ute.Field)
 	case errors.As(err, &perr):
 		return problem(CodeInvalidRequest, perr.msg).withField(perr.field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -156,6 +157,43 @@ func jsonProblem(err error, limit int64) *Problem {
 		return problem(CodeInvalidRequest, "unknown field "+strconv.Quote(f)).withField(f)
 	}
 	return problem(CodeInvalidRequest, "malformed JSON: "+err.Error())
+}
+
+// jsonKind names what a field of Go type t takes, in JSON's words rather
+// than Go's.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// jsonValueKind names the JSON value json.UnmarshalTypeError describes
+// ("string", "number 1.5", "array", …) with its article.
+func jsonValueKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "array", "object":
+		return "an " + kind
+	case "bool":
+		return "true or false"
+	case "":
+		return "something else"
+	}
+	return "a " + kind
 }
 
 // fieldError is returned by custom UnmarshalJSON methods.

@@ -1,6 +1,10 @@
 package httpapi
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the Prometheus metrics of the API's requests. The
 // confirmation path's are promotion.Metrics.
@@ -21,6 +25,25 @@ type Metrics struct {
 	// request, by form: json (one answer) or stream (the first event of a
 	// stream; its later events are pushed).
 	PositionLookups *prometheus.CounterVec
+	// Requests counts HTTP requests by route — the pattern that matched,
+	// such as "POST /v1/promotions/{id}/claims", or RouteUnmatched — and
+	// status code. Both label sets are bounded: the routes are the API's,
+	// whatever the paths asked for.
+	Requests *prometheus.CounterVec
+	// RequestSeconds is the time from a request's arrival to the end of its
+	// answer, by route; a stream of server-sent events counts its whole
+	// life.
+	RequestSeconds *prometheus.HistogramVec
+}
+
+// RouteUnmatched is the route label of a request that matched no
+// endpoint (answered 404 not_found).
+const RouteUnmatched = "unmatched"
+
+// request counts one answered request.
+func (m *Metrics) request(route string, code int, seconds float64) {
+	m.Requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.RequestSeconds.WithLabelValues(route).Observe(seconds)
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -46,10 +69,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PositionLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dibs_waitroom_position_lookups_total", Help: "Waiting-room standings read for a user's request, by form (json, stream).",
 		}, []string{"form"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dibs_http_requests_total", Help: "HTTP requests by route (the pattern matched) and status code.",
+		}, []string{"route", "code"}),
+		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dibs_http_request_duration_seconds",
+			Help:    "Time from a request's arrival to the end of its answer, by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
 	}
 	for _, form := range []string{"json", "stream"} {
 		m.PositionLookups.WithLabelValues(form) // exported from the start, at 0
 	}
-	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Shed, m.SSEStreams, m.Joins, m.PositionLookups)
+	reg.MustRegister(m.Claims, m.ClaimSeconds, m.Shed, m.SSEStreams, m.Joins, m.PositionLookups, m.Requests, m.RequestSeconds)
 	return m
 }

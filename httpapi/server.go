@@ -108,6 +108,10 @@ type Config struct {
 	// text/event-stream). Without it those requests get the JSON answer.
 	// Defaults to none.
 	Watcher *waitroom.Watcher
+	// AccessLog logs one line per answered request at Info: method,
+	// route, path, status, bytes, took_ms and remote address. Defaults to
+	// off.
+	AccessLog bool
 	// Edge guards the claim and waiting-room endpoints for callers facing
 	// browsers: the client address behind trusted proxies, rate limits,
 	// user tokens and CORS (see package edge). Its AdminToken, KeyPrefix,
@@ -260,16 +264,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// recorder); nothing to bound then.
 	_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
 	_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+	aw := &answerWriter{ResponseWriter: w}
+	defer s.observe(aw, r, now) // after a panic's answer below
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
 			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			problem(CodeUnavailable, "internal error").retry(1).write(w, r)
+			problem(CodeUnavailable, "internal error").retry(1).write(aw, r)
 		}
 	}()
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(aw, r)
 }
 
 // edgeProblem writes the edge's problems like every other: the edge picks

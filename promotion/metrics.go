@@ -1,6 +1,8 @@
 package promotion
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dibsio/dibs/claim"
@@ -10,7 +12,7 @@ import (
 // Metrics export the confirmation path to Prometheus: claims issued and
 // dead-lettered, each promotion's backlog and halt, the claims the journal
 // put back or dropped, and (through StreamHooks) the activity of the
-// promotions' pools. Each method named after a Config hook is that hook:
+// promotions' pools, whose dibs_stream_* series are labelled by promotion. Each method named after a Config hook is that hook:
 // plug m.Issued into Config.OnIssued, m.DeadLetter into OnDeadLetter,
 // m.Backlog into OnBacklog, m.Halted into OnHalted, m.Requeued into
 // OnRequeued, m.JournalDropped into OnJournalDropped, m.MemoryAnswer into
@@ -58,11 +60,25 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 			Name: "dibs_claims_answered_from_memory_total",
 			Help: "Claims this instance answered from its sold-out memory without a Redis call, by promotion and code (sold_out or ended).",
 		}, []string{"promotion", "code"}),
-		streams: stream.NewMetrics(reg),
-		prefix:  prefix,
+		prefix: prefix,
 	}
+	m.streams = stream.NewMetricsBy(reg, "promotion", m.promotionOf)
 	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.fromMemory)
 	return m
+}
+
+// promotionOf names the promotion whose work stream is key s, for the
+// stream series' promotion label; a key of no promotion's stream is its own
+// name.
+func (m *Metrics) promotionOf(s string) string {
+	id, ok := strings.CutPrefix(s, m.prefix+"{")
+	if !ok {
+		return s
+	}
+	if id, ok = strings.CutSuffix(id, "}:claims"); !ok || claim.KeysFor(m.prefix, id).Stream() != s {
+		return s
+	}
+	return id
 }
 
 // StreamHooks returns the pools' hooks that feed m, for the Hooks of

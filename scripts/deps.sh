@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests and `dibs demo` start by themselves are
 # installed: redis-server (7.0 or newer), the PostgreSQL server binaries,
-# and Debian's chromium, which the dashboard's browser tests drive headless.
+# Debian's chromium, which the dashboard's browser tests drive headless, and
+# promtool (Debian's prometheus package), which checks deploy/'s alert rules.
 # It never starts a service; the test helpers run their own private servers.
 #
 # Usage: scripts/deps.sh [--redis-only] [--no-browser]
@@ -51,6 +52,9 @@ check() {
   if [ "$browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
     missing+=(chromium)
   fi
+  if [ "$redis_only" = 0 ] && ! command -v promtool >/dev/null 2>&1; then
+    missing+=(prometheus)
+  fi
 }
 
 install() {
@@ -61,17 +65,18 @@ install() {
     else
       echo "deps: missing ${missing[*]}; install them as root:" >&2
       echo "  apt-get install ${missing[*]}    (Debian/Ubuntu)" >&2
-      echo "  brew install redis postgresql    (macOS; the browser tests need Debian's chromium)" >&2
+      echo "  brew install redis postgresql prometheus    (macOS; the browser tests need Debian's chromium)" >&2
       exit 1
     fi
   fi
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "deps: missing ${missing[*]} and no apt-get here; install them with your package manager" >&2
-    echo "  (macOS: brew install redis postgresql)" >&2
+    echo "  (macOS: brew install redis postgresql prometheus)" >&2
     exit 1
   fi
   echo "deps: installing ${missing[*]}" >&2
-  # Keep the packages' install scripts from starting system-wide services:
+  # Keep the packages' install scripts from starting system-wide services
+  # (prometheus's included; only its promtool is used):
   # policy-rc.d answering 101 forbids it. Only add one if none is there.
   local policy=/usr/sbin/policy-rc.d
   local own_policy=0
@@ -115,5 +120,8 @@ if [ "$redis_only" = 0 ]; then
 fi
 if [ "$browser" = 1 ]; then
   line="$line, $(/usr/bin/chromium --version 2>/dev/null || echo chromium)"
+fi
+if [ "$redis_only" = 0 ]; then
+  line="$line, $(promtool --version 2>&1 | head -n 1)"
 fi
 echo "$line"

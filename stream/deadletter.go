@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -95,8 +96,11 @@ func (d *callbackDeadline) release() {
 // deadline.
 func (p *Pool) deadLetter(ctx context.Context, cb *callbackDeadline, m Message, failures int64, reason string, pending bool) bool {
 	d := DeadLetter{Message: m, Deliveries: failures, Reason: reason, At: p.cfg.Clock.Now()}
+	reported := false // the callback took the dead letter, and logs it
 	if p.spec.OnDeadLetter != nil {
-		if err := p.spec.OnDeadLetter(cb.context(), d); errors.Is(err, ErrResolved) {
+		err := p.spec.OnDeadLetter(cb.context(), d)
+		reported = err == nil
+		if errors.Is(err, ErrResolved) {
 			p.log.Info("stream entry found done instead of dead-lettered", "id", m.ID, "failures", failures)
 			if err := p.forgetFailures(ctx, []string{m.ID}); err != nil {
 				p.log.Warn("stream failure count not deleted; the reclaim pass will", "id", m.ID, "err", err)
@@ -145,7 +149,14 @@ func (p *Pool) deadLetter(ctx context.Context, cb *callbackDeadline, m Message, 
 	if err := res[len(res)-1].Error(); err != nil {
 		p.log.Warn("stream failure count not deleted; the reclaim pass will", "id", m.ID, "err", err)
 	}
-	p.log.Warn("stream entry dead-lettered", "id", m.ID, "failures", failures, "deliveries", m.Deliveries, "reason", reason)
+	// Each dead letter is logged once, at Warn: by the OnDeadLetter
+	// callback that took it, which knows what the entry stood for, or else
+	// here.
+	level := slog.LevelWarn
+	if reported {
+		level = slog.LevelDebug
+	}
+	p.log.Log(ctx, level, "stream entry dead-lettered", "id", m.ID, "failures", failures, "deliveries", m.Deliveries, "reason", reason)
 	if h := p.cfg.Hooks.DeadLetter; h != nil {
 		h(p.spec.Stream, reason)
 	}

@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,8 +11,9 @@ import (
 	"github.com/dibsio/dibs/stream"
 )
 
-// TestMetricsHooks: each hook feeds its series, labelled by stream, and
-// Forget drops one stream's series and no other's.
+// TestMetricsHooks: each hook feeds its series, labelled by stream, a lag
+// Redis cannot tell is no series rather than -1, and Forget drops one
+// stream's series and no other's.
 func TestMetricsHooks(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -29,7 +31,7 @@ func TestMetricsHooks(t *testing.T) {
 	want := `# HELP dibs_stream_acks_total Entries acknowledged after handling.
 # TYPE dibs_stream_acks_total counter
 dibs_stream_acks_total{stream="a"} 3
-# HELP dibs_stream_consumers Consumers running in this process, by stream.
+# HELP dibs_stream_consumers Consumers running in this process.
 # TYPE dibs_stream_consumers gauge
 dibs_stream_consumers{stream="a"} 2
 # HELP dibs_stream_dead_letters_total Entries written to a dead-letter stream.
@@ -38,9 +40,6 @@ dibs_stream_dead_letters_total{stream="a"} 1
 # HELP dibs_stream_failures_total Handler and runtime failures, by kind.
 # TYPE dibs_stream_failures_total counter
 dibs_stream_failures_total{kind="transient",stream="a"} 1
-# HELP dibs_stream_lag Entries not yet delivered to the group (-1: unknown).
-# TYPE dibs_stream_lag gauge
-dibs_stream_lag{stream="a"} -1
 # HELP dibs_stream_messages_total Entries read from work streams.
 # TYPE dibs_stream_messages_total counter
 dibs_stream_messages_total{stream="a"} 3
@@ -58,4 +57,35 @@ dibs_stream_reads_total{result="entries",stream="a"} 1
 	if got := rec.Body.String(); got != want {
 		t.Fatalf("/metrics:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestMetricsByName: NewMetricsBy labels the series with the name it makes
+// of the stream key, a known lag replaces an unknown one and back, and
+// Forget takes the stream key.
+func TestMetricsByName(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := stream.NewMetricsBy(reg, "promotion", func(s string) string { return strings.TrimSuffix(s, ":claims") })
+	h := m.Hooks()
+	h.Lag("p1:claims", 5, 1)
+	h.Lag("p2:claims", 7, 0)
+	if got := gather(t, reg); !strings.Contains(got, `dibs_stream_lag{promotion="p1"} 5`) || strings.Contains(got, "claims") {
+		t.Fatalf("want the lag labelled by name:\n%s", got)
+	}
+	h.Lag("p1:claims", -1, 2)
+	got := gather(t, reg)
+	if strings.Contains(got, `dibs_stream_lag{promotion="p1"}`) || !strings.Contains(got, `dibs_stream_pending{promotion="p1"} 2`) {
+		t.Fatalf("an unknown lag must drop the lag series and keep pending:\n%s", got)
+	}
+	m.Forget("p2:claims")
+	if got := gather(t, reg); strings.Contains(got, "p2") {
+		t.Fatalf("Forget left series of the stream:\n%s", got)
+	}
+}
+
+func gather(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
 }

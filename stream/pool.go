@@ -39,7 +39,10 @@ type Spec struct {
 	// callbacks for the entries of one read share one deadline of
 	// Config.HandlerTimeout, carried by ctx, so a stalled database holds a
 	// consumer no longer than a slow handler would; a callback cut off by it
-	// fails, and its entry stays pending. Optional.
+	// fails, and its entry stays pending. A callback is expected to log
+	// the dead letter: the pool then logs it at Debug only, so each dead
+	// letter is logged once (without a callback the pool logs it at Warn).
+	// Optional.
 	OnDeadLetter func(ctx context.Context, d DeadLetter) error
 	// DeadLetterStream is where given-up entries are written, capped at about
 	// Config.DeadLetterMaxLen entries (XADD MAXLEN ~): it is a recent tail,

@@ -11,14 +11,15 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "", "load-generate claims against a server and report throughput and latency", stderr,
+	fs := newFlagSet("bench", "[--server http://HOST:PORT] [flags]", stderr,
 		"Creates a promotion, fires claims, waits until every accepted claim is issued and",
 		"reports throughput, latency and the invariant checks. Exits 0 only if every check",
-		"passed. Without --server it starts its own server on the embedded default.")
+		"passed. Without --server it starts its own server on the embedded default. The",
+		"server's admin token is best given as DIBS_ADMIN_TOKEN, which ps does not show.")
 	target := new(string)
 	fs.StringVar(target, "server", "", "base URL of a running dibs server; empty starts a local one")
 	fs.StringVar(target, "target", "", "the same as --server")
-	token := fs.String("admin-token", "", "admin bearer token of the server (env DIBS_ADMIN_TOKEN)")
+	token := fs.String("admin-token", "", "admin bearer token of the server; better the environment variable DIBS_ADMIN_TOKEN, which ps does not show")
 	promotion := fs.String("promotion", "", "id of the promotion to create (default: bench-<time>-<random>)")
 	stock := fs.Int("stock", bench.DefaultStock, "promotion stock")
 	users := fs.Int("users", bench.DefaultUsers, "number of distinct users")

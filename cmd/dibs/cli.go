@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/client"
+	"github.com/dibsio/dibs/internal/buildinfo"
 	"github.com/dibsio/dibs/internal/demo"
 	"github.com/dibsio/dibs/internal/service"
 )
@@ -36,7 +37,7 @@ func commands() []command {
 		{"dlq", "list, replay and void a promotion's dead letters", runDLQ, true},
 		{"status", "a live view of a promotion: counts, rates, progress to sold out", runStatus, true},
 		{"migrate", "apply the database schema and exit", runMigrate, false},
-		{"version", "print the version", runVersion, false},
+		{"version", "print the version, the commit and the build date", runVersion, false},
 	}
 }
 
@@ -65,12 +66,23 @@ func usageErrorf(format string, args ...any) error {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		usage(stderr)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	switch args[0] {
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		// dibs help serve is dibs serve --help.
+		args = []string{args[1], "--help"}
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -107,6 +119,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
+	fmt.Fprintln(w, "dibs runs limited-stock, first-come-first-served promotions on Redis and confirms")
+	fmt.Fprintln(w, "every accepted claim into a SQL database exactly once.")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: dibs <command> [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
@@ -114,7 +129,94 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'dibs <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'dibs <command> --help' for a command's flags, 'dibs --version' for the build.")
+}
+
+// summaryOf is the one line that says what command name does.
+func summaryOf(name string) string {
+	for _, c := range commands() {
+		if c.name == name {
+			return c.summary
+		}
+	}
+	return ""
+}
+
+// newFlagSet makes the flag set of command name, writing to stderr. Its
+// --help (or -h) prints, in this order: the command's summary from
+// commands(), capitalised, as the first line; "Usage: dibs <name>
+// <synopsis>"; the lines of detail; and the flags written --flag, the way
+// the docs write them.
+func newFlagSet(name, synopsis string, stderr io.Writer, detail ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		if s := summaryOf(name); s != "" {
+			fmt.Fprintf(w, "dibs %s: %s.\n\n", name, s)
+		}
+		fmt.Fprintln(w, strings.TrimSpace("Usage: dibs "+name+" "+synopsis))
+		if len(detail) > 0 {
+			fmt.Fprintln(w)
+			for _, d := range detail {
+				fmt.Fprintln(w, d)
+			}
+		}
+		printFlags(w, fs)
+	}
+	return fs
+}
+
+// printFlags writes the flags of fs as --name, with their kind of value,
+// what they do and their default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "Flags:")
+			first = false
+		}
+		kind, text := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		fmt.Fprintln(w, line)
+		if hasDefault(f) {
+			text += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "        %s\n", text)
+	})
+}
+
+// hasDefault tells a flag whose default is worth printing: not empty, 0 or
+// false.
+func hasDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "0s":
+		return false
+	}
+	return true
+}
+
+// applyEnv gives every flag of fs that the command line did not set the
+// value of its environment variable, if that is set: env maps flag names to
+// variable names. The flags' defaults stay the built-in ones, so --help
+// never shows a value (a token, say) that came from the environment.
+func applyEnv(fs *flag.FlagSet, env map[string]string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, variable := range env {
+		v, ok := os.LookupEnv(variable)
+		if !ok || set[name] {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("%s: %w", variable, err)
+		}
+	}
+	return nil
 }
 
 // parseFlags parses args and maps failures to the CLI's conventions: -h is
@@ -164,6 +266,15 @@ func exitOps(err error, stderr io.Writer) int {
 	return code
 }
 
+// envOr is the value of the environment variable name, or def when it is
+// not set. Only for values that are no secret: they show in --help.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
 // DefaultServer is the server the operations commands talk to without
 // --server or DIBS_SERVER: where dibs serve listens by default.
 const DefaultServer = "http://" + service.DefaultAddr
@@ -190,21 +301,21 @@ func (f *serverFlags) client() (*client.Client, error) {
 	if token == "" {
 		token = os.Getenv("DIBS_ADMIN_TOKEN")
 	}
-	c, err := client.New(f.server, client.WithAdminToken(token), client.WithUserAgent("dibs-cli/"+version))
+	c, err := client.New(f.server, client.WithAdminToken(token), client.WithUserAgent("dibs-cli/"+buildinfo.Get().Version))
 	if err != nil {
 		return nil, usageErrorf("--server: %v", err)
 	}
 	return c, nil
 }
 
-// newFlagSet returns a flag set of the command path (e.g. "promo create")
-// whose help starts with what, then the usage line, then the flags as
-// --flag.
-func newFlagSet(path, args, what string, stderr io.Writer, more ...string) *flag.FlagSet {
+// newOpsFlagSet returns the flag set of the command path (e.g. "promo
+// create") with the server flags registered: its help starts with what,
+// then the usage line, the lines of more, and the flags as --flag.
+func newOpsFlagSet(path, args, what string, stderr io.Writer, more ...string) (*flag.FlagSet, *serverFlags) {
 	fs := flag.NewFlagSet(path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "dibs %s: %s\n\n", path, what)
+		fmt.Fprintf(stderr, "dibs %s: %s.\n\n", path, strings.TrimSuffix(what, "."))
 		fmt.Fprintf(stderr, "Usage: dibs %s [flags]%s\n", path, args)
 		if len(more) > 0 {
 			fmt.Fprintln(stderr)
@@ -212,39 +323,11 @@ func newFlagSet(path, args, what string, stderr io.Writer, more ...string) *flag
 				fmt.Fprintln(stderr, l)
 			}
 		}
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Flags:")
 		printFlags(stderr, fs)
 	}
-	return fs
-}
-
-// newOpsFlagSet is newFlagSet with the server flags registered.
-func newOpsFlagSet(path, args, what string, stderr io.Writer, more ...string) (*flag.FlagSet, *serverFlags) {
-	fs := newFlagSet(path, args, what, stderr, more...)
 	sf := new(serverFlags)
 	sf.register(fs)
 	return fs, sf
-}
-
-// printFlags is flag.PrintDefaults with the flags written --name.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
-		switch {
-		case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0" || f.DefValue == "0s":
-		case name == "string":
-			line += fmt.Sprintf(" (default %q)", f.DefValue)
-		default:
-			line += " (default " + f.DefValue + ")"
-		}
-		fmt.Fprintln(w, line)
-	})
 }
 
 // parseArgs parses fs from args, flags and positional arguments in any
@@ -288,6 +371,9 @@ type subcommand struct {
 // runVerbs runs the verb args[0] of the command name.
 func runVerbs(ctx context.Context, name string, verbs []subcommand, args []string, stdout, stderr io.Writer) error {
 	usage := func() {
+		if sum := summaryOf(name); sum != "" {
+			fmt.Fprintf(stderr, "dibs %s: %s.\n\n", name, sum)
+		}
 		fmt.Fprintf(stderr, "Usage: dibs %s <verb> [flags] [arguments]\n\nVerbs:\n", name)
 		for _, v := range verbs {
 			fmt.Fprintf(stderr, "  %-8s %s\n", v.name, v.summary)

@@ -19,20 +19,12 @@ const (
 )
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: dibs demo [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Starts a throw-away server on the embedded default (a private redis-server and a")
-		fmt.Fprintln(stderr, "SQLite file in a temporary directory), runs the seed scenario through the HTTP API,")
-		fmt.Fprintln(stderr, "prints the report and exits 0 only if every invariant held. With --waiting-room the")
-		fmt.Fprintln(stderr, "users go through the promotion's waiting room: join, follow their status, claim")
-		fmt.Fprintln(stderr, "with the entry token once admitted.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Flags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("demo", "[flags]", stderr,
+		"Starts a throw-away server on the embedded default (a private redis-server and a",
+		"SQLite file in a temporary directory), runs the seed scenario through the HTTP API,",
+		"prints the report and exits 0 only if every invariant held. With --waiting-room the",
+		"users go through the promotion's waiting room: join, follow their status, claim",
+		"with the entry token once admitted.")
 	stock := fs.Int("stock", demoStock, "promotion stock")
 	users := fs.Int("users", demoUsers, "number of users, each claiming once")
 	waves := fs.Int("waves", demoWaves, "number of waves the users are split into; each wave's claims start together")

@@ -11,7 +11,7 @@
 //	dibs dlq      list, replay and void a promotion's dead letters
 //	dibs status   a live view of a promotion
 //	dibs migrate  apply the database schema and exit
-//	dibs version  print the version
+//	dibs version  print the version, the commit and the build date (also dibs --version)
 package main
 
 import (

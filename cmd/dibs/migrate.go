@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,14 +9,15 @@ import (
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("dibs migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	db := fs.String("db", envOr("DIBS_DATABASE_URL", service.DefaultDB), "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	fs := newFlagSet("migrate", "[--db URL]", stderr,
+		"Brings the database's schema up to this version's and exits; dibs serve does the same",
+		"as it starts. Migrations only add, so the previous release runs on the migrated schema.")
+	db := fs.String("db", service.DefaultDB, "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := applyEnv(fs, map[string]string{"db": "DIBS_DATABASE_URL"}); err != nil {
+		return err
 	}
 	if err := service.Migrate(ctx, *db); err != nil {
 		return err

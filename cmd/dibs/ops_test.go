@@ -425,12 +425,12 @@ func TestOpsWithoutServer(t *testing.T) {
 		args []string
 		what string
 	}{
-		{[]string{"promo", "create", "--help"}, "dibs promo create: create a promotion\n"},
-		{[]string{"promo", "list", "-h"}, "dibs promo list: list the promotions\n"},
+		{[]string{"promo", "create", "--help"}, "dibs promo create: create a promotion.\n"},
+		{[]string{"promo", "list", "-h"}, "dibs promo list: list the promotions.\n"},
 		{[]string{"promo", "show", "--help"}, "dibs promo show: show one promotion"},
 		{[]string{"promo", "close", "--help"}, "dibs promo close: end a promotion now"},
 		{[]string{"grant", "--help"}, "dibs grant: upload the target users of a grant promotion"},
-		{[]string{"dlq", "list", "--help"}, "dibs dlq list: list a promotion's dead letters\n"},
+		{[]string{"dlq", "list", "--help"}, "dibs dlq list: list a promotion's dead letters.\n"},
 		{[]string{"dlq", "replay", "--help"}, "dibs dlq replay: put dead letters back"},
 		{[]string{"dlq", "void", "--help"}, "dibs dlq void: give up on dead letters"},
 		{[]string{"status", "--help"}, "dibs status: a live view of a promotion"},

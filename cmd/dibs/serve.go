@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,42 +20,40 @@ type serveFlags struct {
 	given map[string]bool
 }
 
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
+// serveEnv names the environment variable of each flag of dibs serve; a
+// flag given on the command line wins over its variable.
+var serveEnv = map[string]string{
+	"addr": "DIBS_ADDR", "redis": "DIBS_REDIS_URL", "db": "DIBS_DATABASE_URL", "admin-token": "DIBS_ADMIN_TOKEN",
+	"config": "DIBS_CONFIG", "data-dir": "DIBS_DATA_DIR", "instance": "DIBS_INSTANCE", "log-format": "DIBS_LOG_FORMAT",
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := flag.NewFlagSet("dibs serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.addr, "addr", envOr("DIBS_ADDR", service.DefaultAddr), "HTTP listen address; port 0 picks a free port [DIBS_ADDR]")
-	fs.StringVar(&f.redis, "redis", envOr("DIBS_REDIS_URL", ""), "redis://host:port/db, rediss://..., or host:port,host:port for Cluster; empty starts a private redis-server [DIBS_REDIS_URL]")
-	fs.StringVar(&f.db, "db", envOr("DIBS_DATABASE_URL", service.DefaultDB), "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
-	fs.StringVar(&f.adminToken, "admin-token", envOr("DIBS_ADMIN_TOKEN", ""), "bearer token of the admin endpoints; empty generates one and logs it [DIBS_ADMIN_TOKEN]")
-	fs.StringVar(&f.config, "config", envOr("DIBS_CONFIG", ""), "YAML file with the tunables [DIBS_CONFIG]")
-	fs.StringVar(&f.dataDir, "data-dir", envOr("DIBS_DATA_DIR", service.DefaultDataDir), "data directory of the private redis-server [DIBS_DATA_DIR]")
-	fs.StringVar(&f.instance, "instance", envOr("DIBS_INSTANCE", service.DefaultInstance()), "name of this instance's stream consumers; a restarted instance with the same name resumes its own pending entries [DIBS_INSTANCE]")
-	fs.StringVar(&f.logFormat, "log-format", envOr("DIBS_LOG_FORMAT", "text"), "log format: text or json [DIBS_LOG_FORMAT]")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return f, err
-		}
-		return f, errUsage
+	fs := newFlagSet("serve", "[flags]", stderr,
+		"Without --redis it starts a private redis-server (from PATH) in --data-dir and uses a",
+		"SQLite file: a single box, a demo. In production give every instance --redis, --db",
+		"and a distinct --instance (docs/operations.md). It listens on 127.0.0.1 unless --addr",
+		"says otherwise. Give the admin token as DIBS_ADMIN_TOKEN: a flag shows in ps.",
+		"Every flag also reads the environment variable in brackets; the flag wins.")
+	fs.StringVar(&f.addr, "addr", service.DefaultAddr, "HTTP listen address; port 0 picks a free port; 0.0.0.0:8080 listens on every interface [DIBS_ADDR]")
+	fs.StringVar(&f.redis, "redis", "", "redis://host:port/db, rediss://..., or host:port,host:port for Cluster; empty starts a private redis-server [DIBS_REDIS_URL]")
+	fs.StringVar(&f.db, "db", service.DefaultDB, "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
+	fs.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin endpoints; better DIBS_ADMIN_TOKEN, which ps does not show; empty generates one and logs it [DIBS_ADMIN_TOKEN]")
+	fs.StringVar(&f.config, "config", "", "YAML file with the tunables (docs/tuning.md) [DIBS_CONFIG]")
+	fs.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "data directory of the private redis-server [DIBS_DATA_DIR]")
+	fs.StringVar(&f.instance, "instance", "", "name of this instance's stream consumers; a restarted instance with the same name resumes its own pending entries (default: the host name) [DIBS_INSTANCE]")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [DIBS_LOG_FORMAT]")
+	if err := parseFlags(fs, args); err != nil {
+		return f, err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "dibs serve: unexpected arguments: %v\n", fs.Args())
-		return f, errUsage
+	if err := applyEnv(fs, serveEnv); err != nil {
+		return f, err
+	}
+	if f.instance == "" {
+		f.instance = service.DefaultInstance()
 	}
 	f.given = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
-	for name, env := range map[string]string{"addr": "DIBS_ADDR", "redis": "DIBS_REDIS_URL", "db": "DIBS_DATABASE_URL", "data-dir": "DIBS_DATA_DIR"} {
-		if _, ok := os.LookupEnv(env); ok {
-			f.given[name] = true
-		}
-	}
 	return f, nil
 }
 

@@ -40,7 +40,7 @@ func TestServeRefusesBadInputFirst(t *testing.T) {
 		{name: "no database directory", args: []string{"--db", "sqlite:///nonexistent-dibs-dir/dibs.db"}, want: "/nonexistent-dibs-dir/dibs.db"},
 		{name: "busy port", args: []string{"--addr", busy.Addr().String()}, want: "listen on " + busy.Addr().String()},
 		{name: "bad redis url", args: []string{"--redis", "http://redis"}, want: "--redis: unsupported scheme"},
-		{name: "bad stream value", config: "stream:\n  batch_size: -1\n", want: "BatchSize must be at least 1"},
+		{name: "bad stream value", config: "stream:\n  batch_size: -1\n", want: "stream.batch_size must be at least 1, got -1"},
 		{name: "bad http value", config: "http:\n  max_conns: -5\n", want: "http.max_conns must not be negative"},
 		{name: "unknown key", config: "http:\n  max_con: 5\n", want: "max_con"},
 		{name: "data dir is a file", args: []string{"--data-dir", aFile}, want: aFile + " is not a directory"},

@@ -2,31 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
+
+	"github.com/dibsio/dibs/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
-
+// runVersion prints the build: version, commit, commit date and Go
+// version, from the module's build information (the same as the
+// dibs_build_info metric). A release sets the version at link time with
+// -ldflags "-X github.com/dibsio/dibs/internal/buildinfo.version=v1.2.3".
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("dibs version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	fs := newFlagSet("version", "", stderr,
+		"Also 'dibs --version'. The commit and its date come from the build information Go",
+		"records from the git checkout (go version -m shows it); 'unknown' without one.")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	v := version
-	if v == "dev" {
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-	}
-	fmt.Fprintf(stdout, "dibs %s\n", v)
+	fmt.Fprintln(stdout, buildinfo.Get())
 	return nil
 }

@@ -27,12 +27,13 @@ import (
 // unusedClient is a Redis client that is never called.
 type unusedClient struct{ rueidis.Client }
 
-// checkStreamConfig reports a `stream:` setting that cannot work. The
+// checkStreamConfig reports a `stream:` setting that cannot work, by its
+// YAML key. The
 // stream package checks its Config when a registry is made; a registry over
 // a client it never calls does that without Redis.
 func checkStreamConfig(cfg stream.Config) error {
 	_, err := stream.NewRegistry(unusedClient{}, "check", cfg)
-	return err
+	return inFileTerms("stream", streamKeys, err)
 }
 
 // The keep-alive of the service's Redis connections. rueidis PINGs every

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -121,6 +122,9 @@ type HTTPConfig struct {
 	// IdempotencyTTLSeconds is how long an admin request's answer is kept
 	// for retries with its Idempotency-Key.
 	IdempotencyTTLSeconds int `yaml:"idempotency_ttl_seconds"`
+	// AccessLog logs one line per answered request (method, route, path,
+	// status, bytes, took_ms, remote). Defaults to off.
+	AccessLog bool `yaml:"access_log"`
 }
 
 // EmbeddedRedisConfig is the `embedded_redis:` section of the file.
@@ -224,7 +228,7 @@ const MinCodeBits = 40
 // work: what issue.Config.Validate refuses, and codes too easy to guess.
 func validateIssue(c issue.Config) error {
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("issue: %w", err)
+		return inFileTerms("issue", issueKeys, err)
 	}
 	if bits := c.Codes.Bits(); bits < MinCodeBits {
 		return fmt.Errorf("issue.codes: %.1f bits of randomness ((length-1) × log2(alphabet size)), want at least %d: lengthen the codes or widen the alphabet", bits, MinCodeBits)
@@ -268,15 +272,14 @@ func loadFile(path string) (Config, error) {
 	if path == "" {
 		return c, nil
 	}
-	f, err := os.Open(path)
+	src, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("config %s: %w", path, err)
+		return c, fmt.Errorf("config %s: %w", path, decodeError(src, err))
 	}
 	if err := c.EmbeddedRedis.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
@@ -285,6 +288,9 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := checkStreamConfig(c.Stream); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := validateIssue(c.Issue); err != nil {
@@ -345,7 +351,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := c.Edge.Validate(); err != nil {
-		return fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", edgeInFileTerms(err))
 	}
 	if err := c.WaitingRoom.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -416,4 +422,5 @@ func (h HTTPConfig) apply(c *httpapi.Config) {
 	c.StreamIdleTimeout = ms(h.StreamIdleTimeoutMS)
 	c.MaxStreams = h.MaxStreams
 	c.IdempotencyTTL = time.Duration(h.IdempotencyTTLSeconds) * time.Second
+	c.AccessLog = h.AccessLog
 }

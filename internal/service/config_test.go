@@ -3,6 +3,7 @@ package service
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,58 @@ func TestRedisOptions(t *testing.T) {
 		if (err != nil) != c.bad || len(addrs) != c.addrs {
 			t.Errorf("%q: %v %v", c.in, addrs, err)
 		}
+	}
+}
+
+// TestConfigErrorsNameTheKey: a bad value or a bad type in the file is
+// reported by its dotted YAML key and the line, in one style, never with a
+// Go field or type name.
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body, want string
+	}{
+		{"stream value", "stream:\n  batch_size: -1\n", "stream.batch_size must be at least 1, got -1"},
+		{"stream duration", "stream:\n  block_ms: -5\n", "stream.block_ms must be at least 1ms, got -5ms"},
+		{"stream pair", "stream:\n  min_consumers_per_instance: 4\n  max_consumers_per_instance: 2\n",
+			"stream.max_consumers_per_instance (2) must be at least stream.min_consumers_per_instance (4)"},
+		{"stream handler deadline", "stream:\n  reclaim_min_idle_ms: 1000\n  handler_timeout_ms: 900\n",
+			"stream.handler_timeout_ms must be positive and under half of stream.reclaim_min_idle_ms (1s), got 900ms"},
+		{"stream read mode", "stream:\n  read_mode: sometimes\n", `stream.read_mode must be "block" or "poll", got "sometimes"`},
+		{"stream unknown key", "stream:\n  batch_sise: 10\n", "line 2: stream.batch_sise: unknown key"},
+		{"stream type", "stream:\n  batch_size: ten\n", `line 2: stream.batch_size: want a whole number, got "ten"`},
+		{"stream list", "stream:\n  read_mode: [block]\n", "line 2: stream.read_mode: want block or poll, got a list"},
+		{"http type", "http:\n  max_conns: many\n", `line 2: http.max_conns: want a whole number, got "many"`},
+		{"http unknown key", "http:\n  max_con: 5\n", "line 2: http.max_con: unknown key"},
+		{"section type", "http: 5\n", `line 1: http: want a mapping, got "5"`},
+		{"duration type", "promotions:\n  retention: a week\n", `line 2: promotions.retention: want a duration such as 30s, 15m or 168h, got "a week"`},
+		{"issue value", "issue:\n  voucher_valid_days: -1\n", "issue.voucher_valid_days must be 1 to"},
+		{"issue nested", "issue:\n  codes:\n    alphabet: A\n", "issue.codes.alphabet must have 2 to 128 characters"},
+		{"issue webhook", "issue:\n  webhook:\n    concurrency: 100\n", "issue.webhook.concurrency must be 1 to 64"},
+		{"bool type", "http:\n  access_log: loud\n", `line 2: http.access_log: want true or false, got "loud"`},
+	}
+	goish := regexp.MustCompile(`\b(?:[A-Z][a-z]+){2,}\b|\b(?:int|int64|bool|string|time\.Duration|service\.[A-Z]\w*|stream\.[A-Z]\w*)\b|!!`)
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "dibs.yaml")
+			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadFile(path)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			msg := strings.TrimPrefix(err.Error(), "config "+path+": ")
+			if !strings.Contains(msg, tt.want) {
+				t.Fatalf("got %q, want %q in it", msg, tt.want)
+			}
+			if m := goish.FindString(msg); m != "" {
+				t.Errorf("%q shows a Go name or type: %q", msg, m)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("%q is not one line", msg)
+			}
+		})
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/dibsio/dibs/events"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/internal/buildinfo"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
@@ -190,7 +191,8 @@ func (s *Service) start(ctx context.Context) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildinfo.Collector(buildinfo.Get()))
 	apiMetrics := httpapi.NewMetrics(reg)
 	pm := promotion.NewMetrics(reg, KeyPrefix)
 	scfg := cfg.Stream

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// answerWriter remembers the status and size of the answer written through
+// it, for the request metrics and the access log. Unwrap keeps
+// http.ResponseController (deadlines, flushes, full duplex) working.
+type answerWriter struct {
+	http.ResponseWriter
+	code  int
+	bytes int64
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routeOf is the route label of r once the mux has seen it: the pattern
+// that matched, RouteUnmatched for the catch-all.
+func (s *Server) routeOf(r *http.Request) string {
+	pattern := r.Pattern
+	if pattern == "" {
+		// A wrapper before the mux (CORS) may have answered, or passed the
+		// mux a copy of r: ask the mux which pattern r matches.
+		_, pattern = s.mux.Handler(r)
+	}
+	if pattern == "" || pattern == "/" {
+		return RouteUnmatched
+	}
+	return pattern
+}
+
+// observe counts the answered request and, with Config.AccessLog, logs it.
+func (s *Server) observe(w *answerWriter, r *http.Request, start time.Time) {
+	took := time.Since(start)
+	route := s.routeOf(r)
+	code := w.code
+	if code == 0 {
+		code = http.StatusOK // nothing written: net/http answers 200
+	}
+	s.m.request(route, code, took.Seconds())
+	if s.cfg.AccessLog {
+		s.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path, "status", code,
+			"bytes", w.bytes, "took_ms", took.Milliseconds(), "remote", r.RemoteAddr)
+	}
+}
