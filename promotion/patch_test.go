@@ -60,13 +60,22 @@ func TestPatchRaiseUnderLoad(t *testing.T) {
 				})
 			}
 			var patched sync.WaitGroup
+			done := make(chan struct{})
 			patched.Go(func() {
+				defer close(done)
 				<-raised
 				if _, err := ms[1].Patch(ctx, "raise", promotion.Change{Stock: ptr(int64(1500))}); err != nil {
 					t.Errorf("raise: %v", err)
 				}
 			})
 			for i := range users {
+				if i == users*2/3 {
+					// Claims go on while the raise is made; the last third
+					// is sent once it is made, so the run cannot end (every
+					// late claim answered sold out, from memory in no time)
+					// before the raise lands.
+					<-done
+				}
 				work <- i
 			}
 			close(work)

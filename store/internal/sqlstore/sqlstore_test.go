@@ -306,7 +306,8 @@ func TestPromotionRoundTrip(t *testing.T) {
 			WaitingRoom: store.WaitingRoom{Enabled: true, AdmitPerSecond: 50, EntryTTLSeconds: 60,
 				AbandonAfterSeconds: 90, PrequeueSeconds: 30, PrequeueSeed: []byte("0123456789abcdef0123456789abcdef")},
 			Drained: true, DrainedAt: start.Add(25 * time.Hour), RetiredAt: closed,
-			ExpectedClaimsPerSecond: 5000,
+			ExpectedClaimsPerSecond: 5000, Segments: 3, WebhookURL: "https://partner.example/claims",
+			Held: true, RevokeReturnsStock: true, ArchivedAt: closed,
 		}
 		args := PromotionArgs(p, textTimes)
 		if n := strings.Count(PromotionCols, ",") + 1; len(args) != n {
