@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -74,6 +76,22 @@ func startShared() (*shared, error) {
 	return &shared{srv: srv, admin: admin}, nil
 }
 
+// createDatabase creates database name. A connection of the admin pool
+// the server ended (57P01, admin_shutdown: seen once when a session was
+// cut while the machine was loaded) is dropped by the pool, so the
+// statement is tried again on another, twice at most.
+func createDatabase(ctx context.Context, admin *pgxpool.Pool, name string) error {
+	var err error
+	for range 3 {
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "57P01" {
+			return err
+		}
+	}
+	return err
+}
+
 // URL returns the URL of a fresh, empty database for this test, created in
 // the binary-wide PostgreSQL (started on first use, stopped by Main after
 // the tests) and dropped when the test ends. Tests
@@ -87,7 +105,7 @@ func URL(t testing.TB) string {
 	name := fmt.Sprintf("t_%d", dbCounter.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	if _, err := sh.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := createDatabase(ctx, sh.admin, name); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
