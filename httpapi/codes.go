@@ -1,12 +1,8 @@
 package httpapi
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/dibsio/dibs/issue"
@@ -102,61 +98,23 @@ func (s *Server) failCodes(w http.ResponseWriter, r *http.Request, err error) {
 
 // streamCodes applies an NDJSON upload line by line, in batches.
 func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, d *streamDeadline) {
-	out := codesOut{Errors: []lineError{}}
-	reject := func(line int, code, detail string) {
-		out.Rejected++
-		if len(out.Errors) < maxReportedErrors {
-			out.Errors = append(out.Errors, lineError{Line: line, Code: code, Detail: detail})
-		}
-	}
-	batch := make([]string, 0, codesBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := s.cfg.Manager.AddCodes(r.Context(), id, batch)
-		batch = batch[:0]
-		if err != nil {
-			return err
-		}
-		out.add(res)
-		return nil
-	}
 	// Fail fast on an unknown promotion, a wrong kind or a late pool,
 	// before reading the body.
 	if _, err := s.cfg.Manager.AddCodes(r.Context(), id, nil); err != nil {
 		s.failCodes(w, r, err)
 		return
 	}
-	br := bufio.NewReaderSize(r.Body, 64<<10)
-	for line := 1; ; line++ {
-		d.touch()
-		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
-		if err != nil && !errors.Is(err, io.EOF) {
-			// The upload broke off: what was added stays added.
-			s.log.Warn("code upload broke off", "promotion", id, "line", line, "err", err)
-			break
+	out := codesOut{}
+	var err error
+	out.Rejected, out.Errors, err = s.readUpload(r, d, "code", id, codesBatch, parseCodeLine, func(batch []string) error {
+		res, err := s.cfg.Manager.AddCodes(r.Context(), id, batch)
+		if err != nil {
+			return err
 		}
-		switch {
-		case tooLong:
-			reject(line, CodeTooLarge, fmt.Sprintf("line is longer than %d bytes", MaxGrantLineBytes))
-		case len(bytes.TrimSpace(raw)) == 0:
-			// blank lines are ignored
-		default:
-			if c, detail := parseCodeLine(raw); detail != "" {
-				reject(line, CodeInvalidRequest, detail)
-			} else if batch = append(batch, c); len(batch) == codesBatch {
-				if ferr := flush(); ferr != nil {
-					s.failCodes(w, r, ferr)
-					return
-				}
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-	}
-	if err := flush(); err != nil {
+		out.add(res)
+		return nil
+	})
+	if err != nil {
 		s.failCodes(w, r, err)
 		return
 	}
@@ -169,7 +127,6 @@ func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, 
 		}
 		out.add(res)
 	}
-	d.touch()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -177,13 +134,8 @@ func parseCodeLine(raw []byte) (string, string) {
 	var in struct {
 		Code string `json:"code"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return "", "malformed JSON line: " + err.Error()
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", "unexpected data after the JSON value"
+	if detail := decodeLine(raw, &in); detail != "" {
+		return "", detail
 	}
 	if !issue.ValidPoolCode(in.Code) {
 		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", store.MaxPoolCodeLength)

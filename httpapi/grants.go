@@ -94,40 +94,47 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string,
 		s.fail(w, r, promotion.ErrWrongMode)
 		return
 	}
-	out := grantsOut{Errors: []lineError{}}
-	reject := func(line int, code, detail string) {
-		out.Rejected++
-		if len(out.Errors) < maxReportedErrors {
-			out.Errors = append(out.Errors, lineError{Line: line, Code: code, Detail: detail})
-		}
-	}
-	batch := make([]string, 0, grantBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
+	out := grantsOut{}
+	out.Rejected, out.Errors, err = s.readUpload(r, d, "grant", id, grantBatch, parseGrantLine, func(batch []string) error {
 		res, err := s.cfg.Manager.Grant(r.Context(), id, batch)
-		batch = batch[:0]
 		if err != nil {
 			return err
 		}
 		out.Enqueued += res.Enqueued
 		out.Duplicates += res.Duplicates
 		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	// An upload may take any time as long as its lines keep coming: each
-	// line pushes the connection's deadlines ahead.
+	writeJSON(w, http.StatusAccepted, out)
+}
+
+// readUpload reads the NDJSON lines of an upload (what: "grant", "code")
+// to promotion id: each line pushes the connection's deadlines ahead, so an
+// upload may take any time as long as its lines keep coming. parse turns a
+// line into a value or a reason to reject it; the values go to flush in
+// batches of size, the last one when the body ends. An upload that breaks
+// off ends the read, logged: what was applied stays applied. It returns the
+// lines rejected (the first maxReportedErrors reported), or the first
+// error of flush.
+func (s *Server) readUpload(r *http.Request, d *streamDeadline, what, id string, size int,
+	parse func([]byte) (string, string), flush func([]string) error) (int, []lineError, error) {
+	rejected, errs := 0, []lineError{}
+	reject := func(line int, code, detail string) {
+		rejected++
+		if len(errs) < maxReportedErrors {
+			errs = append(errs, lineError{Line: line, Code: code, Detail: detail})
+		}
+	}
+	batch := make([]string, 0, size)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	for line := 1; ; line++ {
 		d.touch()
 		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
 		if err != nil && !errors.Is(err, io.EOF) {
-			// The upload broke off: what was applied stays applied.
-			if ferr := flush(); ferr != nil {
-				s.fail(w, r, ferr)
-				return
-			}
-			s.log.Warn("grant upload broke off", "promotion", id, "line", line, "err", err)
+			s.log.Warn(what+" upload broke off", "promotion", id, "line", line, "err", err)
 			break
 		}
 		switch {
@@ -136,28 +143,40 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string,
 		case len(bytes.TrimSpace(raw)) == 0:
 			// blank lines are ignored
 		default:
-			if u, detail := parseGrantLine(raw); detail != "" {
+			if v, detail := parse(raw); detail != "" {
 				reject(line, CodeInvalidRequest, detail)
-			} else {
-				batch = append(batch, u)
-				if len(batch) == grantBatch {
-					if ferr := flush(); ferr != nil {
-						s.fail(w, r, ferr)
-						return
-					}
+			} else if batch = append(batch, v); len(batch) == size {
+				if err := flush(batch); err != nil {
+					return rejected, errs, err
 				}
+				batch = batch[:0]
 			}
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
 	}
-	if err := flush(); err != nil {
-		s.fail(w, r, err)
-		return
+	if len(batch) > 0 {
+		if err := flush(batch); err != nil {
+			return rejected, errs, err
+		}
 	}
 	d.touch()
-	writeJSON(w, http.StatusAccepted, out)
+	return rejected, errs, nil
+}
+
+// decodeLine decodes one NDJSON line into v strictly: unknown members and
+// data after the value are refused. It returns the reason, "" if none.
+func decodeLine(raw []byte, v any) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return "malformed JSON line: " + err.Error()
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "unexpected data after the JSON value"
+	}
+	return ""
 }
 
 // readLine reads one line of at most limit bytes; a longer line is consumed
@@ -187,13 +206,8 @@ func parseGrantLine(raw []byte) (string, string) {
 	var in struct {
 		UserID string `json:"user_id"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return "", "malformed JSON line: " + err.Error()
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", "unexpected data after the JSON value"
+	if detail := decodeLine(raw, &in); detail != "" {
+		return "", detail
 	}
 	if !promotion.ValidID(in.UserID) {
 		return "", "user_id must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit"
