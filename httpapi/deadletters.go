@@ -100,27 +100,38 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]int{"replayed": n})
 }
 
-func (s *Server) voidDeadLetters(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
+// claimIDsIn decodes a body {"claim_ids": [...]}: 1 or more valid claim
+// ids, all or nothing. On a bad body it writes the problem and returns
+// false.
+func claimIDsIn(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	var in struct {
 		ClaimIDs []string `json:"claim_ids"`
 	}
 	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 		pr.write(w, r)
-		return
+		return nil, false
 	}
 	if len(in.ClaimIDs) == 0 {
 		problem(CodeInvalidRequest, "claim_ids must not be empty").withField("claim_ids").write(w, r)
-		return
+		return nil, false
 	}
 	if pr := validClaimIDs(in.ClaimIDs); pr != nil {
 		pr.write(w, r)
+		return nil, false
+	}
+	return in.ClaimIDs, true
+}
+
+func (s *Server) voidDeadLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
 		return
 	}
-	n, err := s.cfg.Manager.Void(r.Context(), id, in.ClaimIDs)
+	ids, ok := claimIDsIn(w, r)
+	if !ok {
+		return
+	}
+	n, err := s.cfg.Manager.Void(r.Context(), id, ids)
 	if err != nil {
 		s.fail(w, r, err)
 		return

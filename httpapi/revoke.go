@@ -57,22 +57,11 @@ func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in struct {
-		ClaimIDs []string `json:"claim_ids"`
-	}
-	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
-		pr.write(w, r)
+	ids, ok := claimIDsIn(w, r)
+	if !ok {
 		return
 	}
-	if len(in.ClaimIDs) == 0 {
-		problem(CodeInvalidRequest, "claim_ids must not be empty").withField("claim_ids").write(w, r)
-		return
-	}
-	if pr := validClaimIDs(in.ClaimIDs); pr != nil {
-		pr.write(w, r)
-		return
-	}
-	res, err := s.cfg.Manager.Revoke(r.Context(), id, in.ClaimIDs)
+	res, err := s.cfg.Manager.Revoke(r.Context(), id, ids)
 	if err != nil {
 		s.fail(w, r, err)
 		return
