@@ -38,13 +38,20 @@ func fill(b *testing.B, c rueidis.Client, stream string, n int) {
 // handler, XACK. The stream is filled first, so the figure is the
 // runtime's drain rate.
 func BenchmarkPool(b *testing.B) {
+	// consumers 0: DefaultConfig as it is, scaling included, which is what
+	// a user who changes nothing gets.
 	cases := []struct{ batch, consumers int }{
-		{DefaultBatchSize, 1}, {DefaultBatchSize, 8},
+		{DefaultBatchSize, 0},
+		{10, 1}, {10, 8},
 		{100, 1}, {100, 4}, {100, 8},
 		{500, 4}, {500, 8},
 	}
 	for _, tc := range cases {
-		b.Run(fmt.Sprintf("batch=%d/consumers=%d", tc.batch, tc.consumers), func(b *testing.B) {
+		name := fmt.Sprintf("batch=%d/consumers=%d", tc.batch, tc.consumers)
+		if tc.consumers == 0 {
+			name = "defaults"
+		}
+		b.Run(name, func(b *testing.B) {
 			c := redistest.Client(b)
 			stream := redistest.Prefix(b) + "{bench}:claims"
 			if err := CreateGroup(context.Background(), c, stream, "g"); err != nil {
@@ -52,9 +59,11 @@ func BenchmarkPool(b *testing.B) {
 			}
 			fill(b, c, stream, b.N)
 			cfg := DefaultConfig()
-			cfg.BatchSize = tc.batch
-			cfg.MinConsumers, cfg.MaxConsumers = tc.consumers, tc.consumers
-			cfg.TrimAcked = false
+			if tc.consumers > 0 {
+				cfg.BatchSize = tc.batch
+				cfg.MinConsumers, cfg.MaxConsumers = tc.consumers, tc.consumers
+				cfg.TrimAcked = false
+			}
 			var acked atomic.Int64
 			done := make(chan struct{})
 			cfg.Hooks.Ack = func(_ string, n int) {

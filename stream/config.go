@@ -88,7 +88,7 @@ type Hooks struct {
 // the name says so) in YAML.
 type Config struct {
 	// BatchSize is the XREADGROUP COUNT: the most entries one read hands to the
-	// handler. Defaults to 10.
+	// handler. Defaults to 100.
 	BatchSize int `yaml:"batch_size"`
 	// TrimAcked trims acknowledged entries with XTRIM MINID below the oldest
 	// pending or undelivered entry of every group, on each reclaim pass.
@@ -119,7 +119,7 @@ type Config struct {
 	// make the pool consider stopping a consumer. Defaults to 10.
 	ConsecutiveIdleTrigger int `yaml:"consecutive_idle_trigger"`
 	// StartConsumerMinInterval is the least time between two consumer starts
-	// by scaling. Defaults to 10s.
+	// by scaling. Defaults to 2s.
 	StartConsumerMinInterval time.Duration `yaml:"-"`
 	// StopConsumerMinInterval is the least time between two consumer stops by
 	// scaling. Defaults to 60s.
