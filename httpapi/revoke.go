@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/dibsio/dibs/promotion"
@@ -43,7 +45,12 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		c.EndsAt = &t
 	}
 	v, err := s.cfg.Manager.Patch(r.Context(), id, c)
-	if err != nil {
+	var nec *promotion.NotEnoughCodesError
+	switch {
+	case errors.As(err, &nec):
+		problem(CodeNotEnoughCodes, fmt.Sprintf("the code pool holds %d codes, fewer than the stock %d: upload more codes first; nothing was changed", nec.Codes, nec.Stock)).withField("stock").write(w, r)
+		return
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}

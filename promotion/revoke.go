@@ -27,7 +27,8 @@ type Revoked struct {
 // StatusRevoked, its code is no longer valid, its points are debited, the
 // issuer's undo runs (an issue.Revoker, for issuers that call out), and,
 // if the promotion's RevokeReturnsStock is set, its unit goes back to
-// stock the way a void gives one back. Claims not issued are skipped and
+// stock the way a void gives one back (never in a promotion with a code
+// pool: the claim's code is spent, and a unit given back would have none). Claims not issued are skipped and
 // reported.
 //
 // Like a dead-letter transition it is decided in the database (one
@@ -50,7 +51,16 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
-	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, p.RevokeReturnsStock && p.Mode != ModeGrant, m.cfg.Now().UTC())
+	returnStock := p.RevokeReturnsStock && p.Mode != ModeGrant
+	if returnStock {
+		// A pool code once handed out is spent: a unit given back would
+		// have no code to be issued with.
+		if err := m.poolCodes(ctx, &p); err != nil {
+			return Revoked{}, err
+		}
+		returnStock = p.codes == 0
+	}
+	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, returnStock, m.cfg.Now().UTC())
 	if err != nil {
 		return Revoked{}, domainErr(err)
 	}
