@@ -307,10 +307,15 @@ func schemas() J {
 			"claim_ids": J{"type": "array", "items": J{"type": "string", "minLength": 1, "maxLength": 200}, "minItems": 1, "maxItems": 1000, "description": "the claims"},
 		}),
 		"Voided": object("dead letters given up, their units back in stock", []string{"voided"}, J{"voided": integer("how many")}),
-		"Revoked": object("what a revoke did", []string{"revoked", "skipped", "pending"}, J{
+		"Revoked": object("what a revoke did", []string{"revoked", "skipped", "pending", "refused"}, J{
 			"revoked": integer("claims revoked now"),
 			"skipped": array(str("a claim id"), "ids not revoked now (unknown, not issued, another promotion's, or revoked already)"),
 			"pending": array(str("a claim id"), "revoked claims whose issuer's undo is still being retried"),
+			"refused": J{"type": "array", "items": schema("RefusedUndo"), "description": "revoked claims whose issuer's undo was refused for good (a webhook's 4xx other than 404 and 409): they stay revoked, the undo is not tried again"},
+		}),
+		"RefusedUndo": object("a revoked claim whose issuer's undo was refused", []string{"claim_id", "reason"}, J{
+			"claim_id": str("the claim id"),
+			"reason":   str("the refusal: the webhook's URL, status and the start of its answer"),
 		}),
 		"Winner": object("an issued claim", []string{"rank", "claim_id", "user_id", "slot", "accepted_at", "issued_at"}, J{
 			"rank":        integer("its place"),

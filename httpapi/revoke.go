@@ -79,9 +79,21 @@ func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
 	if res.Pending == nil {
 		res.Pending = []string{}
 	}
+	type refusedOut struct {
+		ClaimID string `json:"claim_id"`
+		Reason  string `json:"reason"`
+	}
+	refused := make([]refusedOut, 0, len(res.Refused))
+	for _, f := range res.Refused {
+		refused = append(refused, refusedOut{f.ClaimID, f.Reason})
+	}
+	if len(refused) > 0 {
+		annotate(r, "refused", refused)
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Revoked int      `json:"revoked"`
-		Skipped []string `json:"skipped"`
-		Pending []string `json:"pending"`
-	}{res.Revoked, res.Skipped, res.Pending})
+		Revoked int          `json:"revoked"`
+		Skipped []string     `json:"skipped"`
+		Pending []string     `json:"pending"`
+		Refused []refusedOut `json:"refused"`
+	}{res.Revoked, res.Skipped, res.Pending, refused})
 }
