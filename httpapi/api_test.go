@@ -110,15 +110,24 @@ func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 	}
 	st := openStore(t, b.db)
 	prefix := redistest.Prefix(t)
-	sc := testStreamConfig()
 	rooms, err := waitroom.New(client, waitroom.Config{Prefix: prefix, Keys: testRoomKeys, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	mgr, api, url := startInstance(t, client, st, prefix, rooms, tune)
+	return &env{url: url, client: client, store: st, mgr: mgr, prefix: prefix, api: api}
+}
+
+// startInstance starts a dibs instance (its manager and API, with the API's
+// Config adjusted by tune if not nil) on client, st and prefix, stopped when
+// the test ends, and returns them and the API's base URL.
+func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix string, rooms *waitroom.Rooms,
+	tune func(*httpapi.Config)) (*promotion.Manager, *httpapi.Server, string) {
+	t.Helper()
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Rooms:           rooms,
 		Prefix:          prefix,
-		Stream:          sc,
+		Stream:          testStreamConfig(),
 		RecheckInterval: 100 * time.Millisecond,
 		Logger:          slog.New(slog.DiscardHandler),
 	})
@@ -145,7 +154,7 @@ func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 			t.Errorf("stop manager: %v", err)
 		}
 	})
-	return &env{url: srv.URL, client: client, store: st, mgr: mgr, prefix: prefix, api: api}
+	return mgr, api, srv.URL
 }
 
 type response struct {

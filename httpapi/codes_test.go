@@ -14,8 +14,8 @@ import (
 
 // TestCodes uploads a coupon promotion's pool as JSON (all or nothing) and
 // NDJSON (line by line) with duplicates, refuses what cannot take a pool,
-// and issues claims from the pool: the claim beyond it is dead-lettered,
-// never issued without a code.
+// and issues claims from the pool: a claim beyond it is refused sold_out,
+// never accepted without a code, until more codes are uploaded.
 func TestCodes(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -70,34 +70,44 @@ func TestCodes(t *testing.T) {
 			t.Fatalf("webhook_url on a coupon: %d %s", r.status, r.raw)
 		}
 
-		// Three claims from a pool of two: two get pool codes, the third is
-		// dead-lettered with a reason that says the pool is dry.
-		for _, u := range []string{"u1", "u2", "u3"} {
+		// Three users from a pool of two: two are accepted and issued pool
+		// codes, the third is told sold_out (nothing taken, nothing
+		// dead-lettered) until a code is added after the start.
+		for _, u := range []string{"u1", "u2"} {
 			wait.For(t, 30*time.Second, u+"'s claim accepted", func() bool {
 				return e.claim(t, "pooled", u).status == 202
 			})
 		}
+		if r := e.claim(t, "pooled", "u3"); r.status != 410 || r.code() != "sold_out" {
+			t.Fatalf("a claim beyond the pool: %d %s", r.status, r.raw)
+		}
+		if r := e.admin(t, "POST", "/v1/promotions/pooled/codes", `{"codes":["PX-3"]}`); r.status != 200 || r.body["total"] != 3.0 {
+			t.Fatalf("top-up after the start: %d %s", r.status, r.raw)
+		}
+		wait.For(t, 30*time.Second, "u3's claim accepted", func() bool {
+			return e.claim(t, "pooled", "u3").status == 202
+		})
 		got := map[string]bool{}
-		wait.For(t, 30*time.Second, "two issued and one failed", func() bool {
+		wait.For(t, 30*time.Second, "three issued", func() bool {
 			c := e.counts(t, "pooled")
-			return c["issued"] == 2.0 && c["failed"] == 1.0
+			return c["issued"] == 3.0 && c["failed"] == 0.0
 		})
 		for _, u := range []string{"u1", "u2", "u3"} {
 			r := e.do(t, "GET", "/v1/promotions/pooled/claims/"+u, "")
-			if r.body["status"] == "issued" {
-				var code string
-				if cs, _ := r.body["claims"].([]any); len(cs) == 1 {
-					code, _ = cs[0].(map[string]any)["code"].(string)
-				}
-				if !strings.HasPrefix(code, "PX-") || got[code] {
-					t.Fatalf("%s issued with code %q (seen %v): %s", u, code, got, r.raw)
-				}
-				got[code] = true
+			var code string
+			if cs, _ := r.body["claims"].([]any); len(cs) == 1 {
+				code, _ = cs[0].(map[string]any)["code"].(string)
 			}
+			if !strings.HasPrefix(code, "PX-") || got[code] {
+				t.Fatalf("%s issued with code %q (seen %v): %s", u, code, got, r.raw)
+			}
+			got[code] = true
 		}
-		dl := e.admin(t, "GET", "/v1/promotions/pooled/dead-letters", "")
-		if !strings.Contains(dl.raw, "no free code") {
-			t.Fatalf("dead letters do not say the pool is dry: %s", dl.raw)
+		if r := e.claim(t, "pooled", "u4"); r.status != 410 || r.code() != "sold_out" {
+			t.Fatalf("a claim beyond the topped-up pool: %d %s", r.status, r.raw)
+		}
+		if dl := e.admin(t, "GET", "/v1/promotions/pooled/dead-letters", ""); strings.Contains(dl.raw, "no free code") {
+			t.Fatalf("a claim was accepted beyond the pool: %s", dl.raw)
 		}
 	})
 }

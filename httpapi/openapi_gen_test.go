@@ -44,6 +44,7 @@ var problemCodes = map[string]problemCode{
 	httpapi.CodeRequestInProgress:    {[]int{409}, "an admin request with this Idempotency-Key is still running, or another PATCH of the promotion is being applied; carries Retry-After"},
 	httpapi.CodeNoPoolForKind:        {[]int{409}, "codes uploaded for a promotion whose kind takes no code pool (only coupon does)"},
 	httpapi.CodePoolAfterStart:       {[]int{409}, "the first codes uploaded after the promotion started"},
+	httpapi.CodeNotEnoughCodes:       {[]int{409}, "a PATCH that would raise the stock of a promotion with a code pool above the codes in its pool (the detail gives the pool's size); nothing was changed"},
 	httpapi.CodeIdempotencyKeyReused: {[]int{422}, "an admin request reused an Idempotency-Key with another method, path or body"},
 	httpapi.CodeNotStarted:           {[]int{403}, "before starts_at"},
 	httpapi.CodeEnded:                {[]int{403}, "after ends_at or after the promotion was closed; a PATCH of ends_at on a drained promotion"},
@@ -285,7 +286,7 @@ func schemas() J {
 			"duplicates": integer("codes the pool held already, or given twice"),
 			"total":      integer("the pool's size"),
 			"free":       integer("codes no claim took"),
-			"stock":      integer("the promotion's stock"),
+			"stock":      integer("the promotion's stock; it accepts at most min(stock, total) claims"),
 			"rejected":   integer("lines rejected"),
 			"errors":     J{"type": "array", "items": schema("LineError"), "maxItems": 100, "description": "the first rejected lines"},
 		}),
@@ -306,10 +307,15 @@ func schemas() J {
 			"claim_ids": J{"type": "array", "items": J{"type": "string", "minLength": 1, "maxLength": 200}, "minItems": 1, "maxItems": 1000, "description": "the claims"},
 		}),
 		"Voided": object("dead letters given up, their units back in stock", []string{"voided"}, J{"voided": integer("how many")}),
-		"Revoked": object("what a revoke did", []string{"revoked", "skipped", "pending"}, J{
+		"Revoked": object("what a revoke did", []string{"revoked", "skipped", "pending", "refused"}, J{
 			"revoked": integer("claims revoked now"),
 			"skipped": array(str("a claim id"), "ids not revoked now (unknown, not issued, another promotion's, or revoked already)"),
 			"pending": array(str("a claim id"), "revoked claims whose issuer's undo is still being retried"),
+			"refused": J{"type": "array", "items": schema("RefusedUndo"), "description": "revoked claims whose issuer's undo was refused for good (a webhook's 4xx other than 404 and 409): they stay revoked, the undo is not tried again"},
+		}),
+		"RefusedUndo": object("a revoked claim whose issuer's undo was refused", []string{"claim_id", "reason"}, J{
+			"claim_id": str("the claim id"),
+			"reason":   str("the refusal: the webhook's URL, status and the start of its answer"),
 		}),
 		"Winner": object("an issued claim", []string{"rank", "claim_id", "user_id", "slot", "accepted_at", "issued_at"}, J{
 			"rank":        integer("its place"),
@@ -562,7 +568,7 @@ func paths() map[string]map[string]op {
 				desc:   "Applied atomically in Redis and recorded in the database. grant promotions may change name and ends_at only.",
 				params: []J{id, key}, body: jsonBody("PromotionPatch", true),
 				ok:       J{"200": keyedAnswer("the promotion", "Promotion")},
-				problems: keyed.with(httpapi.CodeNotFound, httpapi.CodeStockBelowAccepted, httpapi.CodeEnded)},
+				problems: keyed.with(httpapi.CodeNotFound, httpapi.CodeStockBelowAccepted, httpapi.CodeNotEnoughCodes, httpapi.CodeEnded)},
 		},
 		"/v1/promotions/{id}/close": {
 			"POST": {id: "closePromotion", tag: "promotions", summary: "End a promotion now", security: adminSecurity,
@@ -620,7 +626,7 @@ func paths() map[string]map[string]op {
 		},
 		"/v1/promotions/{id}/codes": {
 			"POST": {id: "uploadCodes", tag: "claims", summary: "Upload codes into a coupon promotion's pool", security: adminSecurity,
-				desc:     "JSON (all or nothing, 1 to 10,000 codes) or application/x-ndjson lines (streamed, any size). The first codes must come before starts_at; codes may be added until the promotion ends.",
+				desc:     "JSON (all or nothing, 1 to 10,000 codes) or application/x-ndjson lines (streamed, any size). The first codes must come before starts_at; codes may be added until the promotion ends. A promotion with a code pool accepts at most as many claims as its pool has codes: an upload raises its effective stock, min(stock, total), up to stock.",
 				params:   []J{id, key},
 				body:     upload("CodesUpload", "CodeLine"),
 				ok:       J{"200": keyedAnswer("what the upload did", "CodesResult")},

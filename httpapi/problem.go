@@ -48,6 +48,9 @@ const (
 	// CodeStockBelowAccepted: a change would set the stock below the claims
 	// accepted already; nothing was changed.
 	CodeStockBelowAccepted = "stock_below_accepted"
+	// CodeNotEnoughCodes: a change would raise the stock of a promotion
+	// with a code pool above the codes in its pool; nothing was changed.
+	CodeNotEnoughCodes = "not_enough_codes"
 	// CodeForbidden: a dashboard request that changes something came
 	// without the dashboard's Origin or its CSRF token.
 	CodeForbidden = "forbidden"
@@ -63,6 +66,7 @@ var codeStatus = map[string]int{
 	CodeNotEnded:           http.StatusConflict,
 	CodePaused:             http.StatusConflict,
 	CodeStockBelowAccepted: http.StatusConflict,
+	CodeNotEnoughCodes:     http.StatusConflict,
 	CodeNotStarted:         http.StatusForbidden,
 	CodeEnded:              http.StatusForbidden,
 	CodeNotAdmitted:        http.StatusForbidden,
@@ -99,6 +103,7 @@ var codeTitle = map[string]string{
 	CodePoolAfterStart:     "Code pool after the start",
 	CodePaused:             "Paused",
 	CodeStockBelowAccepted: "Stock below accepted",
+	CodeNotEnoughCodes:     "Not enough codes",
 
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/dibsio/dibs/promotion"
@@ -43,7 +45,12 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		c.EndsAt = &t
 	}
 	v, err := s.cfg.Manager.Patch(r.Context(), id, c)
-	if err != nil {
+	var nec *promotion.NotEnoughCodesError
+	switch {
+	case errors.As(err, &nec):
+		problem(CodeNotEnoughCodes, fmt.Sprintf("the code pool holds %d codes, fewer than the stock %d: upload more codes first; nothing was changed", nec.Codes, nec.Stock)).withField("stock").write(w, r)
+		return
+	case err != nil:
 		s.fail(w, r, err)
 		return
 	}
@@ -72,9 +79,21 @@ func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
 	if res.Pending == nil {
 		res.Pending = []string{}
 	}
+	type refusedOut struct {
+		ClaimID string `json:"claim_id"`
+		Reason  string `json:"reason"`
+	}
+	refused := make([]refusedOut, 0, len(res.Refused))
+	for _, f := range res.Refused {
+		refused = append(refused, refusedOut{f.ClaimID, f.Reason})
+	}
+	if len(refused) > 0 {
+		annotate(r, "refused", refused)
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Revoked int      `json:"revoked"`
-		Skipped []string `json:"skipped"`
-		Pending []string `json:"pending"`
-	}{res.Revoked, res.Skipped, res.Pending})
+		Revoked int          `json:"revoked"`
+		Skipped []string     `json:"skipped"`
+		Pending []string     `json:"pending"`
+		Refused []refusedOut `json:"refused"`
+	}{res.Revoked, res.Skipped, res.Pending, refused})
 }

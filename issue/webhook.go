@@ -273,8 +273,8 @@ const RevokeIdempotencySuffix = ":revoke"
 // answer, or none, is an error, and the revoke is posted again later by
 // the caller's sweep: a 429, 5xx, a timeout or no answer wrapped as
 // stream.Transient, any other status as stream.Permanent (the partner
-// refused; it is still retried, since an undo is never given up, and
-// logged each time). Each failure backs the endpoint's revoke calls off
+// refused: the promotion manager records the refusal with the answer and
+// does not post it again, see promotion.Manager.Revoke). Each failure backs the endpoint's revoke calls off
 // as failures of Grant do (while the pause runs Revoke answers
 // ErrWebhookBackingOff at once), apart from its claims' calls, so a
 // refused revoke never holds issuance back.

@@ -68,6 +68,10 @@ type handle struct {
 	// the stream's own sizing (sizing.go): written by the loop, read by
 	// the pool when it starts (spec.Size).
 	size atomic.Int32
+	// codes is the size of the promotion's code pool plus one as the loop
+	// last read it, 0 when not read or dropped by a change (forgetCached):
+	// written by the loop (withCodes), dropped by anyone.
+	codes atomic.Int64
 }
 
 // askKind says what a request to the loop is for.

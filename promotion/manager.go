@@ -438,6 +438,7 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		}
 	}
 	list = m.due(list, refresh, now)
+	m.withCodes(ctx, list)
 	marks, err := m.checkFloors(ctx, list, refresh)
 	if err != nil {
 		errs = append(errs, err)

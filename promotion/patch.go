@@ -17,7 +17,8 @@ type Change struct {
 	// Name renames the promotion; only the database holds it.
 	Name *string
 	// Stock raises or lowers the stock, never below the claims accepted
-	// (ErrStockBelowAccepted). First-come promotions only.
+	// (ErrStockBelowAccepted) and, with a code pool, never raised above its
+	// codes (ErrNotEnoughCodes). First-come promotions only.
 	Stock *int64
 	// EndsAt moves the end, after StartsAt. A later end reopens a
 	// promotion its end closed, until it is drained; one an admin closed
@@ -41,6 +42,10 @@ const patchLease = 10 * time.Second
 // The database is the truth and the re-check repairs Redis from it, so
 // the order of the writes makes every crash end with the two agreeing on a
 // value that never oversells:
+//
+// A promotion with a code pool holds min(stock, codes) in Redis (see
+// AddCodes): a raise of its stock above the pool's codes is refused
+// (a *NotEnoughCodesError, nothing changed).
 //
 //  1. Redis, one script: the promotion's change lease is taken, and a
 //     lowered stock is applied at once, refused (ErrStockBelowAccepted,
@@ -77,6 +82,15 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 	if err := m.checkChange(p, c); err != nil {
 		return View{}, err
 	}
+	// The gate's stock is capped by the code pool (gateStock): a raise
+	// above the pool's codes is refused, one that stays under them
+	// applies, and a lowered stock still above them leaves the cap.
+	if err := m.poolCodes(ctx, &p); err != nil {
+		return View{}, err
+	}
+	if c.Stock != nil && p.codes > 0 && *c.Stock > p.codes && *c.Stock > p.Stock {
+		return View{}, &NotEnoughCodesError{Stock: *c.Stock, Codes: p.codes}
+	}
 	if c.EndsAt != nil {
 		e := c.EndsAt.UTC().Truncate(time.Microsecond)
 		c.EndsAt = &e
@@ -84,8 +98,13 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 			return View{}, ErrDrained
 		}
 	}
-	rc := claim.Change{Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused,
-		Reopen: p.ClosedAt.IsZero() && !sp.Drained}
+	rc := claim.Change{EndsAt: c.EndsAt, Held: c.Paused, Reopen: p.ClosedAt.IsZero() && !sp.Drained}
+	if c.Stock != nil {
+		q := p
+		q.Stock = *c.Stock
+		gs := q.gateStock()
+		rc.Stock = &gs
+	}
 	var pt *claim.Patch
 	if c.Stock != nil || c.EndsAt != nil || c.Paused != nil {
 		err := m.onGate(ctx, id, func() (err error) {
@@ -105,7 +124,7 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 	})
 	if err != nil {
 		if pt != nil {
-			if uerr := pt.Undo(dctx, p.Stock); uerr != nil {
+			if uerr := pt.Undo(dctx, p.gateStock()); uerr != nil {
 				m.log.Warn("change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
 			}
 		}
@@ -174,12 +193,14 @@ func (m *Manager) forgetCached(id string) {
 	m.forgetSoldOut(id)
 	if h := (*m.known.Load())[id]; h != nil {
 		h.quietUntil.Store(woken)
+		h.codes.Store(0)
 	}
 }
 
-// agree reports whether Redis's marks hold p's stock, end and pause.
+// agree reports whether Redis's marks hold p's stock (capped by its code
+// pool), end and pause.
 func agree(p Promotion, mk claim.Mark) bool {
-	return mk.Stock == p.Stock && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Held == p.Paused
+	return mk.Stock == p.gateStock() && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Held == p.Paused
 }
 
 // repair sets Redis's stock, end and pause of the promotions in list to
@@ -194,7 +215,7 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 			break
 		}
 		mk := marks[i]
-		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) || p.segmented() {
+		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
 			continue
 		}
 		if agree(p, mk) {
@@ -208,10 +229,19 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 			errs = append(errs, err)
 			continue
 		}
-		if p = fromStore(sp); agree(p, mk) {
+		// And the code pool, after the database's stock: it only grows.
+		p = fromStore(sp)
+		if err := m.poolCodes(ctx, &p); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		stock, ends, held := p.Stock, p.EndsAt, p.Paused
+		if h := m.handles[p.ID]; h != nil && p.codes > 0 {
+			h.codes.Store(p.codes + 1)
+		}
+		if agree(p, mk) {
+			continue
+		}
+		stock, ends, held := p.gateStock(), p.EndsAt, p.Paused
 		_, err = m.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
 			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
 		switch {
@@ -223,7 +253,7 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 			errs = append(errs, err)
 		default:
 			m.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
-				"stock", p.Stock, "ends_at", p.EndsAt, "paused", p.Paused)
+				"stock", stock, "ends_at", p.EndsAt, "paused", p.Paused)
 		}
 	}
 	return errors.Join(errs...)

@@ -70,6 +70,10 @@ type Promotion struct {
 	// each instance sizes the promotion's confirmation pool from it (see
 	// PoolSize).
 	ExpectedClaimsPerSecond int64
+	// codes is the size of the promotion's uploaded code pool as the
+	// caller read it (withCodes): 0 without a pool, codesUnknown if it
+	// could not be read. It caps the stock the claim gate holds (gateStock).
+	codes int64
 	// RetiredAt is when the promotion was retired, its retention over
 	// after it drained (see Config.Retention): its Redis state is gone and
 	// the database answers for it. Zero if not retired.
@@ -139,7 +143,7 @@ func (p Promotion) gate() claim.Promotion {
 	return claim.Promotion{
 		ID:           p.ID,
 		Grant:        p.Mode == ModeGrant,
-		Stock:        p.Stock,
+		Stock:        p.gateStock(),
 		PerUserLimit: p.PerUserLimit,
 		StartsAt:     p.StartsAt,
 		EndsAt:       p.EndsAt,

@@ -163,6 +163,9 @@ func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 	if p.segmented() {
 		return m.openSegments(ctx, p, floor)
 	}
+	// The stock Redis is given is capped by the code pool, read afresh
+	// (unknown: 0 until the re-check reads it).
+	_ = m.poolCodes(ctx, &p)
 	floor = m.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
@@ -393,6 +396,10 @@ func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, creat
 		pause = m.gate.TakeOver
 	case reasonRequested:
 		pause = m.gate.PauseHalted
+	}
+	if err := m.poolCodes(ctx, &p); err != nil {
+		rep.Err = err
+		return rep
 	}
 	r, err := pause(ctx, p.gate(), m.cfg.Instance, DefaultRebuildHold)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/stream"
 )
 
 // Revoked is what Manager.Revoke did.
@@ -21,13 +22,26 @@ type Revoked struct {
 	// webhook partner that is down): they are revoked, and the re-check
 	// loop's sweep runs their undo again until it succeeds.
 	Pending []string
+	// Refused are the revoked claims whose issuer's undo was refused for
+	// good (a webhook partner answered a 4xx other than 404 and 409): they
+	// stay revoked in dibs, the refusal is final and not tried again.
+	Refused []RefusedUndo
+}
+
+// RefusedUndo is a revoked claim whose issuer's undo was refused for good.
+type RefusedUndo struct {
+	ClaimID string
+	// Reason is the refusal: for a webhook, its URL, status and the start
+	// of its answer's body.
+	Reason string
 }
 
 // Revoke revokes issued claims of the promotion: each one's status becomes
 // StatusRevoked, its code is no longer valid, its points are debited, the
 // issuer's undo runs (an issue.Revoker, for issuers that call out), and,
 // if the promotion's RevokeReturnsStock is set, its unit goes back to
-// stock the way a void gives one back. Claims not issued are skipped and
+// stock the way a void gives one back (never in a promotion with a code
+// pool: the claim's code is spent, and a unit given back would have none). Claims not issued are skipped and
 // reported.
 //
 // Like a dead-letter transition it is decided in the database (one
@@ -37,7 +51,11 @@ type Revoked struct {
 // the rest is finished even if ctx ends, and a revoke whose outside steps
 // are not recorded as done is applied again by the re-check loop's sweep.
 // A failing undo is no error of Revoke: the claim is revoked, reported in
-// Pending, and its undo (then its Redis step) is retried by the sweep.
+// Pending, and its undo (then its Redis step) is retried by the sweep. An
+// undo the other system refused (an error wrapping stream.ErrPermanent,
+// such as a webhook's 400) is final: the claim stays revoked, the refusal
+// is reported in Refused and logged with the answer, and it is not tried
+// again (a refusal repeats; the partner's operator settles it by hand).
 // The revoke's claim.revoked events are written with its database
 // transaction.
 func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Revoked, error) {
@@ -50,7 +68,16 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
-	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, p.RevokeReturnsStock && p.Mode != ModeGrant, m.cfg.Now().UTC())
+	returnStock := p.RevokeReturnsStock && p.Mode != ModeGrant
+	if returnStock {
+		// A pool code once handed out is spent: a unit given back would
+		// have no code to be issued with.
+		if err := m.poolCodes(ctx, &p); err != nil {
+			return Revoked{}, err
+		}
+		returnStock = p.codes == 0
+	}
+	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, returnStock, m.cfg.Now().UTC())
 	if err != nil {
 		return Revoked{}, domainErr(err)
 	}
@@ -60,10 +87,13 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 			out.Skipped = append(out.Skipped, c)
 		}
 	}
-	pending, err := m.applyRevokes(dctx, dctx, p, rows)
+	pending, refused, err := m.applyRevokes(dctx, dctx, p, rows)
 	for _, f := range pending {
 		out.Pending = append(out.Pending, f.claimID)
 		m.log.Warn("issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
+	}
+	for _, f := range refused {
+		out.Refused = append(out.Refused, RefusedUndo{ClaimID: f.claimID, Reason: f.err.Error()})
 	}
 	if err != nil {
 		return out, domainErr(err)
@@ -71,7 +101,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	return out, nil
 }
 
-// undoFailure is a revoked claim whose issuer's undo failed.
+// undoFailure is a revoked claim whose issuer's undo failed or was refused.
 type undoFailure struct {
 	claimID string
 	err     error
@@ -80,23 +110,31 @@ type undoFailure struct {
 // applyRevokes runs the outside steps of revoked claims of p — the
 // issuer's undo, then Redis's status and stock — and records which are
 // done. A claim whose undo failed is returned in pending, its Redis step
-// not taken; it and a claim whose rank Redis holds no status for (lost
+// not taken; a claim whose undo was refused for good (stream.ErrPermanent)
+// is returned in refused, logged as an error with the refusal, and its
+// other steps are taken as if the undo had succeeded, so it is not tried
+// again. A pending claim and a claim whose rank Redis holds no status for (lost
 // with Redis's history, not yet rebuilt) are left for the sweep, which
 // runs every step again until each succeeds: a failing undo is retried,
 // never dropped. Every step is idempotent: the undo by its contract
 // (issue.Revoker), the Redis step because a claim already revoked is left
 // alone. The undos run under undoCtx, the rest under ctx. err reports the
 // failures of the Redis and database steps.
-func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending []undoFailure, err error) {
+func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending, refused []undoFailure, err error) {
 	if len(rows) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var errs []error
 	undone := rows[:0:0]
 	if rv, ok := m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
 		sp := p.toStore()
 		for _, is := range rows {
-			if err := rv.Revoke(undoCtx, sp, is); err != nil {
+			switch err := rv.Revoke(undoCtx, sp, is); {
+			case errors.Is(err, stream.ErrPermanent):
+				refused = append(refused, undoFailure{is.ClaimID, err})
+				m.log.Error("the issuer refused the undo of a revoked claim: the claim stays revoked and the undo is not tried again; settle it with the other system",
+					"promotion", p.ID, "claim", is.ClaimID, "user", is.UserID, "err", err)
+			case err != nil:
 				pending = append(pending, undoFailure{is.ClaimID, err})
 				continue
 			}
@@ -120,7 +158,7 @@ func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows [
 	}{{true, returned}, {false, kept}} {
 		_, u, err := m.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
 		if err != nil {
-			return pending, errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
+			return pending, refused, errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
 		}
 		unknown = append(unknown, u...)
 	}
@@ -136,7 +174,7 @@ func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows [
 	if len(returned) > 0 {
 		m.tellChanged(ctx, p.ID)
 	}
-	return pending, errors.Join(errs...)
+	return pending, refused, errors.Join(errs...)
 }
 
 // sweepRevokes applies the outside steps of revokes decided in the
@@ -165,7 +203,7 @@ func (m *Manager) sweepRevokes(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		pending, err := m.applyRevokes(ctx, undoCtx, p, list)
+		pending, _, err := m.applyRevokes(ctx, undoCtx, p, list)
 		errs = append(errs, err)
 		undone += len(pending)
 		if len(pending) > 0 {

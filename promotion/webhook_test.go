@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,6 +166,68 @@ func TestWebhookEndpointDown(t *testing.T) {
 			evs, err := w.st.Events(ctx, 0, []string{store.EventClaimRevoked}, 10)
 			if err != nil || len(evs) != 1 || evs[0].ClaimID != cid {
 				t.Errorf("claim.revoked events: %+v, %v; want one of %s", evs, err, cid)
+			}
+		})
+	}
+}
+
+// TestWebhookRevokeRefused revokes a webhook claim whose partner refuses
+// the revoke with 400: the claim is revoked in dibs, the refusal is
+// reported with the partner's answer, the revoke is recorded as applied
+// and never posted again, however many sweeps run.
+func TestWebhookRevokeRefused(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			var revokes atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.Header.Get("Idempotency-Key"), issue.RevokeIdempotencySuffix) {
+					revokes.Add(1)
+					http.Error(rw, `{"error":"coupon already redeemed"}`, http.StatusBadRequest)
+					return
+				}
+				fmt.Fprintf(rw, `{"code":"W-%s"}`, r.Header.Get("Idempotency-Key"))
+			}))
+			t.Cleanup(srv.Close)
+			wh, err := issue.NewWebhook("0123456789abcdef-refused", issue.WebhookConfig{
+				TimeoutMS: 2000, BaseBackoffMS: 10, MaxBackoffMS: 50}, srv.Client(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sweeps atomic.Int64
+			m := w.start(t, promotion.Config{
+				Prefix: w.prefix, Instance: "a", Stream: fastStream(),
+				RecheckInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+				Issuers: issue.Kinds{store.KindWebhook: wh},
+			})
+			promotion.AfterRecheck(m, func() { sweeps.Add(1) })
+			ctx := context.Background()
+			const id = "refused"
+			create(t, m, promotion.Promotion{ID: id, Stock: 5, Kind: promotion.KindWebhook, Value: 1,
+				WebhookURL: srv.URL + "/issue"})
+			c, err := m.Claim(ctx, id, "u1", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCounts(t, m, id, 1, 0)
+			res, err := m.Revoke(ctx, id, []string{c.ClaimID})
+			if err != nil || res.Revoked != 1 || len(res.Pending) != 0 || len(res.Refused) != 1 ||
+				res.Refused[0].ClaimID != c.ClaimID || !strings.Contains(res.Refused[0].Reason, "400") ||
+				!strings.Contains(res.Refused[0].Reason, "already redeemed") {
+				t.Fatalf("revoke refused by the partner: %+v, %v; want revoked, refused with the answer", res, err)
+			}
+			if un, err := w.st.ListUnappliedRevokes(ctx, time.Now().Add(time.Hour), 10); err != nil || len(un) != 0 {
+				t.Fatalf("unapplied revokes after a refusal: %+v, %v; want none", un, err)
+			}
+			if cs, err := m.UserClaims(ctx, id, "u1"); err != nil || len(cs) != 1 || cs[0].Status != promotion.StatusRevoked {
+				t.Fatalf("u1's claim after a refused revoke: %+v, %v", cs, err)
+			}
+			from := sweeps.Load()
+			wait.For(t, 30*time.Second, "several re-checks", func() bool { return sweeps.Load() >= from+20 })
+			if n := revokes.Load(); n != 1 {
+				t.Fatalf("the refused revoke was posted %d times, want 1", n)
 			}
 		})
 	}
