@@ -115,12 +115,13 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 		return PoolAdded{}, invalid("codes", "a pool holds at most %d codes", MaxPoolCodes)
 	}
 	// The upload is a change of the gate's stock: it takes the
-	// promotion's change lease first (a first upload lowers the gate's
-	// stock to the pool's 0 codes in the same step, so no claim slips in
-	// above the codes however close to the start it comes), then writes
-	// the codes, then raises the gate's stock to min(stock, codes) and
-	// gives the lease up. A crash in between leaves the gate at most lower
-	// than that, which the re-check raises (repair).
+	// promotion's change lease first (lowering the gate's stock to what the
+	// pool allows before the upload; a first upload comes before the
+	// start, when no claim is accepted, so the gate keeps its stock until
+	// the codes are written), then writes the codes, then raises the gate's
+	// stock to min(stock, codes) and gives the lease up. A crash in between
+	// leaves the gate at most lower than that, which the re-check raises
+	// (repair).
 	p.codes = total
 	below := p.gateStock()
 	pt, err := m.beginCodes(ctx, id, below)
