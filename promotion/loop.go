@@ -9,6 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/hint"
+	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
 )
 
@@ -72,6 +73,12 @@ type handle struct {
 	// last read it, 0 when not read or dropped by a change (forgetCached):
 	// written by the loop (withCodes), dropped by anyone.
 	codes atomic.Int64
+	// promo is the promotion's definition as the loop last read it, what
+	// the pool's issuer hands to the kind's issue.Issuer: stored by the
+	// loop only (newHandle, segmentHandles, refreshHandles), never
+	// modified once stored, and loaded by the pool's handler for each batch
+	// (liveIssuer), so a change (a rename) reaches a running pool.
+	promo atomic.Pointer[store.Promotion]
 }
 
 // askKind says what a request to the loop is for.
@@ -91,6 +98,10 @@ const (
 	// askJournal: journal accepted, a claim answered on a promotion the
 	// loop has not published yet (journal.go).
 	askJournal
+	// askRefresh: promotion id changed (a hint.Changed, or a Patch here):
+	// read its definition from the database and hand it to its running
+	// pools (refreshHandles); answer on done if set.
+	askRefresh
 )
 
 // woken is handle.quietUntil after a wake.
@@ -175,6 +186,68 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
 	case askJournal:
 		m.journalAdd(ctx, a.id, a.accepted)
+	case askRefresh:
+		err := m.refresh(ctx, a.id)
+		if err != nil && ctx.Err() == nil {
+			m.log.Debug("cannot read a changed promotion; the next re-check does", "promotion", a.id, "err", err)
+		}
+		if a.done != nil {
+			a.done <- err
+		}
+	}
+}
+
+// refresh reads promotion id's definition again, if the loop tracks it,
+// and hands it to its handles and its entry in m.active. Loop only.
+func (m *Manager) refresh(ctx context.Context, id string) error {
+	if m.handles[id] == nil {
+		return nil // not tracked: its handles are made from a fresh read
+	}
+	p, err := m.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.active[id]; ok {
+		m.active[id] = p
+	}
+	m.refreshHandles(p)
+	return nil
+}
+
+// refreshHandles hands p's definition to the handles of p and of its
+// segments, read by their pools from their next batch on. Loop only.
+func (m *Manager) refreshHandles(p Promotion) {
+	h := m.handles[p.ID]
+	if h == nil {
+		return
+	}
+	sp := p.toStore()
+	for _, tag := range h.segs.Tags() {
+		if sh := m.handles[tag]; sh != nil {
+			sh.promo.Store(&sp)
+		}
+	}
+}
+
+// awaitRefresh asks the loop to read promotion id again (askRefresh) and
+// waits for it at most Config.OpenWait, so the instance that made a change
+// hands it to its running pools before it answers. A refresh that did not
+// happen in time (or failed) is done by the next re-check. No-op when no
+// loop runs (no pools run either).
+func (m *Manager) awaitRefresh(ctx context.Context, id string) {
+	if !m.running.Load() {
+		return
+	}
+	a := ask{kind: askRefresh, id: id, asked: time.Now(), done: make(chan error, 1)}
+	if !m.ask(a) {
+		return
+	}
+	t := time.NewTimer(m.cfg.OpenWait)
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -239,7 +312,8 @@ func (m *Manager) forgetOld() {
 	}
 }
 
-// track makes sure every promotion in list has a handle; with exact, the
+// track makes sure every promotion in list has a handle, and hands each
+// handle its promotion's definition from list; with exact, the
 // promotions not in list lose theirs (list is every undrained one). It
 // publishes the set again if it changed. Loop only.
 func (m *Manager) track(list []Promotion, exact bool) {
@@ -254,6 +328,10 @@ func (m *Manager) track(list []Promotion, exact bool) {
 			for _, sh := range m.segmentHandles(p, h.segs) {
 				m.handles[sh.id] = sh
 			}
+		} else {
+			// The database's definition, read by this re-check: a change
+			// another instance's hint did not bring reaches the pools here.
+			m.refreshHandles(p)
 		}
 		for _, tag := range m.handles[p.ID].segs.Tags()[1:] {
 			in[tag] = true
@@ -301,6 +379,8 @@ func (m *Manager) publish() {
 func (m *Manager) newHandle(p Promotion) *handle {
 	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout()}
 	h.size.Store(m.poolSize(p))
+	sp := p.toStore()
+	h.promo.Store(&sp)
 	h.spec = m.poolSpec(p, p.ID, h.segs.Share(0, p.Stock), h)
 	return h
 }
@@ -363,14 +443,35 @@ func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
 // hinted takes a hint from another instance (or this one) off the bus:
 // a work hint wakes or starts the promotion's pool like a claim here
 // would, without telling the others again; a changed hint drops what this
-// instance cached about the promotion (see forgetCached). Never blocks.
+// instance cached about the promotion (see forgetCached) and asks the loop
+// to hand the changed definition to its running pools (askRefresh). Never
+// blocks.
 func (m *Manager) hinted(h hint.Hint) {
 	switch h.Kind {
 	case hint.Work:
 		m.queueWake(h.Key, false)
 	case hint.Changed:
 		m.forgetCached(h.Key)
+		// The loop reads the promotion again for its running pools; if
+		// its backlog is full, the next re-check does.
+		m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
 	}
+}
+
+// liveIssuer is the handler of a promotion's (or segment's) pool: the
+// issuer, handed for each batch the promotion's definition as the loop last
+// read it (handle.promo), so a change made while the pool runs (a rename)
+// reaches what the kind's issuer sees without restarting the pool.
+type liveIssuer struct {
+	h    *handle
+	base issuer
+}
+
+// Handle implements stream.Handler.
+func (l *liveIssuer) Handle(ctx context.Context, msgs []stream.Message) []error {
+	is := l.base
+	is.promo = *l.h.promo.Load()
+	return is.Handle(ctx, msgs)
 }
 
 // queueWake is wakePool; tell says whether the waker tells the other

@@ -145,6 +145,10 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 		}
 	}
 	m.tellChanged(dctx, id)
+	// This instance's running pools issue with the changed definition (a
+	// new name) before the change is answered; the others' once the hint
+	// or their next re-check reaches them.
+	m.awaitRefresh(dctx, id)
 	v, err := m.view(ctx, fromStore(sp2))
 	return v, domainErr(err)
 }

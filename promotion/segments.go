@@ -103,6 +103,8 @@ func (m *Manager) segmentHandles(p Promotion, segs claim.Segments) []*handle {
 		tag := segs.Tag(k)
 		h := &handle{id: tag, segs: segs}
 		h.size.Store(m.poolSize(p))
+		sp := p.toStore()
+		h.promo.Store(&sp)
 		h.spec = m.poolSpec(p, tag, segs.Share(k, p.Stock), h)
 		out = append(out, h)
 	}
@@ -116,7 +118,7 @@ func (m *Manager) poolSpec(p Promotion, keyID string, expected int64, h *handle)
 	return stream.Spec{
 		Stream:           k.Stream(),
 		Group:            claim.Group,
-		Handler:          &issuer{m: m, promotionID: p.ID, promo: p.toStore(), segmented: p.segmented()},
+		Handler:          &liveIssuer{h: h, base: issuer{m: m, promotionID: p.ID, segmented: p.segmented()}},
 		Ack:              m.acker(keyID),
 		OnDeadLetter:     m.deadLettererOn(p.ID, keyID),
 		DeadLetterStream: k.DeadLetters(),

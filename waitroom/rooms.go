@@ -246,8 +246,9 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 
 // TickResult is what one tick of a room did and saw.
 type TickResult struct {
-	// State is the promotion's state: "open", "paused" (its counters are
-	// being rebuilt: nobody is let in meanwhile), "sold_out" or "ended".
+	// State is the promotion's state: "open", "paused" (an admin paused
+	// its claims, or its counters are being rebuilt: nobody is let in
+	// meanwhile), "sold_out" or "ended".
 	State string
 	// Now is the Redis TIME the tick used, in ms since the epoch.
 	Now int64

@@ -20,7 +20,8 @@ import (
 //
 // room_state reads the promotion's claim meta and rank counter against
 // Redis TIME: the state ('open', 'paused', 'sold_out', 'ended' or
-// 'not_found'), the stock remaining (stock + voided − seq, at least 0) and
+// 'not_found'; paused is an admin's pause, claim meta held = 1, or a
+// rebuild's, paused = 1), the stock remaining (stock + voided − seq, at least 0) and
 // the live passes (unspent and unexpired). Sold out means nothing remains
 // and no live pass may give a unit back.
 //
@@ -45,13 +46,13 @@ local function now_ms()
 end
 local function room_state(now)
   local live = redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf')
-  local c = redis.call('HMGET', KEYS[9], 'stock', 'voided', 'closed', 'ends_ms', 'paused')
+  local c = redis.call('HMGET', KEYS[9], 'stock', 'voided', 'closed', 'ends_ms', 'paused', 'held')
   if not c[1] then return 'not_found', 0, live end
   if c[3] == '1' or now >= tonumber(c[4]) then return 'ended', 0, live end
   local seq = tonumber(redis.call('GET', KEYS[10]) or '0')
   local remaining = tonumber(c[1]) + tonumber(c[2] or '0') - seq
   if remaining < 0 then remaining = 0 end
-  if c[5] == '1' then return 'paused', remaining, live end
+  if c[5] == '1' or c[6] == '1' then return 'paused', remaining, live end
   if remaining == 0 and live == 0 then return 'sold_out', 0, live end
   return 'open', remaining, live
 end
@@ -216,7 +217,12 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 //	min(⌊rate × (now − open_ms) / 1000⌋, admitted + remaining − live)
 //
 // where remaining = stock + voided − seq from the claim keys and live the
-// unspent unexpired passes. A user reached who stopped checking in for
+// unspent unexpired passes. A paused promotion (an admin's pause or a
+// rebuild's) admits nobody; its first paused tick records held_ms = now,
+// and the first tick after the resume moves open_ms on by now − held_ms, so
+// the time of the pause adds nothing to the allowance and the resume is no
+// burst (the pause is counted from its first tick to the resume's, so up
+// to a tick on either side is off). A user reached who stopped checking in for
 // abandon_ms, or who took a later place since, is skipped (counted in
 // skipped) and costs no admission. Since the count is a function of Redis
 // TIME and the stored total, a late tick catches up and concurrent ticks
@@ -270,6 +276,16 @@ local state, remaining, live = room_state(now)
 local rate, open = tonumber(m[1]), tonumber(m[2])
 local ttl, abandon = tonumber(m[3]), tonumber(m[4])
 local admitted, cursor, skipped = tonumber(m[5]), tonumber(m[6]), tonumber(m[8] or '0')
+local held = tonumber(redis.call('HGET', KEYS[1], 'held_ms') or '0')
+if state == 'paused' then
+  if held == 0 then redis.call('HSET', KEYS[1], 'held_ms', now) end
+elseif held > 0 then
+  if now > held then
+    open = open + now - held
+    redis.call('HSET', KEYS[1], 'open_ms', open)
+  end
+  redis.call('HDEL', KEYS[1], 'held_ms')
+end
 local allowed = 0
 if now > open then
   local x = rate * (now - open)
