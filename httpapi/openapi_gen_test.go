@@ -244,6 +244,7 @@ func schemas() J {
 			"entry_token":                  str("admitted: claim with it in X-Entry-Token"),
 			"expires_at":                   timeStr("admitted: when the entry token expires"),
 			"shuffle_at":                   timeStr("prequeue: when the places are dealt (starts_at)"),
+			"paused":                       boolean("waiting, prequeue, admitted: the promotion is paused; nobody is let in and no claim is taken until it resumes, and the estimated wait counts from the resume"),
 		}),
 		"Prequeue": object("the audit record of the opening moment's shuffle", []string{"promotion_id", "seed", "seed_sha256", "total", "users", "next_cursor"}, J{
 			"promotion_id": str("the promotion"),

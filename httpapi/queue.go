@@ -38,6 +38,7 @@ type queueOut struct {
 	EntryToken          string    `json:"entry_token,omitempty"`
 	ExpiresAt           *string   `json:"expires_at,omitempty"`
 	ShuffleAt           *string   `json:"shuffle_at,omitempty"`
+	Paused              *bool     `json:"paused,omitempty"`
 }
 
 // seconds is d in seconds, rounded to 0.1 s.
@@ -61,6 +62,11 @@ func toQueueOut(st waitroom.Standing) queueOut {
 	case waitroom.StatusAdmitted:
 		out.EntryToken = st.Token
 		out.ExpiresAt = optTime(st.Pass.ExpiresAt)
+	}
+	switch st.Status {
+	case waitroom.StatusWaiting, waitroom.StatusPrequeue, waitroom.StatusAdmitted:
+		paused := st.Paused
+		out.Paused = &paused
 	}
 	return out
 }

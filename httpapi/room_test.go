@@ -65,8 +65,24 @@ func TestWaitingRoom(t *testing.T) {
 		rng, _ := r.body["estimated_wait_range_seconds"].([]any)
 		if r.status != http.StatusOK || r.body["status"] != "waiting" || r.body["position"] != float64(2) ||
 			len(rng) != 2 || r.body["stock_expected_to_last"] != true || r.body["poll_after_ms"] == nil ||
-			r.body["estimated_wait_seconds"] == nil || r.body["entry_token"] != nil {
+			r.body["estimated_wait_seconds"] == nil || r.body["entry_token"] != nil || r.body["paused"] != false {
 			t.Fatalf("standing of u2: %d %s", r.status, r.raw)
+		}
+		// A paused promotion tells its waiting users so, and lets nobody in.
+		if r := e.admin(t, "PATCH", "/v1/promotions/wr", `{"paused":true}`); r.status != http.StatusOK {
+			t.Fatalf("pause: %d %s", r.status, r.raw)
+		}
+		if r := e.standing(t, "wr", "u2"); r.body["status"] != "waiting" || r.body["paused"] != true {
+			t.Fatalf("standing of u2 while paused: %d %s", r.status, r.raw)
+		}
+		if res := e.tick(t, "wr"); res.Admitted != 0 || res.State != "paused" {
+			t.Fatalf("tick while paused: %+v", res)
+		}
+		if r := e.admin(t, "PATCH", "/v1/promotions/wr", `{"paused":false}`); r.status != http.StatusOK {
+			t.Fatalf("resume: %d %s", r.status, r.raw)
+		}
+		if r := e.standing(t, "wr", "u2"); r.body["paused"] != false {
+			t.Fatalf("standing of u2 after the resume: %d %s", r.status, r.raw)
 		}
 		if r := e.standing(t, "wr", "nobody"); r.status != http.StatusNotFound || r.code() != "not_found" {
 			t.Fatalf("standing of a user who never joined: %d %s", r.status, r.raw)

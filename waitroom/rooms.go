@@ -63,6 +63,10 @@ type Standing struct {
 	// opening (StatusPrequeue only; the shuffle runs at the first tick at
 	// or after it).
 	ShuffleAt time.Time
+	// Paused tells that the promotion is paused (an admin's pause, or its
+	// counters being rebuilt): nobody is let in until it resumes, and Wait
+	// counts from the resume.
+	Paused bool
 }
 
 // Rooms holds the waiting rooms of promotions in Redis. It is safe for
@@ -223,6 +227,13 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 		measured, _ = strconv.ParseFloat(s, 64)
 	}
 	st := Standing{Status: Status(status), Now: time.UnixMilli(now).UTC()}
+	if len(vals) > 11 {
+		p, err := vals[11].AsInt64()
+		if err != nil {
+			return Standing{}, err
+		}
+		st.Paused = p == 1
+	}
 	if pass > 0 {
 		st.Pass = Pass{Promotion: id, User: userID, ID: pass, ExpiresAt: time.UnixMilli(exp).UTC()}
 	}

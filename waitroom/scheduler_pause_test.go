@@ -54,7 +54,17 @@ func TestTickPausedAdmitsNobodyAndNeverCatchesUp(t *testing.T) {
 		open := f.startAdmission(t)
 		first, _ := f.admitUntil(t, 1)
 
+		last := users[len(users)-1]
+		if st, err := f.rooms.Status(ctx, f.id, last, true); err != nil || st.Status != StatusWaiting || st.Paused {
+			t.Fatalf("status before the pause: %+v, %v; want waiting, not paused", st, err)
+		}
 		f.pause(t, true)
+		if st, err := f.rooms.Status(ctx, f.id, last, true); err != nil || st.Status != StatusWaiting || !st.Paused {
+			t.Fatalf("status while paused: %+v, %v; want waiting and paused", st, err)
+		}
+		if st, err := f.rooms.Join(ctx, f.id, "late-joiner"); err != nil || st.Status != StatusWaiting || !st.Paused {
+			t.Fatalf("join while paused: %+v, %v; want a place, paused", st, err)
+		}
 		for range 3 {
 			res, err := f.rooms.Tick(ctx, f.id)
 			if err != nil {
@@ -80,6 +90,9 @@ func TestTickPausedAdmitsNobodyAndNeverCatchesUp(t *testing.T) {
 		open -= pausedFor
 
 		f.pause(t, false)
+		if st, err := f.rooms.Status(ctx, f.id, last, true); err != nil || st.Paused {
+			t.Fatalf("status after the resume: %+v, %v; want not paused", st, err)
+		}
 		res, err := f.rooms.Tick(ctx, f.id)
 		if err != nil {
 			t.Fatal(err)

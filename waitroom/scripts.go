@@ -34,7 +34,8 @@ import (
 // reply builds the common answer of join and status:
 // {status, place, cursor, pass id, expires ms, remaining, live, now ms,
 // rate, measured rate (a string, places per second, "" when unmeasured),
-// opening ms (the shuffle's time for 'prequeue')}.
+// opening ms (the shuffle's time for 'prequeue'), paused (1 if room_state
+// found the promotion paused, else 0)}.
 //
 // room_meta reads the room's meta hash: rate, open_ms, ttl_ms, abandon_ms,
 // admitted, cursor, m_rate, skipped, m_ms, m_cur, pq (nil without a
@@ -44,6 +45,7 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local paused = 0
 local function room_state(now)
   local live = redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf')
   local c = redis.call('HMGET', KEYS[9], 'stock', 'voided', 'closed', 'ends_ms', 'paused', 'held')
@@ -52,7 +54,10 @@ local function room_state(now)
   local seq = tonumber(redis.call('GET', KEYS[10]) or '0')
   local remaining = tonumber(c[1]) + tonumber(c[2] or '0') - seq
   if remaining < 0 then remaining = 0 end
-  if c[5] == '1' or c[6] == '1' then return 'paused', remaining, live end
+  if c[5] == '1' or c[6] == '1' then
+    paused = 1
+    return 'paused', remaining, live
+  end
   if remaining == 0 and live == 0 then return 'sold_out', 0, live end
   return 'open', remaining, live
 end
@@ -81,7 +86,7 @@ local function standing(user, now, abandon, pq)
 end
 local function reply(st, place, pass, exp, now, remaining, live, m)
   return {st, place, tonumber(m[6] or '0'), pass, exp, remaining, live, now,
-    tonumber(m[1]), m[7] or '', tonumber(m[2])}
+    tonumber(m[1]), m[7] or '', tonumber(m[2]), paused}
 end
 local function room_meta()
   return redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'ttl_ms', 'abandon_ms',
