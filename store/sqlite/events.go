@@ -11,36 +11,45 @@ import (
 	"github.com/dibsio/dibs/store/internal/sqlstore"
 )
 
-// insertEvents writes events as one JSON array parameter (one statement
-// text whatever the row count); a promotion event written already is
-// skipped (events_promotion). Rows are inserted in array order, so their
-// seqs follow it.
-const insertEvents = `INSERT INTO events (id, type, at, promotion_id, claim_id, data)
-	SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, NULLIF(j.value->>4, ''), j.value->>5
-	FROM json_each(?) j WHERE true
-	ON CONFLICT DO NOTHING`
+// insertEvents writes events; a promotion event written already is skipped
+// (events_promotion). Rows are inserted in order, so their seqs follow it.
+var insertEvents = &multiInsert{text: func(n int) string {
+	return valuesSQL(`INSERT INTO events (id, type, at, promotion_id, claim_id, data) VALUES `, 6, n,
+		` ON CONFLICT DO NOTHING`)
+}}
 
-// eventsArg is the parameter of insertEvents.
-func eventsArg(evs []store.Event) (string, error) {
-	arr := make([][]any, len(evs))
-	for i, e := range evs {
-		arr[i] = []any{e.ID, e.Type, fmtTime(e.At), e.PromotionID, e.ClaimID, sqlstore.EventData(e)}
-	}
-	b, err := json.Marshal(arr)
-	return string(b), err
+// writeEvents writes evs inside tx, in pieces of insertRows, through the
+// prepared statements of c (a nil c, outside the group writer, runs them
+// unprepared).
+func (c *insertStmts) writeEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) error {
+	_, err := c.insertEvents(ctx, tx, evs)
+	return err
 }
 
-// writeEvents writes evs inside tx.
-func writeEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	arg, err := eventsArg(evs)
-	if err != nil {
+// insertEvents is writeEvents reporting the rows written.
+func (c *insertStmts) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) (int64, error) {
+	var written int64
+	args := make([]any, 0, insertRows(len(evs))*6)
+	err := pieces(len(evs), func(start, end int) error {
+		args = args[:0]
+		for _, e := range evs[start:end] {
+			var claim any // NULL: a promotion event
+			if e.ClaimID != "" {
+				claim = e.ClaimID
+			}
+			args = append(args, e.ID, e.Type, fmtTime(e.At), e.PromotionID, claim, sqlstore.EventData(e))
+		}
+		n, err := c.exec(ctx, tx, insertEvents, end-start, args)
+		written += n
 		return err
-	}
-	_, err = tx.ExecContext(ctx, insertEvents, arg)
-	return err
+	})
+	return written, err
+}
+
+// writeEvents writes evs inside tx, unprepared: for the transactions
+// outside the group writer.
+func writeEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) error {
+	return (*insertStmts)(nil).writeEvents(ctx, tx, evs)
 }
 
 // AppendPromotionEvent writes the promotion event e unless its id is
@@ -49,15 +58,12 @@ func (s *Store) AppendPromotionEvent(ctx context.Context, e store.Event) (bool, 
 	if err := sqlstore.CheckPromotionEvent(e); err != nil {
 		return false, fmt.Errorf("sqlite: append event: %w", err)
 	}
-	arg, err := eventsArg([]store.Event{e})
-	if err != nil {
-		return false, fmt.Errorf("sqlite: append event: %w", err)
-	}
-	res, err := s.w.ExecContext(ctx, insertEvents, arg)
-	if err != nil {
-		return false, wrapErr("append event "+e.ID, err)
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = (*insertStmts)(nil).insertEvents(ctx, tx, []store.Event{e})
+		return err
+	})
 	return n > 0, wrapErr("append event "+e.ID, err)
 }
 

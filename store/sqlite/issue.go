@@ -17,20 +17,19 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 	outcomes := sqlstore.NewOutcomes(issues)
 	issuedAt := fmtTime(now)
 	args := make([]any, 0, insertRows(len(issues))*issueCols)
-	for start := 0; start < len(issues); {
-		piece := issues[start : start+insertRows(len(issues)-start)]
-		start += len(piece)
+	err := pieces(len(issues), func(start, end int) error {
 		args = args[:0]
-		for _, is := range piece {
+		for _, is := range issues[start:end] {
 			args = append(args, is.ClaimID, is.PromotionID, is.UserID, is.Rank, is.Slot, fmtTime(is.AcceptedAt), issuedAt)
 		}
-		rows, err := ins.query(ctx, tx, len(piece), args)
+		rows, err := ins.query(ctx, tx, insertIssued, end-start, args)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := scanKeys(rows, outcomes.Inserted); err != nil {
-			return nil, err
-		}
+		return scanKeys(rows, outcomes.Inserted)
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	inserted := outcomes.InsertedIssues()
@@ -41,7 +40,7 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 	if err != nil {
 		return nil, err
 	}
-	if err := writeEvents(ctx, tx, evs); err != nil {
+	if err := ins.writeEvents(ctx, tx, evs); err != nil {
 		return nil, err
 	}
 
@@ -70,16 +69,16 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 	return outcomes.Settle(stored), nil
 }
 
-// The grant inserts take their rows as one JSON array parameter, so each
-// is one statement text whatever the row count (SQLite caches its compiled
-// form). A row whose code another claim holds is skipped and made anew
-// (sqlstore.WriteCodes).
-const (
-	insertCodes = `INSERT INTO codes (code, claim_id, promotion_id, value, expires_at)
-		SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4 FROM json_each(?) j WHERE true
-		ON CONFLICT DO NOTHING RETURNING claim_id`
-	insertLedger = `INSERT INTO ledger (claim_id, user_id, promotion_id, amount, at)
-		SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, ? FROM json_each(?) j WHERE true`
+// The grant inserts. A code row whose code another claim holds is skipped
+// and made anew (sqlstore.WriteCodes).
+var (
+	insertCodes = &multiInsert{text: func(n int) string {
+		return valuesSQL(`INSERT INTO codes (code, claim_id, promotion_id, value, expires_at) VALUES `, 5, n,
+			` ON CONFLICT DO NOTHING RETURNING claim_id`)
+	}}
+	insertLedger = &multiInsert{text: func(n int) string {
+		return valuesSQL(`INSERT INTO ledger (claim_id, user_id, promotion_id, amount, at) VALUES `, 5, n, ``)
+	}}
 )
 
 // Pool codes: whether a promotion has a pool, and taking one free code
@@ -96,7 +95,17 @@ const (
 func writeGrants(ctx context.Context, tx *sql.Tx, ins *insertStmts, inserted []store.Issue, issuedAt string) error {
 	coded, err := sqlstore.TakePoolCodes(inserted, func(id string) (bool, error) {
 		var ok bool
-		err := tx.QueryRowContext(ctx, hasPool, id).Scan(&ok)
+		rows, err := ins.queryText(ctx, tx, hasPool, id)
+		if err != nil {
+			return false, err
+		}
+		defer rows.Close()
+		if rows.Next() {
+			err = rows.Scan(&ok)
+		}
+		if err == nil {
+			err = rows.Err()
+		}
 		return ok, err
 	}, func(id string, issues []store.Issue) ([]string, error) {
 		var served []string
@@ -120,53 +129,46 @@ func writeGrants(ctx context.Context, tx *sql.Tx, ins *insertStmts, inserted []s
 		return err
 	}
 	err = sqlstore.WriteCodes(coded, func(rows []sqlstore.CodeRow) ([]string, error) {
-		arr := make([][]any, len(rows))
-		for i, r := range rows {
-			var expires any
-			if t := r.Issue.Grant.ExpiresAt; !t.IsZero() {
-				expires = fmtTime(t)
-			}
-			arr[i] = []any{r.Code, r.Issue.ClaimID, r.Issue.PromotionID, r.Issue.Grant.Value, expires}
-		}
-		js, err := json.Marshal(arr)
-		if err != nil {
-			return nil, err
-		}
-		res, err := ins.queryText(ctx, tx, insertCodes, string(js))
-		if err != nil {
-			return nil, err
-		}
-		defer res.Close()
 		var written []string
-		for res.Next() {
-			var id string
-			if err := res.Scan(&id); err != nil {
-				return nil, err
+		args := make([]any, 0, insertRows(len(rows))*5)
+		err := pieces(len(rows), func(start, end int) error {
+			args = args[:0]
+			for _, r := range rows[start:end] {
+				var expires any
+				if t := r.Issue.Grant.ExpiresAt; !t.IsZero() {
+					expires = fmtTime(t)
+				}
+				args = append(args, r.Code, r.Issue.ClaimID, r.Issue.PromotionID, r.Issue.Grant.Value, expires)
 			}
-			written = append(written, id)
-		}
-		return written, res.Err()
+			res, err := ins.query(ctx, tx, insertCodes, end-start, args)
+			if err != nil {
+				return err
+			}
+			defer res.Close()
+			for res.Next() {
+				var id string
+				if err := res.Scan(&id); err != nil {
+					return err
+				}
+				written = append(written, id)
+			}
+			return res.Err()
+		})
+		return written, err
 	})
 	if err != nil {
 		return err
 	}
 	credits := sqlstore.Credits(inserted)
-	if len(credits) == 0 {
-		return nil
-	}
-	arr := make([][]any, len(credits))
-	for i, is := range credits {
-		arr[i] = []any{is.ClaimID, is.UserID, is.PromotionID, is.Grant.Points}
-	}
-	js, err := json.Marshal(arr)
-	if err != nil {
+	args := make([]any, 0, insertRows(len(credits))*5)
+	return pieces(len(credits), func(start, end int) error {
+		args = args[:0]
+		for _, is := range credits[start:end] {
+			args = append(args, is.ClaimID, is.UserID, is.PromotionID, is.Grant.Points, issuedAt)
+		}
+		_, err := ins.exec(ctx, tx, insertLedger, end-start, args)
 		return err
-	}
-	res, err := ins.queryText(ctx, tx, insertLedger, issuedAt, string(js))
-	if err != nil {
-		return err
-	}
-	return res.Close()
+	})
 }
 
 // scanKeys hands each (claim_id, promotion_id, user_id, rank, slot) row to

@@ -9,131 +9,192 @@ import (
 	"sync/atomic"
 )
 
-// The multi-row insert's text depends on its row count, and SQLite compiles
-// a statement's text anew each time it is run unprepared: with a batch of
-// a few rows that compiling is a good part of the insert's cost. So the
-// writer keeps one prepared insert per row count, and a batch is inserted in
-// pieces whose row counts come from a small, fixed set.
+// A multi-row insert's text depends on its row count, and SQLite compiles a
+// statement's text anew each time it is run unprepared: with a batch of a
+// few rows that compiling is a good part of the insert's cost. So the
+// writer keeps one prepared statement per row count of each multi-row
+// insert (the issued rows, the codes, the events), and a batch is written
+// in pieces whose row counts come from a small, fixed set.
 const (
-	// insertChunk is the most rows one INSERT carries. Each row binds
-	// issueCols variables; SQLite allows 32766 per statement, so 1000 rows
-	// stay far below the limit while keeping statements short.
+	// insertChunk is the most rows one INSERT carries. Each row binds at
+	// most issueCols variables; SQLite allows 32766 per statement, so 1000
+	// rows stay far below the limit while keeping statements short.
 	insertChunk = 1000
 	// maxSmallInsert bounds the small row counts kept prepared: a batch is
-	// cut into pieces of insertChunk rows, then of maxSmallInsert rows,
-	// then the rest. Stream batches (10 claims by default) fit in one piece.
+	// cut into pieces of insertChunk rows, then of the largest power of two
+	// between maxSmallInsert and insertChunk that fits, then the rest. A
+	// stream batch of 100 claims is one piece of 64 rows and one of 36; its
+	// 200 events are pieces of 128, 64 and 8.
 	maxSmallInsert = 64
 	issueCols      = 7
 )
 
 // insertRows is how many of n rows still to insert the next piece takes.
 func insertRows(n int) int {
-	switch {
-	case n >= insertChunk:
+	if n >= insertChunk {
 		return insertChunk
-	case n > maxSmallInsert:
-		return maxSmallInsert
 	}
-	return n
+	if n <= maxSmallInsert {
+		return n
+	}
+	p := maxSmallInsert
+	for 2*p <= n {
+		p *= 2
+	}
+	return p
 }
 
-// insertSQL is the insert of n rows.
-func insertSQL(n int) string {
+// pieces calls fn with the bounds of each piece of n rows, in order.
+func pieces(n int, fn func(start, end int) error) error {
+	for start := 0; start < n; {
+		end := start + insertRows(n-start)
+		if err := fn(start, end); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// multiInsert is a multi-row statement: its text for n rows.
+type multiInsert struct {
+	text func(n int) string
+}
+
+// valuesSQL returns head, then n rows of cols variables each as a VALUES
+// list, then tail.
+func valuesSQL(head string, cols, n int, tail string) string {
+	row := "(?" + strings.Repeat(",?", cols-1) + ")"
 	var b strings.Builder
-	// A claim an admin voided is never issued: its unit went back to stock.
-	b.WriteString(`INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at)
-		SELECT column1, column2, column3, column4, column5, column6, column7 FROM (VALUES `)
+	b.Grow(len(head) + n*(len(row)+1) + len(tail))
+	b.WriteString(head)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?,?,?,?,?,?,?)`)
+		b.WriteString(row)
 	}
-	b.WriteString(`) WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.claim_id = column1 AND d.state = 'voided')
-		ON CONFLICT DO NOTHING RETURNING claim_id, promotion_id, user_id, rank, slot`)
+	b.WriteString(tail)
 	return b.String()
 }
 
-// insertStmts holds the writer's prepared inserts, one per row count
-// insertRows can return (so at most maxSmallInsert+1 of them), each made
+// insertIssued inserts issued rows and returns the key of each one written.
+// A claim an admin voided is never issued: its unit went back to stock.
+var insertIssued = &multiInsert{text: func(n int) string {
+	return valuesSQL(`INSERT INTO issued (claim_id, promotion_id, user_id, rank, slot, accepted_at, issued_at)
+		SELECT column1, column2, column3, column4, column5, column6, column7 FROM (VALUES `, issueCols, n,
+		`) WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.claim_id = column1 AND d.state = 'voided')
+		ON CONFLICT DO NOTHING RETURNING claim_id, promotion_id, user_id, rank, slot`)
+}}
+
+// stmtKey names a prepared statement: a multi-row insert and its row
+// count, or a statement text.
+type stmtKey struct {
+	m    *multiInsert
+	n    int
+	text string
+}
+
+// insertStmts holds the writer's prepared statements: one per multi-row
+// insert and row count insertRows can return (so at most maxSmallInsert+4
+// of each), and the fixed statements of the issue path by text, each made
 // the first time it is needed. The group loop goroutine owns it: only that
 // goroutine inserts issues, and Close closes the statements once the loop
 // has stopped.
 //
 // The writer has one connection and a transaction holds it, so a statement
 // cannot be prepared while the transaction that first needs it is open:
-// that transaction runs the insert unprepared and notes the row count, and
-// prepareMissed prepares it once the transaction is over.
-//
-// The grant inserts (insertCodes, insertLedger) have one text whatever
-// their row count and are kept prepared the same way, by text.
+// that transaction runs it unprepared and notes it, and prepareMissed
+// prepares it once the transaction is over.
 type insertStmts struct {
-	db         *sql.DB
-	byRows     map[int]*sql.Stmt
-	byText     map[string]*sql.Stmt
-	missed     []int        // row counts run unprepared since the last prepareMissed
-	missedText []string     // texts run unprepared since the last prepareMissed
-	prepared   atomic.Int64 // statements prepared so far; read by tests
+	db       *sql.DB
+	stmts    map[stmtKey]*sql.Stmt
+	missed   []stmtKey    // statements run unprepared since the last prepareMissed
+	prepared atomic.Int64 // statements prepared so far; read by tests
 }
 
 func newInsertStmts(db *sql.DB) *insertStmts {
-	return &insertStmts{db: db, byRows: make(map[int]*sql.Stmt), byText: make(map[string]*sql.Stmt)}
+	return &insertStmts{db: db, stmts: make(map[stmtKey]*sql.Stmt)}
+}
+
+func (k stmtKey) sql() string {
+	if k.m != nil {
+		return k.m.text(k.n)
+	}
+	return k.text
+}
+
+// stmt returns the prepared statement of k in tx, or nil after noting k as
+// missed.
+func (c *insertStmts) stmt(ctx context.Context, tx *sql.Tx, k stmtKey) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	if st := c.stmts[k]; st != nil {
+		return tx.StmtContext(ctx, st)
+	}
+	if !slices.Contains(c.missed, k) {
+		c.missed = append(c.missed, k)
+	}
+	return nil
 }
 
 // queryText runs the statement of text in tx with args, prepared if it was
-// prepared before.
+// prepared before. A nil c runs it unprepared.
 func (c *insertStmts) queryText(ctx context.Context, tx *sql.Tx, text string, args ...any) (*sql.Rows, error) {
-	if st := c.byText[text]; st != nil {
-		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	}
-	if !slices.Contains(c.missedText, text) {
-		c.missedText = append(c.missedText, text)
+	if st := c.stmt(ctx, tx, stmtKey{text: text}); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
 	return tx.QueryContext(ctx, text, args...)
 }
 
-// query runs the insert of n rows in tx with args (n × issueCols of them).
-func (c *insertStmts) query(ctx context.Context, tx *sql.Tx, n int, args []any) (*sql.Rows, error) {
-	if st := c.byRows[n]; st != nil {
-		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+// query runs m for n rows in tx with args. A nil c
+// runs it unprepared.
+func (c *insertStmts) query(ctx context.Context, tx *sql.Tx, m *multiInsert, n int, args []any) (*sql.Rows, error) {
+	if st := c.stmt(ctx, tx, stmtKey{m: m, n: n}); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
-	if !slices.Contains(c.missed, n) {
-		c.missed = append(c.missed, n)
-	}
-	return tx.QueryContext(ctx, insertSQL(n), args...)
+	return tx.QueryContext(ctx, m.text(n), args...)
 }
 
-// prepareMissed prepares the inserts that ran unprepared, for the next
+// exec is query for a statement that returns no rows; it reports the rows
+// written.
+func (c *insertStmts) exec(ctx context.Context, tx *sql.Tx, m *multiInsert, n int, args []any) (int64, error) {
+	var (
+		res sql.Result
+		err error
+	)
+	if st := c.stmt(ctx, tx, stmtKey{m: m, n: n}); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = tx.ExecContext(ctx, m.text(n), args...)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// prepareMissed prepares the statements that ran unprepared, for the next
 // transactions. It must be called with no transaction open on the writer.
 // A statement that fails to prepare (the schema not migrated yet, the store
 // closing) is left to be tried again the next time it is missed.
 func (c *insertStmts) prepareMissed(ctx context.Context) {
-	for _, n := range c.missed {
-		if st, err := c.db.PrepareContext(ctx, insertSQL(n)); err == nil {
-			c.byRows[n] = st
+	for _, k := range c.missed {
+		if st, err := c.db.PrepareContext(ctx, k.sql()); err == nil {
+			c.stmts[k] = st
 			c.prepared.Add(1)
 		}
 	}
 	c.missed = c.missed[:0]
-	for _, text := range c.missedText {
-		if st, err := c.db.PrepareContext(ctx, text); err == nil {
-			c.byText[text] = st
-			c.prepared.Add(1)
-		}
-	}
-	c.missedText = c.missedText[:0]
 }
 
-// close closes every prepared insert.
+// close closes every prepared statement.
 func (c *insertStmts) close() error {
 	var errs []error
-	for n, st := range c.byRows {
+	for k, st := range c.stmts {
 		errs = append(errs, st.Close())
-		delete(c.byRows, n)
-	}
-	for text, st := range c.byText {
-		errs = append(errs, st.Close())
-		delete(c.byText, text)
+		delete(c.stmts, k)
 	}
 	return errors.Join(errs...)
 }
