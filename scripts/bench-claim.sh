@@ -35,6 +35,10 @@
 #                     port for step 1 instead of starting one (it gets keys
 #                     under the prefix dibsbench:)
 #   COST_CLAIMS=50000 claims of each step-5 run; 0 skips step 5
+#   COST_PG=0         1 also runs step 5 with dibs serve on PostgreSQL (a
+#                     private server this script starts; its CPU per claim is
+#                     reported beside dibs's), which needs PostgreSQL's
+#                     binaries (make deps)
 #   WATERMILL=1       0 skips step 6
 #   CHART=            write the step-5 chart to this SVG file
 #   OUT=              also write the final table to this file
@@ -52,6 +56,7 @@ E2E_USERS=${E2E_USERS:-100000}
 REDIS_PORT=${REDIS_PORT:-}
 OUT=${OUT:-}
 COST_CLAIMS=${COST_CLAIMS:-50000}
+COST_PG=${COST_PG:-0}
 WATERMILL=${WATERMILL:-1}
 CHART=${CHART:-}
 GO=${GO:-go}
@@ -64,6 +69,9 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/dibs-bench.XXXXXX")
 REDIS_PID=""
 SERVE_PID=""
 FLOOR_PID=""
+PG_DATA=""
+PG_CTL=""
+PG_USER=""
 
 # stop ends a child we started: SIGTERM, up to 30 s to exit, then SIGKILL.
 stop() {
@@ -81,6 +89,9 @@ cleanup() {
 	stop "$SERVE_PID"
 	stop "$FLOOR_PID"
 	stop "$REDIS_PID"
+	if [ -n "$PG_DATA" ]; then
+		runuser -u "$PG_USER" -- "$PG_CTL" -D "$PG_DATA" -m fast -w stop >/dev/null 2>&1 || true
+	fi
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -345,6 +356,55 @@ if [ "$COST_CLAIMS" -gt 0 ]; then
 	FLOOR_PID=""
 fi
 
+# The claim cost again with dibs serve on PostgreSQL: a private server with
+# its default settings, run as an unprivileged user (PostgreSQL refuses
+# root). pgcost.txt keeps, per round, "dibs_us postgres_us redis_us p99".
+: >"$TMP/pgcost.txt"
+if [ "$COST_CLAIMS" -gt 0 ] && [ "$COST_PG" = 1 ]; then
+	bin=$(ls -1d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV | head -n 1)
+	[ -x "$bin/initdb" ] || { echo "bench-claim: COST_PG=1 needs PostgreSQL (make deps installs it)" >&2; exit 1; }
+	PG_CTL=$bin/pg_ctl
+	PG_USER=$(id -un)
+	if [ "$(id -u)" = 0 ]; then
+		PG_USER=postgres
+		id postgres >/dev/null 2>&1 || PG_USER=nobody
+	fi
+	PG_DATA=$TMP/pg
+	mkdir -p "$PG_DATA" && chown "$PG_USER" "$PG_DATA" && chmod 700 "$PG_DATA"
+	chmod 755 "$TMP"
+	runuser -u "$PG_USER" -- "$bin/initdb" -D "$PG_DATA" -U postgres -A trust >/dev/null
+	# A random port; one that is taken fails the start, and the next is tried.
+	pgport=""
+	for _ in 1 2 3 4 5; do
+		p=$((20000 + RANDOM % 20000))
+		if runuser -u "$PG_USER" -- "$PG_CTL" -D "$PG_DATA" -l "$PG_DATA/log" -w \
+			-o "-c listen_addresses=127.0.0.1 -c port=$p -c unix_socket_directories=$PG_DATA" start >/dev/null; then
+			pgport=$p
+			break
+		fi
+	done
+	[ -n "$pgport" ] || { cat "$PG_DATA/log" >&2; echo "bench-claim: PostgreSQL did not start" >&2; exit 1; }
+	token=pgcost-$RANDOM$RANDOM
+	"$TMP/dibs" serve --addr 127.0.0.1:0 --db "postgres://postgres@127.0.0.1:$pgport/postgres?sslmode=disable" \
+		--redis "127.0.0.1:$REDIS_PORT" --admin-token "$token" --log-format json 2>"$TMP/pg-serve.log" &
+	SERVE_PID=$!
+	addr=""
+	for _ in $(seq 300); do
+		addr=$(jq -r 'select(.msg == "listening") | .addr' "$TMP/pg-serve.log" 2>/dev/null | head -n 1)
+		[ -n "$addr" ] && break
+		sleep 0.1
+	done
+	[ -n "$addr" ] || { cat "$TMP/pg-serve.log" >&2; echo "bench-claim: dibs serve on PostgreSQL did not start" >&2; exit 1; }
+	for round in $(seq "$RUNS"); do
+		d=$(timeout 900 "$TMP/claimcost" load -target "http://$addr" -pid "$SERVE_PID" -redis "127.0.0.1:$REDIS_PORT" \
+			-admin-token "$token" -n "$COST_CLAIMS" -db-comm postgres)
+		jq -r '[.server_cpu_us_per_claim, .db_cpu_us_per_claim, .redis_cpu_us_per_claim, .p99_ms] | join(" ")' <<<"$d" >>"$TMP/pgcost.txt"
+		log "claim cost on PostgreSQL, round $round/$RUNS: dibs $(cut -d' ' -f1 <<<"$(tail -n 1 "$TMP/pgcost.txt")") µs, PostgreSQL $(cut -d' ' -f2 <<<"$(tail -n 1 "$TMP/pgcost.txt")") µs"
+	done
+	stop "$SERVE_PID"
+	SERVE_PID=""
+fi
+
 # ---------------------------------------------------------------- watermill
 : >"$TMP/watermill.txt"
 if [ "$WATERMILL" = 1 ]; then
@@ -416,6 +476,13 @@ awk '{ print $1, "-", $2 }' "$TMP/redis-pipelined.txt" >"$TMP/redis-pipelined-co
 		crow "dibs serve, Go CPU µs per rejection" "$TMP/soldout.txt" 2
 		crow "Redis CPU µs per rejection" "$TMP/soldout.txt" 3
 		crow "Redis commands per rejection" "$TMP/soldout.txt" 4
+		if [ -s "$TMP/pgcost.txt" ]; then
+			crow "dibs serve on PostgreSQL, Go CPU µs per claim" "$TMP/pgcost.txt" 1
+			echo "| … above the floor, µs per claim | $(paste -d' ' "$TMP/cost.txt" "$TMP/pgcost.txt" | awk '{print $9 - $1}' | median | xargs printf '%.1f') | $(paste -d' ' "$TMP/cost.txt" "$TMP/pgcost.txt" | awk '{ printf "%s%.1f", (NR > 1 ? " · " : ""), $9 - $1 }') |"
+			crow "PostgreSQL CPU µs per claim (all its processes)" "$TMP/pgcost.txt" 2
+			crow "Redis CPU µs per claim (PostgreSQL run)" "$TMP/pgcost.txt" 3
+			crow "p99 ms at full load (PostgreSQL run)" "$TMP/pgcost.txt" 4
+		fi
 	fi
 	if [ -s "$TMP/watermill.txt" ]; then
 		echo

@@ -36,6 +36,7 @@ type loadResult struct {
 	RedisCommands   float64          `json:"redis_commands_per_claim,omitempty"`
 	Commands        map[string]int64 `json:"redis_commands,omitempty"`
 	MemoryBytes     float64          `json:"redis_memory_bytes_per_claim,omitempty"`
+	DBCPUus         float64          `json:"db_cpu_us_per_claim,omitempty"`
 	IssuedAfterMs   float64          `json:"issued_after_ms,omitempty"`
 	P50ms           float64          `json:"p50_ms"`
 	P99ms           float64          `json:"p99_ms"`
@@ -43,6 +44,7 @@ type loadResult struct {
 
 type loadConfig struct {
 	target, redis, token, prefix string
+	dbComm                       string
 	pid, n, c                    int
 	rate                         float64
 	soldOut                      bool
@@ -56,6 +58,7 @@ func load(args []string) error {
 	fs.StringVar(&cfg.redis, "redis", "", "host:port of the server's Redis (empty: Redis is not measured)")
 	fs.StringVar(&cfg.token, "admin-token", "", "admin token of a dibs server: create a promotion and wait for issuance (empty: a floor server)")
 	fs.StringVar(&cfg.prefix, "prefix", "dibs:", "key prefix of the dibs server")
+	fs.StringVar(&cfg.dbComm, "db-comm", "", "command name of the database server's processes, whose CPU time is measured too (postgres, say; empty: not measured)")
 	fs.IntVar(&cfg.n, "n", 50000, "claims to post, one per new user")
 	fs.IntVar(&cfg.c, "c", 64, "claims in flight")
 	fs.Float64Var(&cfg.rate, "rate", 0, "claims per second to pace the run at (0: as fast as answered)")
@@ -153,6 +156,10 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	mem0 := probe.memory(ctx)
 	cmd0 := probe.commands(ctx)
 	self0, redis0 := benchcpu.Process(cfg.pid), redisCPU(ctx, probe.c)
+	var db0 time.Duration
+	if cfg.dbComm != "" {
+		db0 = benchcpu.Named(cfg.dbComm)
+	}
 	if self0 == 0 {
 		return res, fmt.Errorf("cannot read the CPU time of process %d", cfg.pid)
 	}
@@ -226,6 +233,9 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		res.IssuedAfterMs = float64(after.Microseconds()) / 1000
 	}
 	self1, redis1 := benchcpu.Process(cfg.pid), redisCPU(ctx, probe.c)
+	if cfg.dbComm != "" {
+		res.DBCPUus = float64((benchcpu.Named(cfg.dbComm) - db0).Microseconds()) / float64(counted)
+	}
 	cmd1 := probe.commands(ctx)
 	n := float64(counted)
 	res.Seconds = elapsed.Seconds()

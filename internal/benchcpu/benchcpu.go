@@ -104,6 +104,45 @@ func Process(pid int) time.Duration {
 	return parseStat(raw)
 }
 
+// Named returns the CPU time used so far by every process whose command
+// name is comm (as /proc/PID/comm gives it), their exited children
+// included: the processes of a server that forks one per connection, such
+// as PostgreSQL. Zero if there is none.
+func Named(comm string) time.Duration {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var d time.Duration
+	for _, e := range dirs {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil || !bytes.HasPrefix(raw[bytes.IndexByte(raw, ' ')+1:], []byte("("+comm+")")) {
+			continue
+		}
+		d += parseStat(raw) + parseStatChildren(raw)
+	}
+	return d
+}
+
+// parseStatChildren is the cutime + cstime of a /proc/PID/stat line: the
+// CPU time of the process's children that exited and were waited for.
+func parseStatChildren(raw []byte) time.Duration {
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) <= 14 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[13], 10, 64)
+	k, _ := strconv.ParseInt(f[14], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
 // Redis returns the CPU time the server of client has used so far
 // (used_cpu_sys plus used_cpu_user of INFO cpu); zero if it cannot be read.
 func Redis(ctx context.Context, client rueidis.Client) time.Duration {

@@ -1,7 +1,9 @@
 package benchcpu
 
 import (
+	"crypto/sha256"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,38 @@ func TestRead(t *testing.T) {
 	}
 	if got := read(nil); got.redis != 0 {
 		t.Fatalf("reading without a client has Redis CPU %s, want 0", got.redis)
+	}
+}
+
+func TestParseStatChildren(t *testing.T) {
+	t.Parallel()
+	raw := "4242 (postgres) S 1 4242 1 0 -1 4194560 1000 0 0 0 123 45 6 4 20 0 8 0 100 0 0\n"
+	if got, want := parseStatChildren([]byte(raw)), 100*time.Millisecond; got != want {
+		t.Fatalf("parseStatChildren = %s, want %s", got, want)
+	}
+	if got := parseStatChildren([]byte("1 (x) R 1 2 3")); got != 0 {
+		t.Fatalf("parseStatChildren of a short line = %s, want 0", got)
+	}
+}
+
+// TestNamed finds this test binary's own processes by their command name,
+// and none for a name no process has.
+func TestNamed(t *testing.T) {
+	t.Parallel()
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip("no /proc here:", err)
+	}
+	// Some work, so the process has used more than a clock tick.
+	buf := make([]byte, 1<<20)
+	for range 64 {
+		sum := sha256.Sum256(buf)
+		buf[0] = sum[0]
+	}
+	if got := Named(strings.TrimSpace(string(comm))); got <= 0 {
+		t.Fatalf("Named(%q) = %s, want the CPU time of this process", comm, got)
+	}
+	if got := Named("no-such-process-name"); got != 0 {
+		t.Fatalf("Named of an unknown name = %s, want 0", got)
 	}
 }
