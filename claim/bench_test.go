@@ -93,7 +93,7 @@ func (f fixture) drop(tb testing.TB, id string) {
 // and the gate and the raw script share one rank counter.
 func TestClaimScriptSource(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "raw", Stock: 2})
