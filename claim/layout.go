@@ -2,8 +2,10 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -128,67 +130,119 @@ type Sighted struct {
 	Users []string
 }
 
-// sightScript reads the statuses of ranks and whether each is in its
-// user's list, in either layout.
-//
-// KEYS: meta, status, byuser, status bytes. ARGV: n, then n ranks, then n
-// user ids (rank n is user n's).
-//
-// Returns n status codes ("" for none), then n flags (1 if the rank is in
-// the user's list, else 0).
-var sightScript = newReadOnlyScript(`-- dibs:sight v1` + layoutLua + `
-st_mode(redis.call('HGET', KEYS[1], 'mode'), KEYS[2], KEYS[4])
-local n = tonumber(ARGV[1])
-local out = {}
-for i = 1, n do out[i] = st_get(ARGV[1 + i]) or '' end
-for i = 1, n do
-  local rank, listed = ARGV[1 + i], 0
-  local list = redis.call('HGET', KEYS[3], ARGV[1 + n + i])
-  if list then
-    for r in string.gmatch(list, '[^,]+') do
-      if r == rank then listed = 1 break end
-    end
-  end
-  out[n + i] = listed
-end
-return out
-`)
+// sightSpan bounds the span of ranks (highest less lowest, beyond 16 per
+// claim asked about) that Sightings reads as one range of status bytes;
+// a query spread wider reads the bytes rank by rank.
+const sightSpan = 4096
 
 // Sightings reads, for each query, what Redis holds of its claims, in one
-// pipelined round trip: one script call per query, so keep each query's
-// claims to about a thousand. A query whose call failed gets nil and its
-// error.
+// pipelined round trip of plain reads, whatever the promotion's layout: per
+// query, its meta hash's mode, the ranks' fields of the status hash, the
+// users' fields of byuser and the ranks' status bytes (one GETRANGE over
+// the ranks' span, or one per rank if the ranks are spread far apart).
+// Keep a query's claims to about a thousand. A query whose reads failed
+// gets nil and its error.
 func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []error) {
 	out, errs := make([][]Sighting, len(qs)), make([]error, len(qs))
-	if len(qs) == 0 {
-		return out, errs
+	type span struct {
+		from   int   // index of the query's first command
+		lo     int64 // lowest rank; -1 when the bytes are read rank by rank
+		ranges int   // GETRANGE commands
 	}
-	execs := make([]rueidis.LuaExec, len(qs))
+	spans := make([]span, len(qs))
+	var cmds rueidis.Commands
 	for i, q := range qs {
-		k := g.Keys(q.ID)
-		args := make([]string, 0, 1+2*len(q.Ranks))
-		args = append(args, strconv.Itoa(len(q.Ranks)))
-		args = append(args, formatInts(q.Ranks)...)
-		args = append(args, q.Users...)
-		execs[i] = rueidis.LuaExec{Keys: []string{k.Meta(), k.Status(), k.ByUser(), k.StatusBytes()}, Args: args}
-	}
-	for i, res := range sightScript.ExecMulti(ctx, g.client, execs...) {
-		n := len(qs[i].Ranks)
-		vals, err := res.ToArray()
-		if err == nil && (len(qs[i].Users) != n || len(vals) != 2*n) {
-			err = fmt.Errorf("%d ranks, %d users, %d replies", n, len(qs[i].Users), len(vals))
-		}
-		if err != nil {
-			errs[i] = fmt.Errorf("claims of %s: %w", qs[i].ID, err)
+		if len(q.Ranks) == 0 || len(q.Users) != len(q.Ranks) {
+			errs[i] = fmt.Errorf("claims of %s: %d ranks, %d users", q.ID, len(q.Ranks), len(q.Users))
 			continue
 		}
-		ss := make([]Sighting, n)
-		for j := range ss {
-			ss[j].Status, _ = vals[j].ToString()
-			listed, _ := vals[n+j].AsInt64()
-			ss[j].Listed = listed == 1
+		k := g.Keys(q.ID)
+		ranks := formatInts(q.Ranks)
+		lo, hi := q.Ranks[0], q.Ranks[0]
+		for _, r := range q.Ranks {
+			lo, hi = min(lo, r), max(hi, r)
+		}
+		spans[i] = span{from: len(cmds), lo: lo, ranges: 1}
+		cmds = append(cmds,
+			g.client.B().Hget().Key(k.Meta()).Field("mode").Build(),
+			g.client.B().Hmget().Key(k.Status()).Field(ranks...).Build(),
+			g.client.B().Hmget().Key(k.ByUser()).Field(q.Users...).Build())
+		if hi-lo <= sightSpan+16*int64(len(q.Ranks)) {
+			cmds = append(cmds, g.client.B().Getrange().Key(k.StatusBytes()).Start(lo).End(hi).Build())
+			continue
+		}
+		spans[i].lo, spans[i].ranges = -1, len(q.Ranks)
+		for _, r := range q.Ranks {
+			cmds = append(cmds, g.client.B().Getrange().Key(k.StatusBytes()).Start(r).End(r).Build())
+		}
+	}
+	if len(cmds) == 0 {
+		return out, errs
+	}
+	res := g.client.DoMulti(ctx, cmds...)
+	for i, q := range qs {
+		if errs[i] != nil {
+			continue
+		}
+		ss, err := sightings(q, res[spans[i].from:spans[i].from+3+spans[i].ranges], spans[i].lo)
+		if err != nil {
+			errs[i] = fmt.Errorf("claims of %s: %w", q.ID, err)
+			continue
 		}
 		out[i] = ss
 	}
 	return out, errs
+}
+
+// sightings reads the replies of one query of Sightings: mode, the status
+// hash's fields, byuser's fields, then one GETRANGE from rank lo, or one
+// per rank if lo is -1.
+func sightings(q Sighted, res []rueidis.RedisResult, lo int64) ([]Sighting, error) {
+	mode, err := res[0].ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return nil, err
+	}
+	statuses, err1 := res[1].ToArray()
+	lists, err2 := res[2].ToArray()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	if len(statuses) != len(q.Ranks) || len(lists) != len(q.Users) {
+		return nil, errors.New("short reply")
+	}
+	compact := strings.HasSuffix(mode, LayoutCompact.suffix())
+	var bytes string
+	if compact && lo >= 0 {
+		if bytes, err = res[3].ToString(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Sighting, len(q.Ranks))
+	for n, r := range q.Ranks {
+		s := &out[n]
+		switch {
+		case !compact:
+			s.Status, _ = statuses[n].ToString()
+		case lo >= 0:
+			if at := r - lo; at < int64(len(bytes)) {
+				s.Status = bytes[at : at+1]
+			}
+		default:
+			if s.Status, err = res[3+n].ToString(); err != nil {
+				return nil, err
+			}
+		}
+		if s.Status == "\x00" {
+			s.Status = ""
+		}
+		list, _ := lists[n].ToString()
+		rank := strconv.FormatInt(r, 10)
+		for part := range strings.SplitSeq(list, ",") {
+			if part == rank {
+				s.Listed = true
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -93,4 +94,42 @@ func TestClassicPromotionKeepsItsLayout(t *testing.T) {
 	if _, err := f.gate.Open(ctx, p); err != nil || mode() != "first_come:2" {
 		t.Fatalf("all keys gone: %v, mode %q; want first_come:2", err, mode())
 	}
+}
+
+// TestSightings reads claims' statuses and list membership in either
+// layout, with the status bytes read as one range and rank by rank (ranks
+// spread far apart), and a rank Redis holds nothing of.
+func TestSightings(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp topo) {
+		f := setup(t, tp)
+		ctx := context.Background()
+		f.open(t, claim.Promotion{ID: "s", Stock: 10})
+		for _, u := range []string{"u1", "u2", "u3"} {
+			if _, err := f.gate.Claim(ctx, "s", u, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := f.gate.Ack(ctx, "s", []claim.Entry{{ID: "0-1", Rank: "1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.gate.MarkFailed(ctx, "s", 2); err != nil {
+			t.Fatal(err)
+		}
+		issued := "i"
+		if f.layout == claim.LayoutClassic {
+			issued = f.status(t, "s", "1")
+		}
+		want := []claim.Sighting{{Status: issued, Listed: true}, {Status: "f", Listed: true}, {Status: "p"}, {}}
+		for _, far := range []int64{4, 1 << 20} {
+			got, errs := f.gate.Sightings(ctx, []claim.Sighted{{ID: "s", Ranks: []int64{1, 2, 3, far},
+				Users: []string{"u1", "u2", "u1", "u4"}}})
+			if errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			if fmt.Sprint(got[0]) != fmt.Sprint(want) {
+				t.Errorf("rank %d the farthest: %+v, want %+v", far, got[0], want)
+			}
+		}
+	})
 }
