@@ -212,9 +212,9 @@ redis_round() {
 	sha=${setup%% *}
 	keys=${setup#* }
 	cpu0=$(redis_cpu)
-	# shellcheck disable=SC2086 # the seven keys are meant to split
+	# shellcheck disable=SC2086 # the script's keys are meant to split
 	csv=$(timeout 600 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CLIENTS" -n "$REQUESTS" \
-		-P "$pipeline" -r 100000000 --csv EVALSHA "$sha" 7 $keys 'user:__rand_int__' '' "$id" | tail -n 1)
+		-P "$pipeline" -r 100000000 --csv EVALSHA "$sha" "$(wc -w <<<"$keys")" $keys 'user:__rand_int__' '' "$id" | tail -n 1)
 	cpu1=$(redis_cpu)
 	IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$(tr -d '"' <<<"$csv")"
 	seq=$(redis-cli -p "$REDIS_PORT" GET "${prefix}{$id}:seq")
