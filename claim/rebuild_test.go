@@ -52,27 +52,6 @@ func (f fixture) status(t *testing.T, id, rank string) string {
 	return b
 }
 
-// setStatus sets the status of rank of promotion id in the fixture's
-// layout; "" deletes it.
-func (f fixture) setStatus(t *testing.T, id, rank, s string) {
-	t.Helper()
-	k := f.gate.Keys(id)
-	cmd := f.client.B().Hdel().Key(k.Status()).Field(rank).Build()
-	switch {
-	case f.layout != claim.LayoutClassic:
-		r, _ := strconv.ParseInt(rank, 10, 64)
-		if s == "" {
-			s = "\x00"
-		}
-		cmd = f.client.B().Setrange().Key(k.StatusBytes()).Offset(r).Value(s[:1]).Build()
-	case s != "":
-		cmd = f.client.B().Hset().Key(k.Status()).FieldValue().FieldValue(rank, s).Build()
-	}
-	if err := f.client.Do(context.Background(), cmd).Error(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // issued is the status of a claim issued at ms, in the fixture's layout.
 func (f fixture) issued(ms int64) string {
 	if f.layout == claim.LayoutClassic {
