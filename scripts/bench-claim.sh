@@ -257,7 +257,7 @@ for round in $(seq "$RUNS"); do
 	if [ "$PIPELINE" -gt 1 ]; then
 		redis_round "$round" "$PIPELINE" >>"$TMP/redis-pipelined.txt"
 	fi
-	l=$(go_round "$TMP/claim.test" claim 'BenchmarkClaim/single')
+	l=$(go_round "$TMP/claim.test" claim 'BenchmarkClaim/single/compact$')
 	echo "$l" >>"$TMP/lib.txt"
 	h=$(go_round "$TMP/httpapi.test" httpapi 'BenchmarkHTTPClaim')
 	echo "$h" >>"$TMP/http.txt"
@@ -384,7 +384,7 @@ awk '{ print $1, "-", $2 }' "$TMP/redis-pipelined.txt" >"$TMP/redis-pipelined-co
 	if [ -s "$TMP/redis-pipelined.txt" ]; then
 		row "redis-benchmark, the same with -P $PIPELINE (pipelined)" "$TMP/redis-pipelined-cols.txt"
 	fi
-	row "BenchmarkClaim/single: Gate.Claim, 64 in flight" "$TMP/lib.txt"
+	row "BenchmarkClaim/single/compact: Gate.Claim, 64 in flight" "$TMP/lib.txt"
 	row "BenchmarkHTTPClaim: POST claims, 64 in flight, issuer running" "$TMP/http.txt"
 	row "BenchmarkHTTPFloor: same client, handler that only answers 202" "$TMP/floor.txt"
 	if [ -s "$TMP/e2e.txt" ]; then
