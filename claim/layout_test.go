@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/dibsio/dibs/claim"
@@ -129,6 +130,35 @@ func TestSightings(t *testing.T) {
 			}
 			if fmt.Sprint(got[0]) != fmt.Sprint(want) {
 				t.Errorf("rank %d the farthest: %+v, want %+v", far, got[0], want)
+			}
+		}
+	})
+}
+
+// TestAckSpreadRanks acknowledges a batch whose ranks are far apart (the
+// compact ack then writes rank by rank instead of one range) beside a
+// voided claim: each is marked issued, the voided one keeps its status.
+func TestAckSpreadRanks(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp topo) {
+		f := setup(t, tp)
+		ctx := context.Background()
+		f.open(t, claim.Promotion{ID: "spread", Stock: 10})
+		for _, u := range []string{"u1", "u2"} {
+			if _, err := f.gate.Claim(ctx, "spread", u, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := f.gate.Void(ctx, "spread", 2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.gate.Ack(ctx, "spread", []claim.Entry{{ID: "0-1", Rank: "1"}, {ID: "0-2", Rank: "2"},
+			{ID: "0-3", Rank: "9000"}, {ID: "0-4", Rank: ""}}); err != nil {
+			t.Fatal(err)
+		}
+		for rank, want := range map[string]string{"1": "i", "2": "v", "9000": "i", "3": ""} {
+			if got := f.status(t, "spread", rank); !strings.HasPrefix(got, want) || (want == "" && got != "") {
+				t.Errorf("status of rank %s: %q, want %q", rank, got, want)
 			}
 		}
 	})
