@@ -23,15 +23,18 @@ const benchInFlight = 64
 // BenchmarkClaim measures Gate.Claim throughput on the accept path: the
 // stock is huge and every call is for a new user, so each one runs the whole
 // script (window, limit, stock, rank, XADD). benchInFlight goroutines share
-// one client, which pipelines their calls over its connections.
+// one client, which pipelines their calls over its connections. It runs
+// for promotions of each layout.
 func BenchmarkClaim(b *testing.B) {
 	for _, tp := range redistest.Topologies(b) {
-		b.Run(tp.Name, func(b *testing.B) {
-			c := tp.Client(b)
-			p := redistest.Prefix(b)
-			f := fixture{gate: newGate(b, c, p), client: c, prefix: p}
-			benchClaims(b, f, "bench", !tp.Cluster)
-		})
+		for _, l := range []claim.Layout{claim.LayoutCompact, claim.LayoutClassic} {
+			b.Run(tp.Name+"/"+l.String(), func(b *testing.B) {
+				c := tp.Client(b)
+				p := redistest.Prefix(b)
+				f := fixture{gate: newLayoutGate(b, c, p, l), client: c, prefix: p, layout: l}
+				benchClaims(b, f, "bench", !tp.Cluster)
+			})
+		}
 	}
 }
 
@@ -93,7 +96,7 @@ func (f fixture) drop(tb testing.TB, id string) {
 // and the gate and the raw script share one rank counter.
 func TestClaimScriptSource(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "raw", Stock: 2})

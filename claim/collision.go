@@ -32,7 +32,7 @@ var (
 func (g *Gate) Rerank(ctx context.Context, id string, oldRank int64, userID string, slot int, acceptedAt time.Time, fence int64) (rank int64, fresh bool, err error) {
 	k := g.Keys(id)
 	vals, err := rerankScript.Exec(ctx, g.client,
-		[]string{k.Meta(), k.Seq(), k.Status(), k.ByUser(), k.Stream(), k.Reranks()},
+		[]string{k.Meta(), k.Seq(), k.Status(), k.ByUser(), k.Stream(), k.Reranks(), k.StatusBytes()},
 		[]string{strconv.FormatInt(oldRank, 10), userID, strconv.Itoa(slot),
 			strconv.FormatInt(acceptedAt.UnixMilli(), 10), id, strconv.FormatInt(fence, 10)}).ToArray()
 	if err != nil {

@@ -17,6 +17,16 @@
 // lowering a counter, and resumed with the rank counter above every rank the
 // database holds.
 //
+// # Layouts
+//
+// A promotion's claims are kept in one of two layouts (see [Layout]), fixed
+// when its meta hash is created and recorded in its mode: compact (one
+// status byte per rank in [Keys.StatusBytes], the per-user count read from
+// the user's list of ranks; the default) or classic (the status and users
+// hashes, as earlier releases keep them). Every script reads the layout
+// from the mode and runs one source for both. [Gate.Sightings] reads
+// claims' statuses in either layout.
+//
 // # Script versions and rolling upgrades
 //
 // Every Lua script starts with a line naming it and its version, such as

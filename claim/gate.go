@@ -63,12 +63,20 @@ type Config struct {
 	// It must not contain '{' or '}', which would change the hash tag.
 	// Defaults to DefaultPrefix.
 	Prefix string
+	// Layout is the layout of the promotions whose Redis state this gate
+	// creates (see Layout); a promotion keeps the layout it was created
+	// with. Defaults to LayoutCompact; LayoutClassic while instances of an
+	// earlier release, which cannot serve compact promotions, still run.
+	Layout Layout
 }
 
 // withDefaults fills in the zero values.
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
+	}
+	if c.Layout == LayoutDefault {
+		c.Layout = LayoutCompact
 	}
 	return c
 }
@@ -78,6 +86,9 @@ func (c Config) validate() error {
 	if strings.ContainsAny(c.Prefix, "{}") {
 		return fmt.Errorf("claim: Config.Prefix must not contain '{' or '}' (they would change the promotion's hash tag), got %q", c.Prefix)
 	}
+	if c.Layout != LayoutClassic && c.Layout != LayoutCompact {
+		return fmt.Errorf("claim: Config.Layout must be LayoutClassic or LayoutCompact, got %d", c.Layout)
+	}
 	return nil
 }
 
@@ -85,6 +96,7 @@ func (c Config) validate() error {
 type Gate struct {
 	client rueidis.Client
 	prefix string
+	layout Layout
 }
 
 // New returns a Gate on client; an error names the Config field that
@@ -97,7 +109,7 @@ func New(client rueidis.Client, cfg Config) (*Gate, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gate{client: client, prefix: cfg.Prefix}, nil
+	return &Gate{client: client, prefix: cfg.Prefix, layout: cfg.Layout}, nil
 }
 
 // Keys returns the keys of promotion id.
@@ -134,12 +146,13 @@ func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error)
 	if p.Grant {
 		mode = "grant"
 	}
-	return g.openOn(ctx, g.Keys(p.ID), p, mode, paused)
+	return g.openOn(ctx, g.Keys(p.ID), p, mode, g.layout, paused)
 }
 
-// openOn runs openScript on the keys k with p's definition and mode (a
-// segment's keys and share of the stock, see OpenSegments).
-func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, paused bool) (bool, error) {
+// openOn runs openScript on the keys k with p's definition, mode and
+// layout (a segment's keys, share of the stock and classic layout, see
+// OpenSegments).
+func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, layout Layout, paused bool) (bool, error) {
 	closed := "0"
 	if p.Closed {
 		closed = "1"
@@ -154,11 +167,11 @@ func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, pau
 		Group,
 	}
 	op := "open promotion " + p.ID
-	args = append(args, flag(paused), flag(p.Held))
+	args = append(args, flag(paused), flag(p.Held), layout.suffix())
 	if paused {
 		op += " paused"
 	}
-	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream()}, args).AsInt64()
+	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream(), k.Status(), k.StatusBytes()}, args).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
@@ -307,7 +320,7 @@ func (g *Gate) GrantFenced(ctx context.Context, id string, userIDs []string, fen
 	args = append(args, id, strconv.FormatInt(fence, 10))
 	args = append(args, userIDs...)
 	vals, err := grantScript.Exec(ctx, g.client,
-		[]string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Stream()}, args).ToArray()
+		[]string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Stream(), k.StatusBytes()}, args).ToArray()
 	if err != nil {
 		return GrantResult{}, fmt.Errorf("grant %s: %w", id, err)
 	}
@@ -391,15 +404,19 @@ const (
 
 // UserClaim is one of a user's claims as Redis knows it.
 type UserClaim struct {
-	Rank     int64
-	Status   string
-	IssuedAt time.Time // zero unless issued
+	Rank   int64
+	Status string
+	// IssuedAt is when the claim was issued, as a promotion of the classic
+	// layout records it; zero unless issued, and zero for a compact
+	// promotion, which leaves it to the database (see Layout).
+	IssuedAt time.Time
 }
 
 // UserClaims returns the user's claims in the promotion, oldest first.
 func (g *Gate) UserClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
 	k := g.Keys(id)
-	vals, err := userScript.Exec(ctx, g.client, []string{k.ByUser(), k.Status()}, []string{userID}).AsStrSlice()
+	vals, err := userScript.Exec(ctx, g.client, []string{k.ByUser(), k.Status(), k.Meta(), k.StatusBytes()},
+		[]string{userID}).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claims of %s in %s: %w", userID, id, err)
 	}
@@ -417,6 +434,8 @@ func (g *Gate) UserClaims(ctx context.Context, id, userID string) ([]UserClaim, 
 func parseStatus(rank int64, s string) UserClaim {
 	c := UserClaim{Rank: rank, Status: StatusPending}
 	switch {
+	case s == "i":
+		c.Status = StatusIssued
 	case strings.HasPrefix(s, "i:"):
 		c.Status = StatusIssued
 		if ms, err := strconv.ParseInt(s[2:], 10, 64); err == nil {
@@ -458,7 +477,7 @@ func (g *Gate) Ack(ctx context.Context, id string, entries []Entry) (int64, erro
 		for _, e := range chunk {
 			args = append(args, e.ID, e.Rank)
 		}
-		n, err := ackScript.Exec(ctx, g.client, []string{k.Status(), k.Stream(), k.Meta()}, args).AsInt64()
+		n, err := ackScript.Exec(ctx, g.client, []string{k.Status(), k.Stream(), k.Meta(), k.StatusBytes()}, args).AsInt64()
 		if err != nil {
 			return total, fmt.Errorf("ack %d entries of %s: %w", len(chunk), id, err)
 		}
@@ -472,7 +491,8 @@ func (g *Gate) MarkFailed(ctx context.Context, id string, ranks ...int64) error 
 	if len(ranks) == 0 {
 		return nil
 	}
-	err := failScript.Exec(ctx, g.client, []string{g.Keys(id).Status()}, formatInts(ranks)).Error()
+	k := g.Keys(id)
+	err := failScript.Exec(ctx, g.client, []string{k.Status(), k.Meta(), k.StatusBytes()}, formatInts(ranks)).Error()
 	if err != nil {
 		return fmt.Errorf("mark failed in %s: %w", id, err)
 	}
@@ -501,7 +521,7 @@ func (g *Gate) Replay(ctx context.Context, id string, rank int64, fields map[str
 	if len(args) == 1 {
 		return false, fmt.Errorf("replay %s rank %d: no fields", id, rank)
 	}
-	n, err := replayScript.Exec(ctx, g.client, []string{k.Status(), k.Stream()}, args).AsInt64()
+	n, err := replayScript.Exec(ctx, g.client, []string{k.Status(), k.Stream(), k.Meta(), k.StatusBytes()}, args).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("replay %s rank %d: %w", id, rank, err)
 	}
@@ -520,7 +540,7 @@ func (g *Gate) Void(ctx context.Context, id string, ranks ...int64) (voided int6
 		return 0, nil, nil
 	}
 	k := g.Keys(id)
-	vals, err := voidScript.Exec(ctx, g.client, []string{k.Meta(), k.Status()}, formatInts(ranks)).ToArray()
+	vals, err := voidScript.Exec(ctx, g.client, []string{k.Meta(), k.Status(), k.StatusBytes()}, formatInts(ranks)).ToArray()
 	if err == nil && len(vals) == 0 {
 		err = errors.New("empty script reply")
 	}

@@ -20,19 +20,33 @@ type fixture struct {
 	gate   *claim.Gate
 	client rueidis.Client
 	prefix string
+	layout claim.Layout
 }
 
-func setup(t *testing.T, tp redistest.Topology) fixture {
+// topo is a Redis topology and the layout of the promotions a test opens
+// on it.
+type topo struct {
+	redistest.Topology
+	layout claim.Layout
+}
+
+func setup(t *testing.T, tp topo) fixture {
 	t.Helper()
 	c := tp.Client(t)
 	p := redistest.Prefix(t)
-	return fixture{gate: newGate(t, c, p), client: c, prefix: p}
+	return fixture{gate: newLayoutGate(t, c, p, tp.layout), client: c, prefix: p, layout: tp.layout}
 }
 
 // newGate returns a gate on c under prefix.
 func newGate(t testing.TB, c rueidis.Client, prefix string) *claim.Gate {
+	return newLayoutGate(t, c, prefix, claim.LayoutDefault)
+}
+
+// newLayoutGate returns a gate on c under prefix that creates promotions
+// of layout.
+func newLayoutGate(t testing.TB, c rueidis.Client, prefix string, layout claim.Layout) *claim.Gate {
 	t.Helper()
-	g, err := claim.New(c, claim.Config{Prefix: prefix})
+	g, err := claim.New(c, claim.Config{Prefix: prefix, Layout: layout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +69,15 @@ func (f fixture) open(t *testing.T, p claim.Promotion) {
 	}
 }
 
-func eachTopology(t *testing.T, fn func(t *testing.T, tp redistest.Topology)) {
+// eachTopology runs fn on every topology, for promotions of each layout.
+func eachTopology(t *testing.T, fn func(t *testing.T, tp topo)) {
 	for _, tp := range redistest.Topologies(t) {
-		t.Run(tp.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, tp)
-		})
+		for _, l := range []claim.Layout{claim.LayoutCompact, claim.LayoutClassic} {
+			t.Run(tp.Name+"/"+l.String(), func(t *testing.T) {
+				t.Parallel()
+				fn(t, topo{Topology: tp, layout: l})
+			})
+		}
 	}
 }
 
@@ -69,7 +86,7 @@ func eachTopology(t *testing.T, fn func(t *testing.T, tp redistest.Topology)) {
 // arrival order and 1,000 sold out, and 1,000 entries in the work stream.
 func TestSeedScenario(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "seed", Stock: 1000})
@@ -134,7 +151,7 @@ func TestSeedScenario(t *testing.T) {
 func TestPerUserLimit(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int{1, 3} {
-		eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		eachTopology(t, func(t *testing.T, tp topo) {
 			f := setup(t, tp)
 			ctx := context.Background()
 			id := fmt.Sprintf("limit-%d", limit)
@@ -177,7 +194,7 @@ func TestPerUserLimit(t *testing.T) {
 
 func TestWindow(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		now := time.Now()
@@ -218,7 +235,7 @@ func TestWindow(t *testing.T) {
 
 func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "idem", Stock: 1})
@@ -268,7 +285,7 @@ func TestIdempotencyKey(t *testing.T) {
 // claim goes through.
 func TestFence(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "fence", Stock: 10})
@@ -296,7 +313,7 @@ func TestFence(t *testing.T) {
 
 func TestOpenIsIdempotentAndGroupStartsAtZero(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		p := claim.Promotion{ID: "reopen", Stock: 10, PerUserLimit: 1, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}
@@ -332,7 +349,7 @@ func TestOpenIsIdempotentAndGroupStartsAtZero(t *testing.T) {
 
 func TestSeqFloorRebuild(t *testing.T) {
 	t.Parallel()
-	tp := redistest.Topologies(t)[0]
+	tp := topo{Topology: redistest.Topologies(t)[0]}
 	f := setup(t, tp)
 	ctx := context.Background()
 	// Redis lost the promotion; the database knows ranks up to 7.
@@ -345,7 +362,7 @@ func TestSeqFloorRebuild(t *testing.T) {
 
 func TestAckMarksIssued(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "ack", Stock: 3})
@@ -370,7 +387,8 @@ func TestAckMarksIssued(t *testing.T) {
 			t.Fatalf("ack %d %v", n, err)
 		}
 		cs, _ = f.gate.UserClaims(ctx, "ack", "u1")
-		if len(cs) != 1 || cs[0].Status != claim.StatusIssued || cs[0].IssuedAt.IsZero() {
+		// A compact promotion leaves the time of issue to the database.
+		if len(cs) != 1 || cs[0].Status != claim.StatusIssued || cs[0].IssuedAt.IsZero() != (f.layout != claim.LayoutClassic) {
 			t.Fatalf("after ack %+v", cs)
 		}
 		// Acking again is harmless.
@@ -382,7 +400,7 @@ func TestAckMarksIssued(t *testing.T) {
 
 func TestFailReplayVoid(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "dl", Stock: 2})
@@ -428,7 +446,7 @@ func TestFailReplayVoid(t *testing.T) {
 
 func TestGrant(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "g", Grant: true, PerUserLimit: 1})
@@ -454,7 +472,7 @@ func TestGrant(t *testing.T) {
 // voided one.
 func TestAckBatchKeepsVoided(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, claim.Promotion{ID: "batch", Stock: 3})
@@ -492,7 +510,7 @@ func TestAckBatchKeepsVoided(t *testing.T) {
 // claim's slot, not the user's latest one.
 func TestIdempotentRetryKeepsItsSlot(t *testing.T) {
 	t.Parallel()
-	f := setup(t, redistest.Topologies(t)[0])
+	f := setup(t, topo{Topology: redistest.Topologies(t)[0]})
 	ctx := context.Background()
 	f.open(t, claim.Promotion{ID: "slots", Stock: 10, PerUserLimit: 3})
 	first, err := f.gate.Claim(ctx, "slots", "u1", "k1")

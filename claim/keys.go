@@ -27,11 +27,13 @@ func (k Keys) Meta() string { return k.base + "meta" }
 // Seq is the counter of ranks handed out.
 func (k Keys) Seq() string { return k.base + "seq" }
 
-// Users maps a user id to the number of claims the user was accepted for.
+// Users maps a user id to the number of claims the user was accepted for
+// (classic layout only: a compact promotion counts the user's ByUser list;
+// see Layout).
 func (k Keys) Users() string { return k.base + "users" }
 
 // Status maps a rank to the claim's status: p, i:<unix ms>, f, v or r
-// (revoked).
+// (revoked). Classic layout only: a compact promotion keeps StatusBytes.
 func (k Keys) Status() string { return k.base + "status" }
 
 // ByUser maps a user id to the comma-separated list of the user's ranks.
@@ -57,14 +59,14 @@ func (k Keys) Hints() string { return k.base + "hint" }
 
 // all lists the keys the claim script takes, in its KEYS order.
 func (k Keys) all() []string {
-	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()}
+	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream(), k.StatusBytes()}
 }
 
-// State lists every key of the promotion's claim state: the meta hash and
-// counters, the idempotency records, the work stream and the dead-letter
-// stream. Retiring a promotion deletes them; the database keeps what they
+// State lists every key of the promotion's claim state, of either layout:
+// the meta hash and counters, the statuses, the idempotency records, the
+// work stream and the dead-letter stream. Retiring a promotion deletes them; the database keeps what they
 // held.
 func (k Keys) State() []string {
-	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Reranks(),
-		k.Stream(), k.DeadLetters()}
+	return []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.StatusBytes(), k.ByUser(), k.Idem(),
+		k.Reranks(), k.Stream(), k.DeadLetters()}
 }

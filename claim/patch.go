@@ -200,21 +200,22 @@ func (g *Gate) patchSeq(ctx context.Context, id, step, token string, lease time.
 }
 
 // revokeScript marks issued claims revoked and, if asked, returns their
-// units to stock, as voidScript does. KEYS: meta, status. ARGV: "1" to
-// return the units, then ranks. A rank already revoked or voided is left
+// units to stock, as voidScript does. KEYS: meta, status, status bytes.
+// ARGV: "1" to return the units, then ranks. A rank already revoked or voided is left
 // alone, so applying one revoke twice returns its unit once. Returns
 // {revoked, ranks...}: the number marked revoked now, then the ranks Redis
 // holds no status for (it lost them, and a rebuild has not restored them
 // yet), for which nothing happened.
-var revokeScript = newScript(`-- dibs:revoke v1
+var revokeScript = newScript(`-- dibs:revoke v2` + layoutLua + `
+st_mode(redis.call('HGET', KEYS[1], 'mode'), KEYS[2], KEYS[3])
 local n = 0
 local unknown = {}
 for i = 2, #ARGV do
-  local s = redis.call('HGET', KEYS[2], ARGV[i])
+  local s = st_get(ARGV[i])
   if not s then
     unknown[#unknown + 1] = ARGV[i]
   elseif s ~= 'r' and s ~= 'v' then
-    redis.call('HSET', KEYS[2], ARGV[i], 'r')
+    st_set(ARGV[i], 'r')
     n = n + 1
   end
 end
@@ -234,7 +235,7 @@ func (g *Gate) Revoke(ctx context.Context, id string, returnStock bool, ranks ..
 	}
 	k := g.Keys(id)
 	args := append([]string{flag(returnStock)}, formatInts(ranks)...)
-	vals, err := revokeScript.Exec(ctx, g.client, []string{k.Meta(), k.Status()}, args).AsIntSlice()
+	vals, err := revokeScript.Exec(ctx, g.client, []string{k.Meta(), k.Status(), k.StatusBytes()}, args).AsIntSlice()
 	if err == nil && len(vals) == 0 {
 		err = errors.New("empty script reply")
 	}

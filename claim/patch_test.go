@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
 )
 
 // TestPatch changes a running promotion: a lower stock below what is
@@ -16,7 +15,7 @@ import (
 // end reopens a promotion its end closed but not one an admin closed.
 func TestPatch(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, promo("p", 3, 1))
@@ -131,7 +130,7 @@ func changes(t *testing.T, f fixture, id string) int64 {
 // again, exactly once however often the revoke is applied; without, not.
 func TestRevoke(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, promo("r", 2, 1))

@@ -315,7 +315,7 @@ func (s *RestoreStats) Add(o RestoreStats) {
 func (r *Rebuild) Restore(ctx context.Context, claims []Known) (RestoreStats, error) {
 	var total RestoreStats
 	k := r.g.Keys(r.id)
-	keys := []string{k.Meta(), k.Users(), k.Status(), k.ByUser(), k.Stream()}
+	keys := []string{k.Meta(), k.Users(), k.Status(), k.ByUser(), k.Stream(), k.StatusBytes()}
 	lease := strconv.FormatInt(r.lease.Milliseconds(), 10)
 	for start := 0; start < len(claims); start += RestoreChunk {
 		chunk := claims[start:min(start+RestoreChunk, len(claims))]
@@ -453,10 +453,13 @@ return 'ok'
 
 // restoreScript merges database claims into a paused promotion.
 //
-// KEYS: meta, users, status, byuser, stream.
+// KEYS: meta, users, status, byuser, stream, status bytes.
 // ARGV: token, hold in ms, chunks applied so far, then per claim six values:
 // rank, user, slot, code (i:<ms> issued, f failed, v voided, p to enqueue
-// again), claim id, at.
+// again), claim id, at. The records written are of the layout the meta
+// hash's mode names (a compact promotion keeps i for i:<ms>, and counts a
+// user's claims from the user's list: a rank added to it counts as a user
+// raised).
 //
 // Returns {"ok", users raised, statuses written, voided, requeued}, or
 // {"superseded"} if the token no longer holds the promotion or the meta
@@ -464,9 +467,10 @@ return 'ok'
 // pause: chunks already merged may be gone, so the rebuild must start over), or
 // {"not_found"} if the meta hash is gone. Nothing is ever lowered: see
 // Rebuild.Restore.
-var restoreScript = newScript(`-- dibs:restore v1
-local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done')
+var restoreScript = newScript(`-- dibs:restore v2` + layoutLua + `
+local h = redis.call('HMGET', KEYS[1], 'rebuild', 'stock', 'rebuild_done', 'mode')
 if not h[2] then return {'not_found'} end
+st_mode(h[4], KEYS[3], KEYS[6])
 if h[1] ~= ARGV[1] or tonumber(h[3] or '-1') ~= tonumber(ARGV[3]) then return {'superseded'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -486,33 +490,38 @@ end
 local users, statuses, voided, requeued = 0, 0, 0, 0
 for i = 4, #ARGV, 6 do
   local rank, user, slot, code = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
-  if held < slot then
-    redis.call('HSET', KEYS[2], user, slot)
-    users = users + 1
+  if not st_compact then
+    local count = tonumber(redis.call('HGET', KEYS[2], user) or '0')
+    if count < slot then
+      redis.call('HSET', KEYS[2], user, slot)
+      users = users + 1
+    end
   end
   local list = add_rank(redis.call('HGET', KEYS[4], user), rank)
-  if list then redis.call('HSET', KEYS[4], user, list) end
-  local s = redis.call('HGET', KEYS[3], rank)
+  if list then
+    redis.call('HSET', KEYS[4], user, list)
+    if st_compact then users = users + 1 end
+  end
+  local s = st_get(rank)
   if string.sub(code, 1, 2) == 'i:' then
     if not s or s == 'p' or s == 'f' then
-      redis.call('HSET', KEYS[3], rank, code)
+      st_set(rank, code)
       statuses = statuses + 1
     end
   elseif code == 'f' then
     if not s or s == 'p' then
-      redis.call('HSET', KEYS[3], rank, 'f')
+      st_set(rank, 'f')
       statuses = statuses + 1
     end
   elseif code == 'v' then
     if not s or s == 'p' or s == 'f' then
-      redis.call('HSET', KEYS[3], rank, 'v')
+      st_set(rank, 'v')
       statuses = statuses + 1
       voided = voided + 1
     end
   elseif code == 'p' then
     if not s then
-      redis.call('HSET', KEYS[3], rank, 'p')
+      st_set(rank, 'p')
       redis.call('XADD', KEYS[5], '*', 'claim_id', ARGV[i + 4], 'user', user,
         'rank', rank, 'slot', slot, 'at', ARGV[i + 5])
       statuses = statuses + 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func (f fixture) forget(t *testing.T, id string) {
 	t.Helper()
 	k := f.gate.Keys(id)
-	for _, key := range []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream()} {
+	for _, key := range []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.StatusBytes(), k.ByUser(), k.Idem(), k.Stream()} {
 		if err := f.client.Do(context.Background(), f.client.B().Del().Key(key).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -30,6 +31,49 @@ func (f fixture) hget(t *testing.T, key, field string) string {
 		return ""
 	}
 	return v
+}
+
+// status returns the status Redis holds for rank of promotion id, in
+// the fixture's layout ("" for none).
+func (f fixture) status(t *testing.T, id, rank string) string {
+	t.Helper()
+	k := f.gate.Keys(id)
+	if f.layout == claim.LayoutClassic {
+		return f.hget(t, k.Status(), rank)
+	}
+	r, _ := strconv.ParseInt(rank, 10, 64)
+	b, err := f.client.Do(context.Background(), f.client.B().Getrange().Key(k.StatusBytes()).Start(r).End(r).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == "\x00" {
+		return ""
+	}
+	return b
+}
+
+// issued is the status of a claim issued at ms, in the fixture's layout.
+func (f fixture) issued(ms int64) string {
+	if f.layout == claim.LayoutClassic {
+		return "i:" + strconv.FormatInt(ms, 10)
+	}
+	return "i"
+}
+
+// count returns the count of user's claims in promotion id: the users
+// hash's in the classic layout, the number of ranks in the user's list in
+// the compact one ("" for none).
+func (f fixture) count(t *testing.T, id, user string) string {
+	t.Helper()
+	k := f.gate.Keys(id)
+	if f.layout == claim.LayoutClassic {
+		return f.hget(t, k.Users(), user)
+	}
+	list := f.hget(t, k.ByUser(), user)
+	if list == "" {
+		return ""
+	}
+	return strconv.Itoa(strings.Count(list, ",") + 1)
 }
 
 func (f fixture) streamLen(t *testing.T, id string) int64 {
@@ -51,7 +95,7 @@ func promo(id string, stock int64, limit int) claim.Promotion {
 // again with ranks above the floor.
 func TestPauseAnswersRebuilding(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, promo("p", 100, 1))
@@ -98,7 +142,7 @@ func TestPauseAnswersRebuilding(t *testing.T) {
 // as it is.
 func TestOpenPaused(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, promo("live", 10, 1))
@@ -138,7 +182,7 @@ func TestOpenPaused(t *testing.T) {
 // restore changes nothing; values Redis holds above the database's are kept.
 func TestRestoreMerges(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		p := promo("r", 10, 3)
@@ -177,14 +221,22 @@ func TestRestoreMerges(t *testing.T) {
 			t.Fatalf("restore stats %+v, want %+v", st, want)
 		}
 		k := f.gate.Keys("r")
-		for _, c := range []struct{ key, field, want string }{
-			{k.Users(), "a", "3"}, {k.Users(), "b", "1"}, {k.Users(), "c", "1"}, {k.Users(), "z", "1"},
-			{k.ByUser(), "a", "2,4,6"}, {k.ByUser(), "z", "1"},
-			{k.Status(), "1", "i:1764000000123"}, {k.Status(), "3", "f"}, {k.Status(), "4", "v"},
-			{k.Status(), "5", "p"}, {k.Meta(), "voided", "1"},
+		count := func(u string) string { return f.count(t, "r", u) }
+		status := func(r string) string { return f.status(t, "r", r) }
+		hash := func(key string) func(string) string {
+			return func(field string) string { return f.hget(t, key, field) }
+		}
+		for _, c := range []struct {
+			what, field, want string
+			get               func(string) string
+		}{
+			{"count", "a", "3", count}, {"count", "b", "1", count}, {"count", "c", "1", count}, {"count", "z", "1", count},
+			{"byuser", "a", "2,4,6", hash(k.ByUser())}, {"byuser", "z", "1", hash(k.ByUser())},
+			{"status", "1", f.issued(1764000000123), status}, {"status", "3", "f", status}, {"status", "4", "v", status},
+			{"status", "5", "p", status}, {"meta", "voided", "1", hash(k.Meta())},
 		} {
-			if got := f.hget(t, c.key, c.field); got != c.want {
-				t.Errorf("%s[%s] = %q, want %q", c.key, c.field, got, c.want)
+			if got := c.get(c.field); got != c.want {
+				t.Errorf("%s[%s] = %q, want %q", c.what, c.field, got, c.want)
 			}
 		}
 		if n := f.streamLen(t, "r"); n != 2 { // z's fresh claim and the requeued r#5
@@ -220,7 +272,15 @@ func TestRestoreMerges(t *testing.T) {
 // TestRestoreNeverLowers: statuses only move forward and counts only up.
 func TestRestoreNeverLowers(t *testing.T) {
 	t.Parallel()
-	f := setup(t, redistest.Topologies(t)[0])
+	for _, l := range []claim.Layout{claim.LayoutCompact, claim.LayoutClassic} {
+		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
+			restoreNeverLowers(t, setup(t, topo{Topology: redistest.Topologies(t)[0], layout: l}))
+		})
+	}
+}
+
+func restoreNeverLowers(t *testing.T, f fixture) {
 	ctx := context.Background()
 	p := promo("n", 10, 5)
 	f.open(t, p)
@@ -240,7 +300,7 @@ func TestRestoreNeverLowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := f.gate.Keys("n")
-	issuedAt := f.hget(t, k.Status(), "1")
+	issuedAt := f.status(t, "n", "1")
 	r, err := f.gate.Pause(ctx, p, "test", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -259,11 +319,11 @@ func TestRestoreNeverLowers(t *testing.T) {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
 	for rank, want := range map[string]string{"1": issuedAt, "2": "f", "3": "v", "4": "v"} {
-		if got := f.hget(t, k.Status(), rank); got != want {
+		if got := f.status(t, "n", rank); got != want {
 			t.Errorf("status of rank %s = %q, want %q", rank, got, want)
 		}
 	}
-	if got := f.hget(t, k.Users(), "u"); got != "4" {
+	if got := f.count(t, "n", "u"); got != "4" {
 		t.Errorf("user count %s, want 4 (never lowered)", got)
 	}
 	if got := f.hget(t, k.Meta(), "voided"); got != "2" {
@@ -277,7 +337,7 @@ func TestRestoreNeverLowers(t *testing.T) {
 // TestRestoreChunks restores more claims than one script call carries.
 func TestRestoreChunks(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		const n = 2*claim.RestoreChunk + 500
@@ -318,7 +378,7 @@ func TestRestoreChunks(t *testing.T) {
 // resume; a promotion lost mid-rebuild supersedes it.
 func TestRebuildHold(t *testing.T) {
 	t.Parallel()
-	f := setup(t, redistest.Topologies(t)[0])
+	f := setup(t, topo{Topology: redistest.Topologies(t)[0]})
 	ctx := context.Background()
 	p := promo("h", 10, 1)
 	f.open(t, p)
@@ -383,7 +443,7 @@ func TestRebuildHold(t *testing.T) {
 // the rebuild starts over instead of resuming on half-merged state.
 func TestRestoreNoticesLostChunks(t *testing.T) {
 	t.Parallel()
-	f := setup(t, redistest.Topologies(t)[0])
+	f := setup(t, topo{Topology: redistest.Topologies(t)[0]})
 	ctx := context.Background()
 	p := promo("relapse", 100, 1)
 	r, err := f.gate.Pause(ctx, p, "test", 0)

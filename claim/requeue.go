@@ -88,7 +88,8 @@ type RequeueResult struct {
 // requeueScript puts back one claim that the calling instance answered and
 // Redis lost, under its original rank, slot and claim id.
 //
-// KEYS: meta, seq, users, status, byuser, idem, stream, reranks.
+// KEYS: meta, seq, users, status, byuser, idem, stream, reranks, status
+// bytes.
 // ARGV: rank, user, slot, at (unix ms), claim id, Idempotency-Key ("" for
 // none), rebuilt after (unix ms; see Unconfirmed.RebuiltAfter).
 //
@@ -104,7 +105,8 @@ type RequeueResult struct {
 //     what to pass as ARGV[7] once rebuilt: the last millisecond before
 //     Redis TIME now, or now itself if the last rebuild resumed within it
 //     (so only a rebuild that resumes after this call counts);
-//   - rebuilt since: users[user] is raised to at least the slot, the rank
+//   - rebuilt since: users[user] is raised to at least the slot (classic
+//     layout; a compact promotion counts the user's list), the rank
 //     joins byuser[user] (once, in rank order), the Idempotency-Key is
 //     recorded if absent, and an entry with the claim's original fields
 //     (claim_id, user, rank, slot, at) is added to the work stream. If
@@ -116,14 +118,15 @@ type RequeueResult struct {
 // Running it twice for one claim adds one entry, never two: the first run
 // leaves the status set and the rank in the user's list, so the second
 // answers present. The claim id is built by the caller (ClaimID, ids.go).
-var requeueScript = newScript(`-- dibs:requeue v1
-local m = redis.call('HMGET', KEYS[1], 'stock', 'paused', 'rebuilt_ms')
+var requeueScript = newScript(`-- dibs:requeue v2` + layoutLua + `
+local m = redis.call('HMGET', KEYS[1], 'stock', 'paused', 'rebuilt_ms', 'mode')
 if not m[1] then return {'not_found'} end
+st_mode(m[4], KEYS[4], KEYS[9])
 if m[2] == '1' then return {'paused'} end
 local rank, user, slot = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local moved = redis.call('HGET', KEYS[8], rank .. ':' .. user)
 if moved then return {'reranked', tonumber(moved)} end
-local s = redis.call('HGET', KEYS[4], rank)
+local s = st_get(rank)
 local list = redis.call('HGET', KEYS[5], user)
 local rs, listed = {}, false
 if list then
@@ -139,7 +142,7 @@ if tonumber(m[3] or '0') <= tonumber(ARGV[7]) then
   if tonumber(m[3] or '0') < now then now = now - 1 end
   return {'lost', now}
 end
-if tonumber(redis.call('HGET', KEYS[3], user) or '0') < slot then
+if not st_compact and tonumber(redis.call('HGET', KEYS[3], user) or '0') < slot then
   redis.call('HSET', KEYS[3], user, slot)
 end
 if not listed then
@@ -148,7 +151,7 @@ if not listed then
   redis.call('HSET', KEYS[5], user, table.concat(rs, ','))
 end
 if not s then
-  redis.call('HSET', KEYS[4], rank, 'p')
+  st_set(rank, 'p')
   if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(rank) then
     redis.call('SET', KEYS[2], rank)
   end
@@ -175,7 +178,7 @@ return {'requeued'}
 func (g *Gate) Requeue(ctx context.Context, id string, cs []Unconfirmed) []RequeueResult {
 	out := make([]RequeueResult, len(cs))
 	k := g.Keys(id)
-	keys := []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream(), k.Reranks()}
+	keys := []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream(), k.Reranks(), k.StatusBytes()}
 	for i, c := range cs {
 		after := c.RebuiltAfter
 		if after.IsZero() {

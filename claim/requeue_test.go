@@ -63,7 +63,7 @@ func sameOutcomes(t *testing.T, what string, rs []claim.RequeueResult, want ...c
 // left where it is.
 func TestRequeue(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		p := promo("rq", 10, 1)
@@ -114,7 +114,7 @@ func TestRequeue(t *testing.T) {
 		}
 		for _, c := range lost {
 			r := strconv.FormatInt(c.Rank, 10)
-			if s := f.hget(t, k.Status(), r); s != "p" {
+			if s := f.status(t, "rq", r); s != "p" {
 				t.Errorf("status of rank %s: %q, want p", r, s)
 			}
 			if l := f.hget(t, k.ByUser(), c.UserID); l != r {
@@ -165,7 +165,7 @@ func TestRequeue(t *testing.T) {
 		if n := f.streamLen(t, "rq"); n != before+1 {
 			t.Fatalf("stream holds %d entries, want %d", n, before+1)
 		}
-		if l, u := f.hget(t, k.ByUser(), "u6"), f.hget(t, k.Users(), "u6"); l != "6" || u != "1" {
+		if l, u := f.hget(t, k.ByUser(), "u6"), f.count(t, "rq", "u6"); l != "6" || u != "1" {
 			t.Fatalf("u6 after the collision: ranks %q, count %q; want 6 and 1", l, u)
 		}
 		if _, err := f.gate.Claim(ctx, "rq", "u6", ""); !errors.Is(err, claim.ErrAlreadyClaimed) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -47,7 +46,7 @@ func (f fixture) admitted(t *testing.T, id string, stock int64, users ...string)
 // unit, after the replay and the window, and only when it takes the unit.
 func TestClaimRoomed(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		rooms, passes := f.admitted(t, "r", 1, "u1", "u2")

@@ -6,13 +6,13 @@ import "github.com/dibsio/dibs/internal/roompass"
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
 // such as the redis-benchmark run of scripts/bench-claim.sh, can load the very
 // script the gate runs instead of a copy that could drift.
-const claimScriptSource = "-- dibs:claim v3\n" + claimHead + claimTake + claimAccept
+const claimScriptSource = "-- dibs:claim v4" + layoutLua + claimHead + claimTake + claimAccept
 
 // claimRoomScriptSource is the Lua source of claimRoomScript: the claim
 // script with the waiting room's pass check (roompass.Lua, the waitroom
 // package's PassLua) between the window checks and the per-user limit, and
 // the spend of the pass in the step that takes the unit.
-const claimRoomScriptSource = "-- dibs:claim_room v2" + roompass.Lua + claimHead + claimPassCheck +
+const claimRoomScriptSource = "-- dibs:claim_room v3" + layoutLua + roompass.Lua + claimHead + claimPassCheck +
 	claimTake + claimPassSpend + claimAccept
 
 // The parts of the claim scripts. claimHead reads the meta hash, checks the
@@ -28,8 +28,9 @@ const (
 	claimHead     = claimHeadMeta + claimHeadMode + claimHeadRest
 	claimHeadMeta = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
 if not m[1] then return {'not_found'} end
+local mode = st_mode(m[7], KEYS[4], KEYS[8])
 `
-	claimHeadMode = `if m[7] ~= 'first_come' then return {'wrong_mode'} end
+	claimHeadMode = `if mode ~= 'first_come' then return {'wrong_mode'} end
 `
 	claimHeadRest = `if m[8] == '1' then return {'rebuilding'} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -43,7 +44,7 @@ if idem ~= '' then
   local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
   if r then
     local rank, slot = string.match(r, '^(%d+):(%d+)$')
-    if redis.call('HGET', KEYS[4], rank) == 'v' then return {'voided', tonumber(rank)} end
+    if st_get(rank) == 'v' then return {'voided', tonumber(rank)} end
     return {'ok', tonumber(rank), 1, tonumber(slot), -1}
   end
 end
@@ -55,17 +56,18 @@ if now >= tonumber(m[4]) then return {'ended'} end
 if m[9] == '1' then return {'held'} end
 `
 	claimTake      = claimTakeCheck + claimTakeRank + claimTakeWrite
-	claimTakeCheck = `local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-if held >= tonumber(m[2]) then return {'already_claimed'} end
+	claimTakeCheck = `local list = redis.call('HGET', KEYS[5], user)
+local count = held(KEYS[3], user, list)
+if count >= tonumber(m[2]) then return {'already_claimed'} end
 local stock = tonumber(m[1])
 local voided = tonumber(m[6] or '0')
 if seq - voided >= stock then return {'sold_out'} end
 `
 	claimTakeRank = `local rank = redis.call('INCR', KEYS[2])
 `
-	claimTakeWrite = `local slot = redis.call('HINCRBY', KEYS[3], user, 1)
-redis.call('HSET', KEYS[4], rank, 'p')
-local list = redis.call('HGET', KEYS[5], user)
+	claimTakeWrite = `local slot = count + 1
+if not st_compact then redis.call('HSET', KEYS[3], user, slot) end
+st_set(rank, 'p')
 if list then list = list .. ',' .. rank else list = tostring(rank) end
 redis.call('HSET', KEYS[5], user, list)
 if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':' .. slot) end
@@ -76,26 +78,27 @@ redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', use
 `
 )
 
-// The waiting room's parts of claimRoomScript. KEYS[8..10] are the room's
+// The waiting room's parts of claimRoomScript. KEYS[9..11] are the room's
 // passes, live and meta keys, ARGV[5] the pass id ("" for none). A promotion
 // whose room meta does not exist has no waiting room: the pass is ignored.
 const (
-	claimPassCheck = `local room = redis.call('EXISTS', KEYS[10]) == 1
+	claimPassCheck = `local room = redis.call('EXISTS', KEYS[11]) == 1
 if room then
   if (ARGV[5] or '') == '' then return {'not_admitted', 'none'} end
-  local refused = wr_pass_check(KEYS[8], ARGV[5], user, now)
+  local refused = wr_pass_check(KEYS[9], ARGV[5], user, now)
   if refused then return {'not_admitted', refused} end
 end
 `
-	claimPassSpend = `if room then wr_pass_spend(KEYS[8], KEYS[9], KEYS[10], ARGV[5]) end
+	claimPassSpend = `if room then wr_pass_spend(KEYS[9], KEYS[10], KEYS[11], ARGV[5]) end
 `
 )
 
 // ClaimScriptSource returns the Lua source of the first-come claim script,
 // exactly as Gate.Claim runs it.
 //
-// KEYS, in this order: the promotion's Meta, Seq, Users, Status, ByUser, Idem
-// and Stream keys (see Keys). ARGV: the user id, the Idempotency-Key ("" for
+// KEYS, in this order: the promotion's Meta, Seq, Users, Status, ByUser,
+// Idem, Stream and StatusBytes keys (see Keys); the meta hash's mode tells
+// which of Users, Status and StatusBytes the promotion's layout uses. ARGV: the user id, the Idempotency-Key ("" for
 // none), the promotion id and, optionally, the fence: the highest rank the
 // caller knows to be taken (0 or absent for none). The reply is {"ok", rank,
 // 0, slot, remaining, at} for a newly accepted claim (at: Redis TIME in unix

@@ -27,7 +27,8 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 
 // claimScript admits one first-come claim.
 //
-// KEYS: meta, seq, users, status, byuser, idem, stream.
+// KEYS: meta, seq, users, status, byuser, idem, stream, status bytes (the
+// meta hash's mode picks the layout, see Layout).
 // ARGV: user id, Idempotency-Key ("" for none), promotion id, fence.
 //
 // The fence is the highest rank the calling instance knows to be taken (from
@@ -55,8 +56,8 @@ var claimScript = newScript(claimScriptSource)
 // claimRoomScript admits one first-come claim in a promotion that may have
 // a waiting room, spending the user's pass in the step that takes the unit.
 //
-// KEYS: meta, seq, users, status, byuser, idem, stream (as claimScript),
-// then the room's passes, live and meta keys (waitroom Keys.SpendKeys).
+// KEYS: meta, seq, users, status, byuser, idem, stream, status bytes (as
+// claimScript), then the room's passes, live and meta keys (waitroom Keys.SpendKeys).
 // ARGV: user id, Idempotency-Key ("" for none), promotion id, fence (as
 // claimScript), pass id of the entry token verified by the caller ("" for
 // none).
@@ -75,18 +76,19 @@ var claimRoomScript = newScript(claimRoomScriptSource)
 
 // grantScript enqueues grants for a batch of users.
 //
-// KEYS: meta, seq, users, status, byuser, stream.
+// KEYS: meta, seq, users, status, byuser, stream, status bytes.
 // ARGV: promotion id, fence (see claimScript), then the user ids.
 //
 // Returns {"ok", enqueued, duplicates}, {"lost", seq} (see claimScript) or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended. A
-// user already granted is a duplicate; a paused promotion (see claimScript)
+// user already granted (in the users hash, or for the compact layout in
+// byuser) is a duplicate; a paused promotion (see claimScript)
 // enqueues nothing. Each entry's claim_id is <promotion>@<user>, as GrantID
 // builds it (ids.go).
-var grantScript = newScript(`-- dibs:grant v1
+var grantScript = newScript(`-- dibs:grant v2` + layoutLua + `
 local m = redis.call('HMGET', KEYS[1], 'ends_ms', 'closed', 'mode', 'paused')
 if not m[3] then return {'not_found'} end
-if m[3] ~= 'grant' then return {'wrong_mode'} end
+if st_mode(m[3], KEYS[4], KEYS[7]) ~= 'grant' then return {'wrong_mode'} end
 if m[4] == '1' then return {'rebuilding'} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq < tonumber(ARGV[2]) then
@@ -100,11 +102,17 @@ if now >= tonumber(m[1]) then return {'ended'} end
 local enq, dup = 0, 0
 for i = 3, #ARGV do
   local user = ARGV[i]
-  if redis.call('HSETNX', KEYS[3], user, 1) == 0 then
+  local new
+  if st_compact then
+    new = redis.call('HEXISTS', KEYS[5], user) == 0
+  else
+    new = redis.call('HSETNX', KEYS[3], user, 1) == 1
+  end
+  if not new then
     dup = dup + 1
   else
     local rank = redis.call('INCR', KEYS[2])
-    redis.call('HSET', KEYS[4], rank, 'p')
+    st_set(rank, 'p')
     redis.call('HSET', KEYS[5], user, tostring(rank))
     redis.call('XADD', KEYS[6], '*', 'claim_id', ARGV[1] .. '@' .. user, 'user', user,
       'rank', rank, 'slot', 1, 'at', now)
@@ -120,20 +128,32 @@ return {'ok', enq, dup}
 // consumer group created at id 0 so claims accepted before any consumer runs
 // are never skipped.
 //
-// KEYS: meta, seq, stream.
+// KEYS: meta, seq, stream, status, status bytes.
 // ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group,
-// "1" to create the meta hash paused (see Gate.OpenPaused) else "0", and
-// "1" if an admin paused the promotion (held, see Gate.Patch) else "0".
+// "1" to create the meta hash paused (see Gate.OpenPaused) else "0", "1"
+// if an admin paused the promotion (held, see Gate.Patch) else "0", and
+// the layout's mode suffix ("" classic, ":2" compact, see Layout).
+//
+// A meta hash created anew records the mode with the layout's suffix,
+// unless statuses of one layout outlived the meta hash (Redis lost it
+// alone): then the promotion keeps that layout, so a rebuild merges the
+// database into the records it has.
 //
 // Returns 1 if the meta hash was created, 0 if it existed (then only the
 // closed flag and the end are refreshed). A promotion closed by an admin
 // (closed = 1) is also marked closed_admin, which no later end moves undo
 // (see patchScript).
-var openScript = newScript(`-- dibs:open v2
+var openScript = newScript(`-- dibs:open v3
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  local suffix = ARGV[11] or ''
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    suffix = ':2'
+  elseif redis.call('EXISTS', KEYS[4]) == 1 then
+    suffix = ''
+  end
   redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'limit', ARGV[2], 'starts_ms', ARGV[3],
-    'ends_ms', ARGV[4], 'closed', ARGV[5], 'mode', ARGV[6], 'voided', 0)
+    'ends_ms', ARGV[4], 'closed', ARGV[5], 'mode', ARGV[6] .. suffix, 'voided', 0)
   if ARGV[9] == '1' then redis.call('HSET', KEYS[1], 'paused', 1) end
   if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'held', 1) end
   created = 1
@@ -164,19 +184,22 @@ return 1
 // ackScript acknowledges issued claims and marks them issued, in one step,
 // so a claim's status and its place in the consumer group never disagree.
 //
-// KEYS: status, stream, meta.
+// KEYS: status, stream, meta, status bytes.
 // ARGV: group, then pairs of (entry id, rank).
 //
 // A voided or revoked claim keeps its status. The meta hash's confirmed field is raised
 // to the highest rank acked: the database held each of these claims before
 // the ack (callers ack only what it committed), so a database whose highest
 // rank is below confirmed lost rows it had (see Gate.Confirmed). Returns the
-// number of entries acked. One XACK and one HSET serve the whole batch;
+// number of entries acked. One XACK serves the whole batch, and one HMGET
+// and one HSET (classic layout) or one GETRANGE and one SETRANGE over the
+// batch's ranks (compact layout: ranks of one batch are close together; a
+// batch spread wider than ackSpan is written rank by rank) mark them;
 // callers send at most ackChunk entries per call, well inside Lua's stack
 // for unpack.
-var ackScript = newScript(`-- dibs:ack v2
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var ackScript = newScript(`-- dibs:ack v3` + layoutLua + `
+local m = redis.call('HMGET', KEYS[3], 'stock', 'confirmed', 'mode')
+st_mode(m[3], KEYS[1], KEYS[4])
 local ids, ranks, top = {}, {}, 0
 for i = 2, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
@@ -187,7 +210,37 @@ for i = 2, #ARGV, 2 do
   end
 end
 local acked = redis.call('XACK', KEYS[2], ARGV[1], unpack(ids))
-if #ranks > 0 then
+if #ranks > 0 and st_compact then
+  local rs = {}
+  for j = 1, #ranks do
+    local r = tonumber(ranks[j])
+    if r and r >= 1 then rs[#rs + 1] = math.floor(r) end
+  end
+  table.sort(rs)
+  if #rs > 0 and rs[#rs] - rs[1] < ` + ackSpan + ` then
+    local lo, hi = rs[1], rs[#rs]
+    local cur = redis.call('GETRANGE', KEYS[4], lo, hi)
+    if #cur < hi - lo + 1 then cur = cur .. string.rep('\0', hi - lo + 1 - #cur) end
+    local out, at = {}, lo
+    for j = 1, #rs do
+      local r = rs[j]
+      if r >= at then
+        out[#out + 1] = string.sub(cur, at - lo + 1, r - lo)
+        local c = string.sub(cur, r - lo + 1, r - lo + 1)
+        if c == 'v' or c == 'r' then out[#out + 1] = c else out[#out + 1] = 'i' end
+        at = r + 1
+      end
+    end
+    redis.call('SETRANGE', KEYS[4], lo, table.concat(out))
+  else
+    for j = 1, #rs do
+      local c = st_get(rs[j])
+      if c ~= 'v' and c ~= 'r' then st_set(rs[j], 'i') end
+    end
+  end
+elseif #ranks > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local cur = redis.call('HMGET', KEYS[1], unpack(ranks))
   local set = {}
   for j = 1, #ranks do
@@ -198,13 +251,15 @@ if #ranks > 0 then
   end
   if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
 end
-if top > 0 and redis.call('HEXISTS', KEYS[3], 'stock') == 1 then
-  if top > tonumber(redis.call('HGET', KEYS[3], 'confirmed') or '0') then
-    redis.call('HSET', KEYS[3], 'confirmed', top)
-  end
+if top > 0 and m[1] and top > tonumber(m[2] or '0') then
+  redis.call('HSET', KEYS[3], 'confirmed', top)
 end
 return acked
 `)
+
+// ackSpan bounds the span of ranks (highest less lowest) one compact
+// ackScript call reads and writes as one range: 4 kB of status bytes.
+const ackSpan = "4096"
 
 // haltScript halts a promotion for an operator: it pauses claims and grants
 // (they answer rebuilding) and records why in the meta field halted, which
@@ -222,28 +277,30 @@ redis.call('HSET', KEYS[1], 'paused', 1, 'halted', ARGV[1])
 return 1
 `)
 
-// failScript marks dead-lettered claims failed. KEYS: status. ARGV: ranks.
-// Issued and voided claims keep their status.
-var failScript = newScript(`-- dibs:fail v1
+// failScript marks dead-lettered claims failed. KEYS: status, meta, status
+// bytes. ARGV: ranks. Issued and voided claims keep their status.
+var failScript = newScript(`-- dibs:fail v2` + layoutLua + `
+st_mode(redis.call('HGET', KEYS[2], 'mode'), KEYS[1], KEYS[3])
 for i = 1, #ARGV do
-  local s = redis.call('HGET', KEYS[1], ARGV[i])
-  if s == 'p' then redis.call('HSET', KEYS[1], ARGV[i], 'f') end
+  if st_get(ARGV[i]) == 'p' then st_set(ARGV[i], 'f') end
 end
 return #ARGV
 `)
 
 // replayScript puts a dead-lettered claim back into the pipeline under its
-// own claim id. KEYS: status, stream. ARGV: rank, then field/value pairs.
+// own claim id. KEYS: status, stream, meta, status bytes. ARGV: rank, then
+// field/value pairs.
 // Only a failed claim is re-enqueued (and marked pending), so applying one
 // replay twice adds one entry, never two. Returns 1 if it enqueued, 0 if the
 // claim had moved on already (pending again, issued or voided), and -1 if
 // Redis holds no status for the rank at all (it lost the claim, and a
 // rebuild has not restored it yet): then nothing happened.
-var replayScript = newScript(`-- dibs:replay v1
-local s = redis.call('HGET', KEYS[1], ARGV[1])
+var replayScript = newScript(`-- dibs:replay v2` + layoutLua + `
+st_mode(redis.call('HGET', KEYS[3], 'mode'), KEYS[1], KEYS[4])
+local s = st_get(ARGV[1])
 if not s then return -1 end
 if s ~= 'f' then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], 'p')
+st_set(ARGV[1], 'p')
 local args = {'XADD', KEYS[2], '*'}
 for i = 2, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call(unpack(args))
@@ -251,16 +308,18 @@ return 1
 `)
 
 // voidScript gives up on dead-lettered claims and returns their units to
-// stock. KEYS: meta, status. ARGV: ranks. Returns {voided, ranks...}: the
+// stock. KEYS: meta, status, status bytes. ARGV: ranks. Returns {voided,
+// ranks...}: the
 // number voided, then the ranks Redis holds no status for (it lost them,
 // and a rebuild has not restored them yet), for which nothing happened.
-var voidScript = newScript(`-- dibs:void v1
+var voidScript = newScript(`-- dibs:void v2` + layoutLua + `
+st_mode(redis.call('HGET', KEYS[1], 'mode'), KEYS[2], KEYS[3])
 local n = 0
 local unknown = {}
 for i = 1, #ARGV do
-  local s = redis.call('HGET', KEYS[2], ARGV[i])
+  local s = st_get(ARGV[i])
   if s == 'f' or s == 'p' then
-    redis.call('HSET', KEYS[2], ARGV[i], 'v')
+    st_set(ARGV[i], 'v')
     n = n + 1
   elseif not s then
     unknown[#unknown + 1] = ARGV[i]
@@ -289,15 +348,18 @@ redis.call('HSET', KEYS[1], 'closed', 1)
 return {1, seq}
 `)
 
-// userScript reads one user's claims. KEYS: byuser, status. ARGV: user id.
-// Returns a flat list of rank, status pairs.
-var userScript = newReadOnlyScript(`-- dibs:user v1
+// userScript reads one user's claims. KEYS: byuser, status, meta, status
+// bytes. ARGV: user id. Returns a flat list of rank, status pairs (an
+// issued claim's status is i:<unix ms> in the classic layout, i in the
+// compact one).
+var userScript = newReadOnlyScript(`-- dibs:user v2` + layoutLua + `
+st_mode(redis.call('HGET', KEYS[3], 'mode'), KEYS[2], KEYS[4])
 local list = redis.call('HGET', KEYS[1], ARGV[1])
 if not list then return {} end
 local out = {}
 for rank in string.gmatch(list, '[^,]+') do
   out[#out + 1] = rank
-  out[#out + 1] = redis.call('HGET', KEYS[2], rank) or 'p'
+  out[#out + 1] = st_get(rank) or 'p'
 end
 return out
 `)
@@ -309,7 +371,7 @@ return out
 // entry carries it under the new rank's claim id. A re-rank is recorded, so
 // a redelivery of the old entry gets the same new rank, never a second one.
 //
-// KEYS: meta, seq, status, byuser, stream, reranks.
+// KEYS: meta, seq, status, byuser, stream, reranks, status bytes.
 // ARGV: old rank, user, slot, accepted at (ms), promotion id, fence (the
 // database's highest rank).
 //
@@ -318,11 +380,12 @@ return out
 // {"rebuilding"} while it is paused, {"sold_out"} when no unit is left to
 // give it, or {"not_found"}. The new entry's claim_id is <promotion>#<rank>,
 // as ClaimID builds it (ids.go).
-var rerankScript = newScript(`-- dibs:rerank v1
+var rerankScript = newScript(`-- dibs:rerank v2` + layoutLua + `
 local done = redis.call('HGET', KEYS[6], ARGV[1] .. ':' .. ARGV[2])
 if done then return {'ok', tonumber(done), 0} end
-local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'paused')
+local m = redis.call('HMGET', KEYS[1], 'stock', 'voided', 'paused', 'mode')
 if not m[1] then return {'not_found'} end
+st_mode(m[4], KEYS[3], KEYS[7])
 if m[3] == '1' then return {'rebuilding'} end
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq < tonumber(ARGV[6]) then
@@ -331,7 +394,7 @@ if seq < tonumber(ARGV[6]) then
 end
 if seq - tonumber(m[2] or '0') >= tonumber(m[1]) then return {'sold_out'} end
 local rank = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[3], rank, 'p')
+st_set(rank, 'p')
 local rs, replaced = {}, false
 local list = redis.call('HGET', KEYS[4], ARGV[2])
 if list then

@@ -189,8 +189,8 @@ func (k Keys) Received() string { return k.base + "xin" }
 // claimSegScriptSource is the claim script of one segment: claimScript's
 // steps with the segment's mode and its rank made promotion-wide. ARGV[5]
 // is the number of segments, ARGV[6] the segment's index.
-const claimSegScriptSource = "-- dibs:claim_seg v1\n" + claimHeadMeta +
-	`if m[7] ~= 'segment' then return {'wrong_mode'} end
+const claimSegScriptSource = "-- dibs:claim_seg v2" + layoutLua + claimHeadMeta +
+	`if mode ~= 'segment' then return {'wrong_mode'} end
 ` + claimHeadRest + claimTakeCheck +
 	`local lrank = redis.call('INCR', KEYS[2])
 local rank = (lrank - 1) * tonumber(ARGV[5]) + tonumber(ARGV[6]) + 1
@@ -200,8 +200,8 @@ local rank = (lrank - 1) * tonumber(ARGV[5]) + tonumber(ARGV[6]) + 1
 // claimSegScript admits one claim in one segment of a promotion with more
 // than one.
 //
-// KEYS: the segment's meta, seq, users, status, byuser, idem, stream (as
-// claimScript). ARGV: user id, Idempotency-Key ("" for none), promotion id
+// KEYS: the segment's meta, seq, users, status, byuser, idem, stream,
+// status bytes (as claimScript; a segment is of the classic layout). ARGV: user id, Idempotency-Key ("" for none), promotion id
 // (the claim id's prefix), fence ("0": segments have none), number of
 // segments, the segment's index.
 //
@@ -279,7 +279,7 @@ func (g *Gate) OpenSegments(ctx context.Context, p Promotion, s Segments, floor 
 				continue
 			}
 		}
-		created, err := g.openOn(ctx, g.Keys(s.Tag(k)), q, modeSegment, false)
+		created, err := g.openOn(ctx, g.Keys(s.Tag(k)), q, modeSegment, LayoutClassic, false)
 		if err != nil {
 			return made, fmt.Errorf("segment %d: %w", k, err)
 		}

@@ -71,7 +71,7 @@ func TestSegmentsLayout(t *testing.T) {
 func TestPlainClaimScriptUnchanged(t *testing.T) {
 	t.Parallel()
 	sum := sha1.Sum([]byte(claim.ClaimScriptSource()))
-	if got := hex.EncodeToString(sum[:]); got != "ab85ab21a2d5c3fd3dbfc878e8b1b37012c0c6a1" {
+	if got := hex.EncodeToString(sum[:]); got != "7fb360ad17de8fae7d82750733e60cd64d0e29af" {
 		t.Fatalf("claim script hash %s changed", got)
 	}
 }

@@ -207,7 +207,12 @@ func (e *env) pendingStatuses(ctx context.Context, promo string) (int, error) {
 			n++
 		}
 	}
-	return n, nil
+	// A promotion of the compact layout keeps a status byte per rank.
+	bytes, err := e.rdb.Do(ctx, e.rdb.B().Get().Key(k.StatusBytes()).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return 0, err
+	}
+	return n + strings.Count(bytes, "p"), nil
 }
 
 // row is an issued claim or a dead letter in the database.
@@ -361,6 +366,16 @@ func (e *env) check(t *testing.T, l *ledger, x expect, procs ...*dibsProc) {
 	for u, n := range users {
 		if n > int64(x.perUser) {
 			t.Errorf("Redis counts %d claims for user %s, limit %d", n, u, x.perUser)
+		}
+	}
+	// Either layout lists each user's ranks; the compact one counts them.
+	lists, err := e.rdb.Do(ctx, e.rdb.B().Hgetall().Key(k.ByUser()).Build()).AsStrMap()
+	if err != nil {
+		t.Fatalf("HGETALL byuser: %v", err)
+	}
+	for u, l := range lists {
+		if n := strings.Count(l, ",") + 1; n > x.perUser {
+			t.Errorf("Redis lists %d claims for user %s, limit %d", n, u, x.perUser)
 		}
 	}
 	if x.exact {

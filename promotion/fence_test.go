@@ -19,15 +19,15 @@ import (
 func loseLast(t *testing.T, e *rbEnv, id string, total, n int) {
 	t.Helper()
 	k := claim.KeysFor(e.prefix, id)
-	script := `redis.call('DECRBY', KEYS[1], ARGV[1])
+	script := forgetStatusLua + `redis.call('DECRBY', KEYS[1], ARGV[1])
 for r = ARGV[2] - ARGV[1] + 1, ARGV[2] do
   redis.call('HDEL', KEYS[2], 'u' .. r)
   redis.call('HDEL', KEYS[3], 'u' .. r)
-  redis.call('HDEL', KEYS[4], tostring(r))
+  forget_status(KEYS[4], KEYS[5], r)
 end
 return 1`
-	err := e.client.Do(context.Background(), e.client.B().Eval().Script(script).Numkeys(4).
-		Key(k.Seq(), k.Users(), k.ByUser(), k.Status()).Arg(fmt.Sprint(n), fmt.Sprint(total)).Build()).Error()
+	err := e.client.Do(context.Background(), e.client.B().Eval().Script(script).Numkeys(5).
+		Key(k.Seq(), k.Users(), k.ByUser(), k.Status(), k.StatusBytes()).Arg(fmt.Sprint(n), fmt.Sprint(total)).Build()).Error()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +190,9 @@ func TestReplayOfAClaimRedisForgot(t *testing.T) {
 			// The dead letter is recorded in the database before its status
 			// in Redis: forget the status only once it is written.
 			wait.For(t, 10*time.Second, "the failed status in Redis", func() bool {
-				st, err := w.client.Do(ctx, w.client.B().Hget().Key(k.Status()).Field(rank).Build()).ToString()
-				return err == nil && st == "f"
+				return statusOf(t, w.client, k, rank) == "f"
 			})
-			if err := w.client.Do(ctx, w.client.B().Hdel().Key(k.Status()).Field(rank).Build()).Error(); err != nil {
-				t.Fatal(err)
-			}
+			setStatus(t, w.client, k, rank, "")
 			if n, err := m.Replay(ctx, "forgot", []string{res.ClaimID}); err != nil || n != 1 {
 				t.Fatalf("replay: %d, %v", n, err)
 			}
@@ -205,9 +202,7 @@ func TestReplayOfAClaimRedisForgot(t *testing.T) {
 			}
 			// The rebuild's page, read before the replay, writes the claim
 			// back as failed; the sweep then applies the replay.
-			if err := w.client.Do(ctx, w.client.B().Hset().Key(k.Status()).FieldValue().FieldValue(rank, "f").Build()).Error(); err != nil {
-				t.Fatal(err)
-			}
+			setStatus(t, w.client, k, rank, "f")
 			waitCounts(t, m, "forgot", 1, 0)
 		})
 	}

@@ -2,14 +2,9 @@ package promotion
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
 )
@@ -31,7 +26,8 @@ import (
 //     the inbox full is dropped and counted. It then queues the handle for
 //     the loop (at most once at a time, as wakes do).
 //   - The Manager's loop owns the journals: it moves inboxes into them, and
-//     on every re-check reads, in one pipelined round trip, the status of
+//     on every re-check reads, in one pipelined round trip (a read-only
+//     script per thousand claims, of either layout), the status of
 //     every journaled rank and the list of every journaled user. A claim
 //     whose status is issued, failed or voided, with its rank in its user's
 //     list, is confirmed (or visibly dead-lettered) and forgotten; one still
@@ -59,7 +55,7 @@ const (
 	// them into its journal (allocated on the promotion's first claim on
 	// this instance).
 	inboxSize = 1024
-	// journalChunk bounds the fields of one HMGET of a prune.
+	// journalChunk bounds the claims of one read of a prune.
 	journalChunk = 1000
 )
 
@@ -217,65 +213,60 @@ func (m *Manager) recheckJournals(ctx context.Context) {
 }
 
 // pruneJournals reads, in one pipelined round trip, the status of every
-// rank and the list of every user the journals of ids hold; it forgets the
+// rank and the list of every user the journals of ids hold (one
+// claim.Gate.Sightings query per journalChunk claims); it forgets the
 // confirmed claims and, with requeue, puts back those Redis lost. Loop only.
 func (m *Manager) pruneJournals(ctx context.Context, ids []string, requeue bool) {
-	type span struct{ from, to int } // the commands of one journal
-	var cmds rueidis.Commands
+	type span struct{ from, to int } // the queries of one journal
+	var qs []claim.Sighted
 	spans := make([]span, len(ids))
 	for i, id := range ids {
-		k, es := m.gate.Keys(id), m.jr.byID[id].es
-		spans[i].from = len(cmds)
+		es := m.jr.byID[id].es
+		spans[i].from = len(qs)
 		for start := 0; start < len(es); start += journalChunk {
 			chunk := es[start:min(start+journalChunk, len(es))]
-			ranks, users := make([]string, len(chunk)), make([]string, len(chunk))
+			q := claim.Sighted{ID: id, Ranks: make([]int64, len(chunk)), Users: make([]string, len(chunk))}
 			for n, a := range chunk {
-				ranks[n], users[n] = strconv.FormatInt(a.rank, 10), a.user
+				q.Ranks[n], q.Users[n] = a.rank, a.user
 			}
-			cmds = append(cmds,
-				m.client.B().Hmget().Key(k.Status()).Field(ranks...).Build(),
-				m.client.B().Hmget().Key(k.ByUser()).Field(users...).Build())
+			qs = append(qs, q)
 		}
-		spans[i].to = len(cmds)
+		spans[i].to = len(qs)
 	}
-	if len(cmds) == 0 {
+	if len(qs) == 0 {
 		return
 	}
-	res := m.client.DoMulti(ctx, cmds...)
+	seen, errs := m.gate.Sightings(ctx, qs)
 	for i, id := range ids {
 		j := m.jr.byID[id]
-		lost := m.sortJournal(id, j, res[spans[i].from:spans[i].to])
+		lost := m.sortJournal(id, j, seen[spans[i].from:spans[i].to], errs[spans[i].from:spans[i].to])
 		if requeue && len(lost) > 0 {
 			m.requeue(ctx, id, j, lost)
 		}
 	}
 }
 
-// sortJournal forgets the confirmed claims of j, given the replies of the
-// HMGETs of its ranks' statuses and its users' lists (in pairs, per chunk
-// of journalChunk claims), and returns the indexes in j.es of the claims
-// Redis lost. A chunk whose replies failed is kept as it is.
-func (m *Manager) sortJournal(id string, j *journal, res []rueidis.RedisResult) (lost []int) {
+// sortJournal forgets the confirmed claims of j, given what Redis holds of
+// them (per chunk of journalChunk claims, with the chunk's error), and
+// returns the indexes in j.es of the claims Redis lost. A chunk whose read
+// failed is kept as it is.
+func (m *Manager) sortJournal(id string, j *journal, seen [][]claim.Sighting, errs []error) (lost []int) {
 	kept := j.es[:0]
-	for c := 0; c < len(res); c += 2 {
-		chunk := j.es[c/2*journalChunk : min((c/2+1)*journalChunk, len(j.es))]
-		statuses, err1 := res[c].ToArray()
-		lists, err2 := res[c+1].ToArray()
-		if err1 != nil || err2 != nil || len(statuses) != len(chunk) || len(lists) != len(chunk) {
+	for c := range seen {
+		chunk := j.es[c*journalChunk : min((c+1)*journalChunk, len(j.es))]
+		if errs[c] != nil || len(seen[c]) != len(chunk) {
 			m.log.Debug("cannot read the status of journaled claims; the next re-check retries",
-				"promotion", id, "err", errors.Join(err1, err2))
+				"promotion", id, "err", errs[c])
 			kept = append(kept, chunk...)
 			continue
 		}
 		for n, a := range chunk {
-			status, _ := statuses[n].ToString()
-			list, _ := lists[n].ToString()
-			listed := slices.Contains(strings.Split(list, ","), strconv.FormatInt(a.rank, 10))
+			s := seen[c][n]
 			switch {
-			case status == "" || !listed:
+			case s.Status == "" || !s.Listed:
 				lost = append(lost, len(kept))
 				kept = append(kept, a)
-			case status == "p":
+			case s.Status == "p":
 				kept = append(kept, a)
 			default:
 				// Issued, failed (a dead letter an admin sees) or voided.

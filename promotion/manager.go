@@ -42,6 +42,11 @@ const (
 type Config struct {
 	// Prefix is the Redis key prefix. Defaults to DefaultPrefix.
 	Prefix string
+	// ClassicClaims makes the promotions whose Redis state this manager
+	// creates keep the classic layout (claim.LayoutClassic) instead of the
+	// compact one: for rolling upgrades while instances of an earlier
+	// release, which refuse compact promotions, still run.
+	ClassicClaims bool
 	// Instance names this process's consumers; unique per live process.
 	// Defaults to a random id.
 	Instance string
@@ -292,7 +297,11 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	gate, err := claim.New(client, claim.Config{Prefix: cfg.Prefix})
+	layout := claim.LayoutCompact
+	if cfg.ClassicClaims {
+		layout = claim.LayoutClassic
+	}
+	gate, err := claim.New(client, claim.Config{Prefix: cfg.Prefix, Layout: layout})
 	if err != nil {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}

@@ -344,7 +344,9 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 				if is.ClaimID != out[i].ClaimID {
 					continue
 				}
-				if out[i].Status == claim.StatusPending || out[i].Status == claim.StatusRevoked {
+				if out[i].Status == claim.StatusPending || out[i].Status == claim.StatusRevoked ||
+					(out[i].Status == claim.StatusIssued && out[i].IssuedAt.IsZero()) {
+					// A compact promotion keeps no time of issue in Redis.
 					out[i].Status, out[i].IssuedAt = claim.StatusIssued, is.IssuedAt
 				}
 				if !is.RevokedAt.IsZero() {

@@ -151,18 +151,10 @@ func (e *rbEnv) waitSettled(t *testing.T, id string, issued, failed int64) {
 // acknowledgements, which follow the database's commit, are all done.
 func (e *rbEnv) waitAcked(t *testing.T, id string, n int) {
 	t.Helper()
-	fields := make([]string, n)
-	for i := range fields {
-		fields[i] = fmt.Sprint(i + 1)
-	}
 	k := claim.KeysFor(e.prefix, id)
 	wait.For(t, 30*time.Second, fmt.Sprintf("%s: ranks 1..%d acknowledged", id, n), func() bool {
-		vals, err := e.client.Do(context.Background(), e.client.B().Hmget().Key(k.Status()).Field(fields...).Build()).AsStrSlice()
-		if err != nil {
-			return false
-		}
-		for _, v := range vals {
-			if !strings.HasPrefix(v, "i:") {
+		for r := 1; r <= n; r++ {
+			if !strings.HasPrefix(statusOf(t, e.client, k, fmt.Sprint(r)), "i") {
 				return false
 			}
 		}
@@ -206,7 +198,7 @@ func (e *rbEnv) create(t *testing.T, p promotion.Promotion) {
 func (e *rbEnv) forget(t *testing.T, id string) {
 	t.Helper()
 	k := claim.KeysFor(e.prefix, id)
-	for _, key := range []string{k.Meta(), k.Seq(), k.Users(), k.Status(), k.ByUser(), k.Idem(), k.Stream(), k.DeadLetters()} {
+	for _, key := range k.State() {
 		if err := e.client.Do(context.Background(), e.client.B().Del().Key(key).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -322,13 +314,13 @@ func TestRecheckRepairsLostLastSecond(t *testing.T) {
 
 			// One script, so the re-check never sees half of the loss.
 			k := claim.KeysFor(e.prefix, "last")
-			lose := `redis.call('DECRBY', KEYS[1], 3)
+			lose := forgetStatusLua + `redis.call('DECRBY', KEYS[1], 3)
 redis.call('HDEL', KEYS[2], 'u7', 'u8', 'u9')
 redis.call('HDEL', KEYS[3], 'u7', 'u8', 'u9')
-redis.call('HDEL', KEYS[4], '8', '9', '10')
+for r = 8, 10 do forget_status(KEYS[4], KEYS[5], r) end
 return 1`
-			err := e.client.Do(context.Background(), e.client.B().Eval().Script(lose).Numkeys(4).
-				Key(k.Seq(), k.Users(), k.ByUser(), k.Status()).Build()).Error()
+			err := e.client.Do(context.Background(), e.client.B().Eval().Script(lose).Numkeys(5).
+				Key(k.Seq(), k.Users(), k.ByUser(), k.Status(), k.StatusBytes()).Build()).Error()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -347,7 +347,7 @@ func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
 	hashes := make([]uint64, 0, n)
 	cursor := uint64(0)
 	for {
-		e, err := m.client.Do(ctx, m.client.B().Hscan().Key(k.Users()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
+		e, err := m.client.Do(ctx, m.client.B().Hscan().Key(k.ByUser()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
 		if err != nil {
 			return nil, fmt.Errorf("read holders of %s: %w", id, err)
 		}
@@ -376,12 +376,13 @@ func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
 }
 
 // holderVersion reads promotion id's rank counter and the length of its
-// users hash, in one round trip (one Cluster slot).
+// byuser hash (one field per user with a claim, in either layout), in one
+// round trip (one Cluster slot).
 func (m *Manager) holderVersion(ctx context.Context, id string) (seq, n int64, err error) {
 	k := m.gate.Keys(id)
 	res := m.client.DoMulti(ctx,
 		m.client.B().Get().Key(k.Seq()).Build(),
-		m.client.B().Hlen().Key(k.Users()).Build())
+		m.client.B().Hlen().Key(k.ByUser()).Build())
 	if seq, err = res[0].AsInt64(); rueidis.IsRedisNil(err) {
 		seq, err = 0, nil
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // loseScript forgets every claim of one promotion from rank ARGV[1] on.
-// KEYS: seq, users, byuser, status, stream, idem.
+// KEYS: seq, users, byuser, status, stream, idem, status bytes (compact
+// layout: the bytes from rank ARGV[1] on are zeroed).
 const loseScript = `local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
 local from = tonumber(ARGV[1])
 for _, e in ipairs(redis.call('XRANGE', KEYS[5], '-', '+')) do
@@ -27,6 +28,8 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[5], '-', '+')) do
   end
 end
 for r = from, seq do redis.call('HDEL', KEYS[4], tostring(r)) end
+local n = redis.call('STRLEN', KEYS[7])
+if n > from then redis.call('SETRANGE', KEYS[7], from, string.rep('\0', n - from)) end
 if seq >= from then redis.call('SET', KEYS[1], from - 1) end
 return 1`
 
@@ -40,8 +43,8 @@ return 1`
 // read the entries (their pending records are left alone).
 func LoseClaimsFrom(tb testing.TB, client rueidis.Client, k claim.Keys, from int64) {
 	tb.Helper()
-	err := client.Do(context.Background(), client.B().Eval().Script(loseScript).Numkeys(6).
-		Key(k.Seq(), k.Users(), k.ByUser(), k.Status(), k.Stream(), k.Idem()).
+	err := client.Do(context.Background(), client.B().Eval().Script(loseScript).Numkeys(7).
+		Key(k.Seq(), k.Users(), k.ByUser(), k.Status(), k.Stream(), k.Idem(), k.StatusBytes()).
 		Arg(strconv.FormatInt(from, 10)).Build()).Error()
 	if err != nil {
 		tb.Fatalf("lose the claims from rank %d: %v", from, err)

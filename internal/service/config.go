@@ -175,6 +175,13 @@ type PromotionsConfig struct {
 	// (docs/tuning.md); 0 turns the memory off. 0..60000. Defaults to
 	// promotion.DefaultSoldOutMemory (1000) when absent.
 	SoldOutMemoryMS *int `yaml:"soldout_memory_ms"`
+	// ClassicClaims makes the promotions this instance creates keep their
+	// claims in Redis in the classic layout of earlier releases instead of
+	// the compact one (docs/operations.md, Upgrading): set it while
+	// instances of a release before the compact layout still run, which
+	// answer wrong_mode to a compact promotion. A promotion keeps the
+	// layout it was created with. Defaults to false (compact).
+	ClassicClaims bool `yaml:"classic_claims"`
 }
 
 // soldOutMemory is SoldOutMemoryMS as promotion.Config.SoldOutMemory.

@@ -229,6 +229,7 @@ func (s *Service) start(ctx context.Context) error {
 		OnJournalDropped: pm.JournalDropped,
 		Retention:        cfg.Promotions.Retention,
 		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
+		ClassicClaims:    cfg.Promotions.ClassicClaims,
 		OnMemoryAnswer:   pm.MemoryAnswer,
 	})
 	if err != nil {

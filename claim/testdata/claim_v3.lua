@@ -1,0 +1,41 @@
+-- dibs:claim v3
+local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
+if not m[1] then return {'not_found'} end
+if m[7] ~= 'first_come' then return {'wrong_mode'} end
+if m[8] == '1' then return {'rebuilding'} end
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if seq < tonumber(ARGV[4] or '0') then
+  redis.call('HSET', KEYS[1], 'paused', 1)
+  return {'lost', seq}
+end
+local user = ARGV[1]
+local idem = ARGV[2]
+if idem ~= '' then
+  local r = redis.call('HGET', KEYS[6], user .. '\n' .. idem)
+  if r then
+    local rank, slot = string.match(r, '^(%d+):(%d+)$')
+    if redis.call('HGET', KEYS[4], rank) == 'v' then return {'voided', tonumber(rank)} end
+    return {'ok', tonumber(rank), 1, tonumber(slot), -1}
+  end
+end
+if m[5] == '1' then return {'ended'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(m[3]) then return {'not_started'} end
+if now >= tonumber(m[4]) then return {'ended'} end
+if m[9] == '1' then return {'held'} end
+local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+if held >= tonumber(m[2]) then return {'already_claimed'} end
+local stock = tonumber(m[1])
+local voided = tonumber(m[6] or '0')
+if seq - voided >= stock then return {'sold_out'} end
+local rank = redis.call('INCR', KEYS[2])
+local slot = redis.call('HINCRBY', KEYS[3], user, 1)
+redis.call('HSET', KEYS[4], rank, 'p')
+local list = redis.call('HGET', KEYS[5], user)
+if list then list = list .. ',' .. rank else list = tostring(rank) end
+redis.call('HSET', KEYS[5], user, list)
+if idem ~= '' then redis.call('HSET', KEYS[6], user .. '\n' .. idem, rank .. ':' .. slot) end
+redis.call('XADD', KEYS[7], '*', 'claim_id', ARGV[3] .. '#' .. rank, 'user', user,
+  'rank', rank, 'slot', slot, 'at', now)
+return {'ok', rank, 0, slot, stock - (rank - voided), now}

@@ -1,0 +1,38 @@
+package service
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestClassicClaimsConfig: promotions.classic_claims is off (compact
+// layout) unless set, true keeps new promotions classic, and a value that
+// is not a boolean is an error.
+func TestClassicClaimsConfig(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		body      string
+		want, bad bool
+	}{
+		"absent": {body: "promotions:\n  retention: 1h\n"},
+		"true":   {body: "promotions:\n  classic_claims: true\n", want: true},
+		"false":  {body: "promotions:\n  classic_claims: false\n"},
+		"bad":    {body: "promotions:\n  classic_claims: maybe\n", bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "dibs.yaml")
+			if err := os.WriteFile(path, []byte(c.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadFile(path)
+			if c.bad != (err != nil) {
+				t.Fatalf("LoadFile: %v, want an error: %v", err, c.bad)
+			}
+			if err == nil && cfg.Promotions.ClassicClaims != c.want {
+				t.Fatalf("classic_claims = %v, want %v", cfg.Promotions.ClassicClaims, c.want)
+			}
+		})
+	}
+}
