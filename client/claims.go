@@ -47,10 +47,23 @@ type UserClaim struct {
 }
 
 // Revoked is the answer of RevokeClaims: Skipped names the ids not revoked
-// now (unknown, not issued, another promotion's, revoked already).
+// now (unknown, not issued, another promotion's, revoked already); Pending
+// the revoked claims whose issuer's undo has not gone through yet (it is
+// retried in the background); Refused those whose webhook refused the
+// undo for good.
 type Revoked struct {
-	Revoked int      `json:"revoked"`
-	Skipped []string `json:"skipped"`
+	Revoked int           `json:"revoked"`
+	Skipped []string      `json:"skipped"`
+	Pending []string      `json:"pending,omitempty"`
+	Refused []RefusedUndo `json:"refused,omitempty"`
+}
+
+// RefusedUndo is a revoked claim whose webhook refused the undo: it stays
+// revoked, and the undo is not tried again. Reason holds the refusal (URL,
+// status, start of the answer).
+type RefusedUndo struct {
+	ClaimID string `json:"claim_id"`
+	Reason  string `json:"reason"`
 }
 
 // Winner is an issued claim in a promotion's winners list.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
+	"github.com/dibsio/dibs/internal/partnertest"
 	"github.com/dibsio/dibs/internal/wait"
 )
 
@@ -287,8 +288,9 @@ func TestGrants(t *testing.T) {
 	wantProblem(t, err, client.CodeInvalidRequest, http.StatusBadRequest)
 }
 
-// TestCodesAndDeadLetters: a claim past the last pool code is dead-lettered;
-// one more code and a replay issue it; another dead letter is voided.
+// TestCodesAndDeadLetters: a pool of codes caps the claims until more codes
+// come; a claim the partner's webhook refuses is dead-lettered, and once the
+// partner accepts it a replay issues it; another dead letter is voided.
 func TestCodesAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -308,6 +310,9 @@ func TestCodesAndDeadLetters(t *testing.T) {
 	}
 	_, err = c.UploadCodes(ctx, pid, nil)
 	wantProblem(t, err, client.CodeInvalidRequest, http.StatusBadRequest)
+	stock := int64(5)
+	_, err = c.PatchPromotion(ctx, pid, client.PromotionPatch{Stock: &stock})
+	wantProblem(t, err, client.CodeNotEnoughCodes, http.StatusConflict)
 
 	_, err = c.Claim(ctx, pid, "early")
 	wantProblem(t, err, client.CodeNotStarted, http.StatusForbidden)
@@ -315,25 +320,45 @@ func TestCodesAndDeadLetters(t *testing.T) {
 		_, err := c.Claim(ctx, pid, "u1")
 		return err
 	})
-	for _, u := range []string{"u2", "u3"} {
-		if _, err := c.Claim(ctx, pid, u); err != nil {
+	_, err = c.Claim(ctx, pid, "u2")
+	wantProblem(t, err, client.CodeSoldOut, http.StatusGone)
+	if _, err := c.UploadCodes(ctx, pid, []string{"PX-2"}); err != nil {
+		t.Fatal(err)
+	}
+	wait.NoError(t, issueTimeout, "a claim once a code is added", func() error {
+		_, err := c.Claim(ctx, pid, "u2")
+		return err
+	})
+	if p := waitIssued(t, c, pid); p.Counts.Issued != 2 || p.Counts.Failed != 0 {
+		t.Fatalf("counts %+v, want 2 issued and none failed", p.Counts)
+	}
+
+	// A partner that refuses two users' claims.
+	partner := partnertest.New(t, "r1", "r2")
+	hook := id(t, "h")
+	if _, err := c.CreatePromotion(ctx, client.NewPromotion{ID: hook, Kind: client.KindWebhook, Stock: 4, Value: 10,
+		WebhookURL: partner.URL()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"ok", "r1", "r2"} {
+		if _, err := c.Claim(ctx, hook, u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p := waitIssued(t, c, pid)
+	p := waitIssued(t, c, hook)
 	if p.Counts.Issued != 1 || p.Counts.Failed != 2 {
 		t.Fatalf("counts %+v, want 1 issued and 2 failed", p.Counts)
 	}
-	page, err := c.ListDeadLetters(ctx, pid, client.PageOptions{Limit: 1})
+	page, err := c.ListDeadLetters(ctx, hook, client.PageOptions{Limit: 1})
 	if err != nil || len(page.DeadLetters) != 1 || page.NextCursor == nil {
 		t.Fatalf("first dead-letter page: %+v, %v", page, err)
 	}
 	var dead []client.DeadLetter
-	for d, err := range c.DeadLetters(ctx, pid) {
+	for d, err := range c.DeadLetters(ctx, hook) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(d.Reason, "no free code") || d.At.IsZero() {
+		if !strings.Contains(d.Reason, "400") || !strings.Contains(d.Reason, "not eligible") || d.At.IsZero() {
 			t.Errorf("dead letter %+v", d)
 		}
 		dead = append(dead, d)
@@ -341,28 +366,26 @@ func TestCodesAndDeadLetters(t *testing.T) {
 	if len(dead) != 2 {
 		t.Fatalf("%d dead letters, want 2", len(dead))
 	}
-	if _, err := c.UploadCodes(ctx, pid, []string{"PX-2"}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := c.ReplayDeadLetters(ctx, pid, []string{dead[0].ClaimID})
+	partner.Accept(dead[0].UserID)
+	n, err := c.ReplayDeadLetters(ctx, hook, []string{dead[0].ClaimID})
 	if err != nil || n != 1 {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
-	n, err = c.VoidDeadLetters(ctx, pid, []string{dead[1].ClaimID})
+	n, err = c.VoidDeadLetters(ctx, hook, []string{dead[1].ClaimID})
 	if err != nil || n != 1 {
 		t.Fatalf("void: %d, %v", n, err)
 	}
 	wait.NoError(t, issueTimeout, "the replayed claim issued", func() error {
-		st, err := c.ClaimStatus(ctx, pid, dead[0].UserID)
+		st, err := c.ClaimStatus(ctx, hook, dead[0].UserID)
 		if err != nil {
 			return err
 		}
-		if st.Status != client.StatusIssued || st.Claims[0].Code != "PX-2" {
+		if st.Status != client.StatusIssued || st.Claims[0].Code != "P-"+dead[0].UserID {
 			return fmt.Errorf("status %+v", st)
 		}
 		return nil
 	})
-	n, err = c.ReplayDeadLetters(ctx, pid, nil)
+	n, err = c.ReplayDeadLetters(ctx, hook, nil)
 	if err != nil || n != 0 {
 		t.Fatalf("replay all with none left: %d, %v", n, err)
 	}

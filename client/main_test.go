@@ -19,6 +19,9 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
+// webhookSecret signs the test server's webhook calls.
+const webhookSecret = "client-test-webhook-secret-0123456789"
+
 // adminToken is the admin token of the test server.
 const adminToken = "client-test-admin"
 
@@ -77,6 +80,7 @@ func serverConfig(redisAddr, dir string) service.Config {
 	cfg.Redis = "redis://" + redisAddr
 	cfg.DB = "sqlite://" + filepath.Join(dir, "dibs.db")
 	cfg.AdminToken = adminToken
+	cfg.Issue.WebhookSecret = webhookSecret
 	cfg.Instance = "client-test"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return cfg

@@ -30,6 +30,7 @@ const (
 	CodeUnavailable          = "unavailable"
 	CodePoolAfterStart       = "pool_after_start"
 	CodeNoPoolForKind        = "no_pool_for_kind"
+	CodeNotEnoughCodes       = "not_enough_codes"
 )
 
 // Problem is an answer of the server that says no: an RFC 9457 problem

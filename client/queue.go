@@ -31,6 +31,10 @@ type QueueStanding struct {
 	EntryToken                string     `json:"entry_token,omitempty"`
 	ExpiresAt                 *time.Time `json:"expires_at,omitempty"`
 	ShuffleAt                 *time.Time `json:"shuffle_at,omitempty"`
+	// Paused tells waiting, prequeue and admitted users whether the
+	// promotion is paused: while it is, nobody is let in and no claim is
+	// taken, and the estimated wait counts from the resume.
+	Paused *bool `json:"paused,omitempty"`
 }
 
 // JoinQueue puts userID (empty: the user of the user token) in line for a

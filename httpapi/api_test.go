@@ -20,6 +20,7 @@ import (
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	_ "github.com/dibsio/dibs/store/postgres"
@@ -99,6 +100,33 @@ func setup(t *testing.T, b backend) *env {
 // setupWith is setup with the API's Config adjusted by tune (if not nil).
 func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 	t.Helper()
+	return setupInstance(t, b, instanceTuning{api: tune})
+}
+
+// instanceTuning adjusts the configurations of a test instance: its API's
+// and its manager's (each if not nil).
+type instanceTuning struct {
+	api     func(*httpapi.Config)
+	manager func(*promotion.Config)
+}
+
+// webhookSecret signs the webhook calls of instances set up withWebhooks.
+const webhookSecret = "httpapi-test-webhook-secret-0123456789"
+
+// withWebhooks gives a test instance's manager the built-in issuers with a
+// webhook secret, so it takes webhook promotions.
+func withWebhooks(t *testing.T) instanceTuning {
+	t.Helper()
+	kinds, err := issue.Builtin(issue.Config{WebhookSecret: webhookSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return instanceTuning{manager: func(c *promotion.Config) { c.Issuers = kinds }}
+}
+
+// setupInstance is setup with the instance's configurations adjusted by tn.
+func setupInstance(t *testing.T, b backend, tn instanceTuning) *env {
+	t.Helper()
 	var client rueidis.Client
 	for _, tp := range redistest.Topologies(t) {
 		if tp.Name == b.redis {
@@ -114,23 +142,27 @@ func setupWith(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, api, url := startInstance(t, client, st, prefix, rooms, tune)
+	mgr, api, url := startInstance(t, client, st, prefix, rooms, tn)
 	return &env{url: url, client: client, store: st, mgr: mgr, prefix: prefix, api: api}
 }
 
-// startInstance starts a dibs instance (its manager and API, with the API's
-// Config adjusted by tune if not nil) on client, st and prefix, stopped when
-// the test ends, and returns them and the API's base URL.
+// startInstance starts a dibs instance (its manager and API, their
+// configurations adjusted by tn) on client, st and prefix, stopped when the
+// test ends, and returns them and the API's base URL.
 func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix string, rooms *waitroom.Rooms,
-	tune func(*httpapi.Config)) (*promotion.Manager, *httpapi.Server, string) {
+	tn instanceTuning) (*promotion.Manager, *httpapi.Server, string) {
 	t.Helper()
-	mgr, err := promotion.New(client, st, promotion.Config{
+	mcfg := promotion.Config{
 		Rooms:           rooms,
 		Prefix:          prefix,
 		Stream:          testStreamConfig(),
 		RecheckInterval: 100 * time.Millisecond,
 		Logger:          slog.New(slog.DiscardHandler),
-	})
+	}
+	if tn.manager != nil {
+		tn.manager(&mcfg)
+	}
+	mgr, err := promotion.New(client, st, mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +170,8 @@ func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix s
 		t.Fatal(err)
 	}
 	cfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)}
-	if tune != nil {
-		tune(&cfg)
+	if tn.api != nil {
+		tn.api(&cfg)
 	}
 	api, err := httpapi.New(cfg)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestCodesCapStock(t *testing.T) {
 		if r := e.admin(t, "POST", "/v1/promotions/capped/codes", codes(0, pool)); r.status != 200 || r.body["total"] != float64(pool) || r.body["stock"] != 40.0 {
 			t.Fatalf("upload: %d %s", r.status, r.raw)
 		}
-		_, _, second := startInstance(t, e.client, e.store, e.prefix, nil, nil)
+		_, _, second := startInstance(t, e.client, e.store, e.prefix, nil, instanceTuning{})
 		urls := []string{e.url, second}
 
 		// A raise above the pool is refused; nothing changes.

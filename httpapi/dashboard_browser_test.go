@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/dibsio/dibs/internal/partnertest"
 )
 
 // chromiumPath is Debian's chromium, which scripts/deps.sh installs.
@@ -91,15 +92,13 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	t.Parallel()
-	e := setup(t, backend{"single", "sqlite"})
+	e := setupInstance(t, backend{"single", "sqlite"}, withWebhooks(t))
 	ctx := browser(t)
 
-	// pooled has one code for two claims: the second is dead-lettered.
-	start := time.Now().Add(1200 * time.Millisecond)
-	e.create(t, fmt.Sprintf(`{"id":"pooled","name":"Code pool","kind":"coupon","stock":3,"value":5,"starts_at":%q}`, start.UTC().Format(time.RFC3339Nano)))
-	if r := e.admin(t, "POST", "/v1/promotions/pooled/codes", `{"codes":["CODE-1"]}`); r.status != 200 {
-		t.Fatalf("codes: %d %s", r.status, r.raw)
-	}
+	// partner issues through a partner's webhook that refuses b's claim: it
+	// is dead-lettered.
+	partner := partnertest.New(t, "b")
+	e.create(t, fmt.Sprintf(`{"id":"partner","name":"Partner codes","kind":"webhook","stock":3,"value":5,"webhook_url":%q}`, partner.URL()))
 	e.create(t, `{"id":"closing","name":"To be closed","stock":10}`)
 	e.create(t, `{"id":"live","name":"Flash sale","stock":100000}`)
 
@@ -172,26 +171,24 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A dead letter, replayed from the page once a code is there for it.
+	// A dead letter, replayed from the page once the partner accepts it.
 	for _, u := range []string{"a", "b"} {
-		waitClaim(t, e, "pooled", u)
+		waitClaim(t, e, "partner", u)
 	}
 	err = chromedp.Run(ctx,
-		waitJS(cellJS("pooled", "failed")+` === 1`),
-		chromedp.Click(`tr[data-promotion="pooled"] [data-action="details"]`, chromedp.ByQuery),
+		waitJS(cellJS("partner", "failed")+` === 1`),
+		chromedp.Click(`tr[data-promotion="partner"] [data-action="details"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#dl-table tr[data-claim] [data-action="replay"]`, chromedp.ByQuery),
 		screenshot("dead-letters"),
 	)
 	if err != nil {
 		t.Fatalf("dead letter on the page: %v", err)
 	}
-	if r := e.admin(t, "POST", "/v1/promotions/pooled/codes", `{"codes":["CODE-2"]}`); r.status != 200 {
-		t.Fatalf("more codes: %d %s", r.status, r.raw)
-	}
+	partner.Accept("b")
 	err = chromedp.Run(ctx,
 		chromedp.Click(`#dl-table tr[data-claim] [data-action="replay"]`, chromedp.ByQuery),
 		waitJS(`document.querySelector('#notice').textContent.includes('Replayed 1')`),
-		waitJS(cellJS("pooled", "failed")+` === 0 && `+cellJS("pooled", "issued")+` === 2`),
+		waitJS(cellJS("partner", "failed")+` === 0 && `+cellJS("partner", "issued")+` === 2`),
 	)
 	if err != nil {
 		t.Fatalf("replay from the page: %v", err)

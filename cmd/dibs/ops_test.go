@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
+	"github.com/dibsio/dibs/internal/partnertest"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/servetest"
@@ -28,7 +29,8 @@ func opsServer(t *testing.T) (string, *client.Client) {
 	t.Helper()
 	redis := redistest.Fresh(t, redisserver.Options{AppendFsync: "off"})
 	p := servetest.Start(t, servetest.Options{Binary: dibsBinary(t), Redis: redis.Addr(),
-		DB: "sqlite://" + filepath.Join(t.TempDir(), "dibs.db"), AdminToken: opsToken, Instance: "ops"})
+		DB: "sqlite://" + filepath.Join(t.TempDir(), "dibs.db"), AdminToken: opsToken, Instance: "ops",
+		Env: []string{"DIBS_WEBHOOK_SECRET=ops-test-webhook-secret-0123456789"}})
 	url := "http://" + p.Addr
 	c, err := client.New(url, client.WithAdminToken(opsToken))
 	if err != nil {
@@ -249,16 +251,9 @@ func TestDLQCommands(t *testing.T) {
 	t.Parallel()
 	srv, c := opsServer(t)
 	ctx := t.Context()
-	start := time.Now().Add(time.Second).UTC()
-	ops(t, srv, 0, "promo", "create", "--id", "d1", "--stock", "5", "--starts-at", start.Format(time.RFC3339Nano))
-	if _, err := c.UploadCodes(ctx, "d1", []string{"C-1"}); err != nil {
-		t.Fatal(err)
-	}
-	wait.NoError(t, time.Minute, "d1 open", func() error {
-		_, err := c.Claim(ctx, "d1", "u1")
-		return err
-	})
-	for _, u := range []string{"u2", "u3"} {
+	partner := partnertest.New(t, "u2", "u3")
+	ops(t, srv, 0, "promo", "create", "--id", "d1", "--stock", "5", "--kind", "webhook", "--webhook-url", partner.URL())
+	for _, u := range []string{"u1", "u2", "u3"} {
 		if _, err := c.Claim(ctx, "d1", u); err != nil {
 			t.Fatal(err)
 		}
@@ -271,13 +266,11 @@ func TestDLQCommands(t *testing.T) {
 		t.Fatalf("dead letters %+v", dead)
 	}
 	r := ops(t, srv, 0, "dlq", "list", "d1")
-	if !strings.HasPrefix(r.stdout, "CLAIM ID") || !strings.Contains(r.stdout, dead[0].ClaimID) || !strings.Contains(r.stdout, "no free code") {
+	if !strings.HasPrefix(r.stdout, "CLAIM ID") || !strings.Contains(r.stdout, dead[0].ClaimID) || !strings.Contains(r.stdout, "not eligible") {
 		t.Errorf("table:\n%s", r)
 	}
 
-	if _, err := c.UploadCodes(ctx, "d1", []string{"C-2"}); err != nil {
-		t.Fatal(err)
-	}
+	partner.Accept(dead[0].UserID)
 	var replayed struct{ Replayed int }
 	opsJSON(t, srv, &replayed, "dlq", "replay", "d1", dead[0].ClaimID)
 	if replayed.Replayed != 1 {
