@@ -8,6 +8,9 @@
 #   2. BenchmarkClaim: the Go library, Gate.Claim;
 #   3. BenchmarkHTTPClaim: POST /v1/promotions/{id}/claims through the real
 #      handler, manager and issuer on an httptest server;
+#      then BenchmarkClaimSegments: one promotion split into 1 and into 3
+#      segments on a local 3-master Cluster, with the busiest master's
+#      Redis CPU per claim;
 #   4. `dibs bench` against `dibs serve` on the embedded default: the whole
 #      product end to end, until every accepted claim is issued;
 #   5. the claim cost: bench/claimcost against `dibs serve` (on this script's
@@ -35,6 +38,8 @@
 #                     port for step 1 instead of starting one (it gets keys
 #                     under the prefix dibsbench:)
 #   COST_CLAIMS=50000 claims of each step-5 run; 0 skips step 5
+#   SEGMENTS=1        0 skips the segments run (1 vs 3 segments of one
+#                     promotion on a local 3-master Cluster)
 #   COST_PG=0         1 also runs step 5 with dibs serve on PostgreSQL (a
 #                     private server this script starts; its CPU per claim is
 #                     reported beside dibs's), which needs PostgreSQL's
@@ -57,6 +62,7 @@ REDIS_PORT=${REDIS_PORT:-}
 OUT=${OUT:-}
 COST_CLAIMS=${COST_CLAIMS:-50000}
 COST_PG=${COST_PG:-0}
+SEGMENTS=${SEGMENTS:-1}
 WATERMILL=${WATERMILL:-1}
 CHART=${CHART:-}
 GO=${GO:-go}
@@ -277,6 +283,29 @@ for round in $(seq "$RUNS"); do
 	log "round $round/$RUNS: redis-benchmark ${r%% *}/s, Gate.Claim ${l%% *}/s, HTTP ${h%% *}/s, bare HTTP ${f%% *}/s"
 done
 
+# ---------------------------------------------------------------- segments
+# BenchmarkClaimSegments on a local 3-master Cluster: pipelined claims of one
+# promotion split into 1 and 3 segments, and the Redis CPU per claim of the
+# busiest master (which bounds the promotion's rate). segments.txt keeps, per
+# round and segment count, "segments claims/s top_master_us".
+: >"$TMP/segments.txt"
+if [ "$SEGMENTS" = 1 ]; then
+	for round in $(seq "$RUNS"); do
+		out=$(cd "$ROOT/claim" && timeout 600 "$TMP/claim.test" -test.run '^$' -test.bench 'BenchmarkClaimSegments' \
+			-test.benchtime "$BENCHTIME" -test.count 1 2>&1) || { echo "$out" >&2; exit 1; }
+		echo "$out" >>"$TMP/go-bench.txt"
+		awk '/segments=[0-9]+/ && /claims\/s/ {
+			n = $1; sub(/.*segments=/, "", n); sub(/-[0-9]+$/, "", n)
+			rate = "-"; top = "-"
+			for (i = 2; i <= NF; i++) {
+				if ($i == "claims/s") rate = $(i - 1)
+				if ($i == "top-master-µs/claim") top = $(i - 1)
+			}
+			print n, rate, top }' <<<"$out" >>"$TMP/segments.txt"
+		log "segments round $round/$RUNS: $(tail -n 2 "$TMP/segments.txt" | awk '{ printf "%s%s segments %.0f claims/s", (NR > 1 ? ", " : ""), $1, $2 }')"
+	done
+fi
+
 # ---------------------------------------------------------------- end to end
 : >"$TMP/e2e.txt"
 if [ "$E2E_USERS" -gt 0 ]; then
@@ -361,7 +390,8 @@ fi
 # root). pgcost.txt keeps, per round, "dibs_us postgres_us redis_us p99".
 : >"$TMP/pgcost.txt"
 if [ "$COST_CLAIMS" -gt 0 ] && [ "$COST_PG" = 1 ]; then
-	bin=$(ls -1d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV | head -n 1)
+	bin=$(dirname "$(command -v initdb 2>/dev/null || echo /none/initdb)")
+	[ -x "$bin/initdb" ] || bin=$(ls -1d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV | head -n 1)
 	[ -x "$bin/initdb" ] || { echo "bench-claim: COST_PG=1 needs PostgreSQL (make deps installs it)" >&2; exit 1; }
 	PG_CTL=$bin/pg_ctl
 	PG_USER=$(id -un)
@@ -483,6 +513,17 @@ awk '{ print $1, "-", $2 }' "$TMP/redis-pipelined.txt" >"$TMP/redis-pipelined-co
 			crow "Redis CPU µs per claim (PostgreSQL run)" "$TMP/pgcost.txt" 3
 			crow "p99 ms at full load (PostgreSQL run)" "$TMP/pgcost.txt" 4
 		fi
+	fi
+	if [ -s "$TMP/segments.txt" ]; then
+		echo
+		echo "One promotion on a local 3-master Cluster, pipelined Gate.ClaimSegmented (BenchmarkClaimSegments):"
+		echo
+		echo "| segments | claims/s (median) | busiest master's Redis CPU µs per claim (median) | runs (claims/s) |"
+		echo "| ---: | ---: | ---: | --- |"
+		for n in $(awk '{print $1}' "$TMP/segments.txt" | sort -n | uniq); do
+			awk -v n="$n" '$1 == n { print $2, $3 }' "$TMP/segments.txt" >"$TMP/seg-one.txt"
+			echo "| $n | $(num "$(col "$TMP/seg-one.txt" 1)") | $(num "$(col "$TMP/seg-one.txt" 2)" 1) | $(runs "$TMP/seg-one.txt") |"
+		done
 	fi
 	if [ -s "$TMP/watermill.txt" ]; then
 		echo
