@@ -21,10 +21,11 @@ build: ## Build bin/dibs
 image: ## Build the container image dibs:dev with deploy/Dockerfile (needs docker; VERSION= sets the version)
 	docker build -f deploy/Dockerfile -t dibs:dev --build-arg VERSION=$(or $(VERSION),devel) .
 
-test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too)
+test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too; the bench/watermill module is vetted)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) test-k8s
+	cd bench/watermill && $(GO) vet ./...
 
 test-k8s: ## Decode deploy/kubernetes strictly into the Kubernetes API types (a module of its own)
 	cd deploy/k8stest && $(GO) vet ./... && $(GO) test -count=1 ./...
