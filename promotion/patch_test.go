@@ -142,11 +142,12 @@ func TestPatchLowerAndPause(t *testing.T) {
 	}
 
 	now := time.Now()
-	if _, err := ms[0].Patch(ctx, "low", promotion.Change{EndsAt: ptr(now.Add(-time.Second))}); err == nil {
+	// Started at its creation: move the end to before the start (refused),
+	// then to just after it, over already.
+	v, _ = ms[0].Get(ctx, "low")
+	if _, err := ms[0].Patch(ctx, "low", promotion.Change{EndsAt: ptr(v.StartsAt.Add(-time.Second))}); err == nil {
 		t.Fatal("an end before the start was taken")
 	}
-	// Starts now-ish: move the end to just after the start, wait it out.
-	v, _ = ms[0].Get(ctx, "low")
 	end := v.StartsAt.Add(time.Millisecond)
 	if end.Before(now) {
 		if _, err := ms[0].Patch(ctx, "low", promotion.Change{EndsAt: &end}); err != nil {
