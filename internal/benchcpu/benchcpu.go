@@ -66,17 +66,22 @@ func read(redis rueidis.Client) sample {
 // parseStat returns the user plus system time of a /proc/PID/stat line:
 // fields 14 and 15, counted after the parenthesised command name (which may
 // hold spaces), in USER_HZ ticks of 10 ms on Linux. Zero if absent.
-func parseStat(raw []byte) time.Duration {
+func parseStat(raw []byte) time.Duration { return statTicks(raw, 11) }
+
+// statTicks returns the sum of two adjacent tick counts of a /proc/PID/stat
+// line, the first at index first of the fields after the command name, as a
+// duration (USER_HZ ticks of 10 ms). Zero if absent.
+func statTicks(raw []byte, first int) time.Duration {
 	i := bytes.LastIndexByte(raw, ')')
 	if i < 0 {
 		return 0
 	}
 	f := strings.Fields(string(raw[i+1:]))
-	if len(f) <= 12 {
+	if len(f) <= first+1 {
 		return 0
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
+	u, _ := strconv.ParseInt(f[first], 10, 64)
+	k, _ := strconv.ParseInt(f[first+1], 10, 64)
 	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
@@ -129,19 +134,7 @@ func Named(comm string) time.Duration {
 
 // parseStatChildren is the cutime + cstime of a /proc/PID/stat line: the
 // CPU time of the process's children that exited and were waited for.
-func parseStatChildren(raw []byte) time.Duration {
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) <= 14 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[13], 10, 64)
-	k, _ := strconv.ParseInt(f[14], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond
-}
+func parseStatChildren(raw []byte) time.Duration { return statTicks(raw, 13) }
 
 // Redis returns the CPU time the server of client has used so far
 // (used_cpu_sys plus used_cpu_user of INFO cpu); zero if it cannot be read.
