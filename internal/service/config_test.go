@@ -25,11 +25,7 @@ func TestTuningDocLoads(t *testing.T) {
 		t.Fatal("no yaml block in docs/tuning.md")
 	}
 	block, _, _ := strings.Cut(rest, "```")
-	path := filepath.Join(t.TempDir(), "dibs.yaml")
-	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fc, err := LoadFile(path)
+	fc, err := loadYAML(t, block)
 	if err != nil {
 		t.Fatalf("docs/tuning.md example does not load: %v", err)
 	}
@@ -66,11 +62,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "dibs.yaml")
-			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := LoadFile(path); err == nil {
+			if _, err := loadYAML(t, body); err == nil {
 				t.Fatal("want an error")
 			}
 		})
@@ -156,4 +148,15 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadYAML writes body to a configuration file of the test's own and loads
+// it with LoadFile.
+func loadYAML(t *testing.T, body string) (Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dibs.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return LoadFile(path)
 }

@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,13 +17,7 @@ const hookSecret = "0123456789abcdef-service"
 
 func TestEventsConfig(t *testing.T) {
 	// Not parallel: it sets the environment.
-	load := func(body string) (Config, error) {
-		path := filepath.Join(t.TempDir(), "dibs.yaml")
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return LoadFile(path)
-	}
+	load := func(body string) (Config, error) { return loadYAML(t, body) }
 	t.Setenv(EventsSecretEnv("crm-eu"), hookSecret)
 	if got := EventsSecretEnv("crm-eu"); got != "DIBS_EVENTS_SECRET_CRM_EU" {
 		t.Fatalf("EventsSecretEnv = %s", got)

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -22,11 +20,7 @@ func TestClassicClaimsConfig(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "dibs.yaml")
-			if err := os.WriteFile(path, []byte(c.body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := LoadFile(path)
+			cfg, err := loadYAML(t, c.body)
 			if c.bad != (err != nil) {
 				t.Fatalf("LoadFile: %v, want an error: %v", err, c.bad)
 			}

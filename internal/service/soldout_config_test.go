@@ -1,8 +1,6 @@
 package service
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -26,11 +24,7 @@ func TestSoldOutMemoryConfig(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "dibs.yaml")
-			if err := os.WriteFile(path, []byte(c.body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := LoadFile(path)
+			cfg, err := loadYAML(t, c.body)
 			if c.bad {
 				if err == nil {
 					t.Fatal("want an error")
