@@ -27,6 +27,7 @@ const (
 // Defaults of [Config], named after the seeds' properties.
 const (
 	DefaultBatchSize                = 100
+	DefaultBatchWait                = 5 * time.Millisecond
 	DefaultTrimAcked                = true
 	DefaultReadMode                 = ReadBlock
 	DefaultBlock                    = 2000 * time.Millisecond
@@ -90,6 +91,32 @@ type Config struct {
 	// BatchSize is the XREADGROUP COUNT: the most entries one read hands to the
 	// handler. Defaults to 100.
 	BatchSize int `yaml:"batch_size"`
+	// BatchWait lets batches fill under a steady load: after a read that
+	// returned some entries but fewer than BatchSize, the consumer waits
+	// until BatchWait has passed since the read returned, then reads once
+	// more without blocking for up to the rest of a batch, and hands the
+	// handler one batch of both reads. A full read is handled at once. The
+	// entries of a partial read thus reach the handler up to BatchWait
+	// later, and every per-batch cost (the read, the acknowledgement, a
+	// database transaction) is shared by the entries that arrive meanwhile.
+	// While the consumer waits it keeps the pool's reading role: no other
+	// consumer is woken to read the entries that arrive during the wait.
+	//
+	// For scaling and waking, the merged batch counts as its first read
+	// did: partial, even when the second read fills it, since entries the
+	// consumer chose to wait for are not a backlog (a backlog shows as
+	// reads that come back full at once, which are handled without a
+	// wait). So a pool under a load it keeps up with counts partial reads
+	// towards ConsecutiveIdleTrigger, and adds consumers only when reads
+	// come back full. Hooks.Read reports each of the two reads. Stopping
+	// the pool, or this consumer (scale-down), ends the wait at once: the
+	// handler gets what the first read returned.
+	//
+	// 0 turns the wait off. It must not be negative, and BatchWait plus
+	// twice HandlerTimeout must stay under ReclaimMinIdle, so entries
+	// waiting for their batch are not reclaimed. Defaults to 5ms (in
+	// DefaultConfig; the zero Config leaves it off).
+	BatchWait time.Duration `yaml:"-"`
 	// TrimAcked trims acknowledged entries with XTRIM MINID below the oldest
 	// pending or undelivered entry of every group, on each reclaim pass.
 	// Unfinished entries are never trimmed. Defaults to true (in DefaultConfig;
@@ -171,7 +198,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration with every default filled in.
 func DefaultConfig() Config {
-	return Config{TrimAcked: DefaultTrimAcked}.withDefaults()
+	return Config{TrimAcked: DefaultTrimAcked, BatchWait: DefaultBatchWait}.withDefaults()
 }
 
 func (c Config) withDefaults() Config {
@@ -242,6 +269,8 @@ func (c Config) validate() error {
 	switch {
 	case c.BatchSize < 1:
 		return fmt.Errorf("stream: BatchSize must be at least 1, got %d", c.BatchSize)
+	case c.BatchWait < 0:
+		return fmt.Errorf("stream: BatchWait must not be negative, got %s", c.BatchWait)
 	case c.ReadMode != ReadBlock && c.ReadMode != ReadPoll:
 		return fmt.Errorf("stream: ReadMode must be %q or %q, got %q", ReadBlock, ReadPoll, c.ReadMode)
 	case c.Block < time.Millisecond:
@@ -270,6 +299,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("stream: DeadLetterMaxLen must be positive, or -1 for no bound, got %d", c.DeadLetterMaxLen)
 	case c.HandlerTimeout <= 0 || c.HandlerTimeout >= c.ReclaimMinIdle/2:
 		return fmt.Errorf("stream: HandlerTimeout must be positive and under half of ReclaimMinIdle (%s), got %s", c.ReclaimMinIdle, c.HandlerTimeout)
+	case c.BatchWait+2*c.HandlerTimeout >= c.ReclaimMinIdle:
+		return fmt.Errorf("stream: BatchWait plus twice HandlerTimeout (%s) must be under ReclaimMinIdle (%s), got %s", 2*c.HandlerTimeout, c.ReclaimMinIdle, c.BatchWait)
 	case c.MaxBlockingConns < 1:
 		return fmt.Errorf("stream: MaxBlockingConns must be at least 1, got %d", c.MaxBlockingConns)
 	case c.LeaseTTL < 3*time.Millisecond:
@@ -282,6 +313,7 @@ func (c Config) validate() error {
 // seconds. Pointers tell a field that is absent from one that is zero.
 type yamlConfig struct {
 	BatchSize                *int      `yaml:"batch_size,omitempty"`
+	BatchWaitMS              *int64    `yaml:"batch_wait_ms,omitempty"`
 	TrimAcked                *bool     `yaml:"trim_acked,omitempty"`
 	ReadMode                 *ReadMode `yaml:"read_mode,omitempty"`
 	BlockMS                  *int64    `yaml:"block_ms,omitempty"`
@@ -351,6 +383,7 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 	}
 	var errs []error
 	setInt(&c.BatchSize, y.BatchSize)
+	setDur(&errs, "batch_wait_ms", &c.BatchWait, y.BatchWaitMS, time.Millisecond)
 	setInt(&c.TrimAcked, y.TrimAcked)
 	setInt(&c.ReadMode, y.ReadMode)
 	setDur(&errs, "block_ms", &c.Block, y.BlockMS, time.Millisecond)
@@ -387,7 +420,7 @@ func (c Config) MarshalYAML() (any, error) {
 	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
 	secs := int64(c.IdleTimeout / time.Second)
 	return yamlConfig{
-		BatchSize: &c.BatchSize, TrimAcked: &c.TrimAcked, ReadMode: &c.ReadMode,
+		BatchSize: &c.BatchSize, BatchWaitMS: ms(c.BatchWait), TrimAcked: &c.TrimAcked, ReadMode: &c.ReadMode,
 		BlockMS: ms(c.Block), PollIntervalMS: ms(c.PollInterval), IdleTimeoutSeconds: &secs,
 		MinConsumers: &c.MinConsumers, MaxConsumers: &c.MaxConsumers,
 		ConsecutiveActiveTrigger: &c.ConsecutiveActiveTrigger, ConsecutiveIdleTrigger: &c.ConsecutiveIdleTrigger,

@@ -12,7 +12,7 @@ import (
 // durations the YAML wrote, not values wrapped around by an overflow.
 func FuzzConfigYAML(f *testing.F) {
 	for _, s := range []string{
-		"batch_size: 10\nread_mode: block\nblock_ms: 2000\n",
+		"batch_size: 10\nread_mode: block\nblock_ms: 2000\n", "batch_wait_ms: 5\n", "batch_wait_ms: -1\n",
 		"read_mode: poll\npoll_interval_ms: 100\nidle_timeout_seconds: 30\n",
 		"reclaim_min_idle_ms: 1500\nlease_ttl_ms: 1500\nhandler_timeout_ms: 500\n",
 		"batch_sise: 10\n", "block_ms: -1\n", "block_ms: 9223372036854775807\n", "block_ms: 9223372036854\n",
@@ -38,6 +38,7 @@ func FuzzConfigYAML(f *testing.F) {
 			v    *int64
 			unit time.Duration
 		}{
+			{"batch_wait_ms", c.BatchWait, y.BatchWaitMS, time.Millisecond},
 			{"block_ms", c.Block, y.BlockMS, time.Millisecond},
 			{"poll_interval_ms", c.PollInterval, y.PollIntervalMS, time.Millisecond},
 			{"idle_timeout_seconds", c.IdleTimeout, y.IdleTimeoutSeconds, time.Second},

@@ -19,6 +19,12 @@
 //     finds a full batch wakes every parked consumer (a backlog wants them
 //     all); a partial one wakes a single consumer to take over reading, so a
 //     trickle costs a few reads per entry, not one per consumer;
+//   - lets batches fill under a steady load (BatchWait): after a partial
+//     read the consumer waits a few milliseconds, keeping the reading role,
+//     then reads once more without blocking and hands the handler one batch
+//     of both reads, so the per-batch costs (the read, the acknowledgement,
+//     a database transaction) are shared by the entries that arrive
+//     meanwhile; a full read is handled at once;
 //   - acknowledges an entry only after its handler succeeded; on start each
 //     consumer first handles its own pending entries (id 0), then new ones;
 //   - reclaims entries left idle by dead consumers (XAUTOCLAIM), and

@@ -97,6 +97,7 @@ func setupLease(t *testing.T, mode ReadMode) *leaseCase {
 	lc := &leaseCase{e: setup(t, redistest.Topologies(t)[0]), clk: newTestClock(), rec: newRecorder()}
 	cfg := fastConfig(mode)
 	cfg.Clock = lc.clk
+	cfg.BatchWait = 0 // the test clock moves only for the lease: no timer may hold a batch
 	var reads atomic.Int64
 	cfg.Hooks.Read = func(string, int) { reads.Add(1) }
 	cfg.Hooks.Failure = func(_, kind string) {

@@ -209,7 +209,7 @@ func TestConfig(t *testing.T) {
 		d.MaxConsumers != 32 || d.ConsecutiveActiveTrigger != 10 || d.ConsecutiveIdleTrigger != 10 ||
 		d.StartConsumerMinInterval != 2*time.Second || d.StopConsumerMinInterval != time.Minute ||
 		d.ReclaimMinIdle != 30*time.Second || d.MaxDeliveries != 5 || d.HandlerTimeout != 12*time.Second ||
-		d.DeadLetterMaxLen != 10000 {
+		d.DeadLetterMaxLen != 10000 || d.BatchWait != 5*time.Millisecond {
 		t.Fatalf("defaults = %+v", d)
 	}
 	if err := d.validate(); err != nil {
@@ -220,6 +220,8 @@ func TestConfig(t *testing.T) {
 		mod   func(*Config)
 	}{
 		{"BatchSize", func(c *Config) { c.BatchSize = -1 }},
+		{"BatchWait", func(c *Config) { c.BatchWait = -time.Millisecond }},
+		{"BatchWait", func(c *Config) { c.BatchWait = 6 * time.Second }}, // with the 12s handler deadline, reaches ReclaimMinIdle
 		{"ReadMode", func(c *Config) { c.ReadMode = "push" }},
 		{"MaxConsumers", func(c *Config) { c.MinConsumers, c.MaxConsumers = 5, 4 }},
 		{"HandlerTimeout", func(c *Config) { c.HandlerTimeout = 15 * time.Second }},
@@ -236,6 +238,7 @@ func TestConfig(t *testing.T) {
 
 	y := `
 batch_size: 50
+batch_wait_ms: 20
 trim_acked: false
 read_mode: poll
 block_ms: 500
@@ -254,7 +257,7 @@ dead_letter_max_len: 500
 	if c.BatchSize != 50 || c.TrimAcked || c.ReadMode != ReadPoll || c.Block != 500*time.Millisecond ||
 		c.PollInterval != 250*time.Millisecond || c.IdleTimeout != time.Minute || c.MaxConsumers != 8 ||
 		c.MinConsumers != 1 || c.ReclaimMinIdle != 10*time.Second || c.HandlerTimeout != 4*time.Second || c.MaxDeliveries != 7 ||
-		c.DeadLetterMaxLen != 500 {
+		c.DeadLetterMaxLen != 500 || c.BatchWait != 20*time.Millisecond {
 		t.Fatalf("from YAML = %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -276,7 +279,17 @@ dead_letter_max_len: 500
 		t.Fatal(err)
 	}
 	if back.withDefaults().BatchSize != 50 || back.PollInterval != c.PollInterval || back.ReclaimMinIdle != c.ReclaimMinIdle ||
-		back.DeadLetterMaxLen != 500 {
+		back.DeadLetterMaxLen != 500 || back.BatchWait != 20*time.Millisecond {
 		t.Fatalf("round trip = %+v", back)
+	}
+	off := DefaultConfig()
+	if err := yaml.Unmarshal([]byte("batch_wait_ms: 0\n"), &off); err != nil {
+		t.Fatal(err)
+	}
+	if off = off.withDefaults(); off.BatchWait != 0 || off.validate() != nil {
+		t.Fatalf("batch_wait_ms 0 = %s (%v)", off.BatchWait, off.validate())
+	}
+	if (Config{}).withDefaults().BatchWait != 0 {
+		t.Fatal("the zero Config waits for batches")
 	}
 }

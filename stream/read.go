@@ -72,14 +72,50 @@ func (p *Pool) consume(c *consumer) {
 			continue
 		}
 		failures = 0
-		if h := p.cfg.Hooks.Read; h != nil {
-			h(p.spec.Stream, len(entries))
+		p.hookRead(len(entries))
+		full := len(entries) >= p.cfg.BatchSize
+		if !full && len(entries) > 0 && p.cfg.BatchWait > 0 {
+			entries = p.fillBatch(c, entries)
 		}
-		p.report(c, report{kind: reportRead, n: len(entries), full: len(entries) >= p.cfg.BatchSize})
+		p.report(c, report{kind: reportRead, n: len(entries), full: full})
 		waiting = len(entries) == 0
 		if !waiting {
 			p.handle(c, toMessages(entries, 1))
 		}
+	}
+}
+
+// fillBatch tops up the partial batch first (a read that returned just
+// now): it waits BatchWait, then reads without blocking for up to the rest
+// of a batch, and returns the entries of both reads. Its report to the
+// supervisor waits for it, so c keeps the poller role meanwhile and no
+// parked consumer is woken to take the entries that arrive during the
+// wait. A stop of the pool or of c ends the wait at once and skips the
+// second read, and so does a lease that could not be held or a read that
+// failed: first goes to the handler alone, as a read that returned just
+// before the stop would.
+func (p *Pool) fillBatch(c *consumer, first []rueidis.XRangeEntry) []rueidis.XRangeEntry {
+	if !p.sleep(c, p.cfg.BatchWait) {
+		return first
+	}
+	if _, ok := p.holdLease(c, false); !ok || p.quitting(c) {
+		return first
+	}
+	more, err := p.read(c, ">", 0, p.cfg.BatchSize-len(first))
+	if err != nil {
+		if !p.quitting(c) {
+			p.readFailed(c, err)
+		}
+		return first
+	}
+	p.hookRead(len(more))
+	return append(first, more...)
+}
+
+// hookRead reports a read of new entries that returned n of them.
+func (p *Pool) hookRead(n int) {
+	if h := p.cfg.Hooks.Read; h != nil {
+		h(p.spec.Stream, n)
 	}
 }
 
@@ -157,17 +193,19 @@ func (p *Pool) giveBackSlot(t turn) {
 // readNew reads entries never delivered (">"), blocking up to block if
 // positive.
 func (p *Pool) readNew(c *consumer, block time.Duration) ([]rueidis.XRangeEntry, error) {
-	return p.read(c, ">", block)
+	return p.read(c, ">", block, p.cfg.BatchSize)
 }
 
-func (p *Pool) read(c *consumer, id string, block time.Duration) ([]rueidis.XRangeEntry, error) {
+// read reads up to count entries after id, blocking up to block if
+// positive.
+func (p *Pool) read(c *consumer, id string, block time.Duration, count int) ([]rueidis.XRangeEntry, error) {
 	cl := p.client
 	var cmd rueidis.Completed
 	if block > 0 {
-		cmd = cl.B().Xreadgroup().Group(p.spec.Group, c.name).Count(int64(p.cfg.BatchSize)).
+		cmd = cl.B().Xreadgroup().Group(p.spec.Group, c.name).Count(int64(count)).
 			Block(block.Milliseconds()).Streams().Key(p.spec.Stream).Id(id).Build()
 	} else {
-		cmd = cl.B().Xreadgroup().Group(p.spec.Group, c.name).Count(int64(p.cfg.BatchSize)).
+		cmd = cl.B().Xreadgroup().Group(p.spec.Group, c.name).Count(int64(count)).
 			Streams().Key(p.spec.Stream).Id(id).Build()
 	}
 	res, err := cl.Do(p.readCtx, cmd).AsXRead()
@@ -189,7 +227,7 @@ func (p *Pool) drainOwn(c *consumer) bool {
 		if _, ok := p.holdLease(c, false); !ok {
 			return false
 		}
-		entries, err := p.read(c, cursor, 0)
+		entries, err := p.read(c, cursor, 0, p.cfg.BatchSize)
 		if err != nil {
 			if p.quitting(c) {
 				return false

@@ -32,7 +32,7 @@ func TestTuningDocLoads(t *testing.T) {
 	def := DefaultConfig()
 	got, want := fc.Stream, def.Stream
 	got.Logger, want.Logger = nil, nil
-	if got.BatchSize != want.BatchSize || got.Block != want.Block || got.ReclaimMinIdle != want.ReclaimMinIdle ||
+	if got.BatchSize != want.BatchSize || got.BatchWait != want.BatchWait || got.Block != want.Block || got.ReclaimMinIdle != want.ReclaimMinIdle ||
 		got.MaxConsumers != want.MaxConsumers || got.HandlerTimeout != 12*time.Second || got.LeaseTTL != want.LeaseTTL {
 		t.Fatalf("documented values differ from the defaults:\n got %+v\nwant %+v", got, want)
 	}

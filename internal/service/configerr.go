@@ -24,7 +24,7 @@ import (
 // streamDurationKeys are the YAML names of stream.Config's durations,
 // which the file gives in whole units of the name.
 var streamDurationKeys = map[string]string{
-	"Block": "block_ms", "PollInterval": "poll_interval_ms", "IdleTimeout": "idle_timeout_seconds",
+	"BatchWait": "batch_wait_ms", "Block": "block_ms", "PollInterval": "poll_interval_ms", "IdleTimeout": "idle_timeout_seconds",
 	"StartConsumerMinInterval": "start_consumer_min_interval_ms",
 	"StopConsumerMinInterval":  "stop_consumer_min_interval_ms",
 	"ReclaimMinIdle":           "reclaim_min_idle_ms", "ReclaimInterval": "reclaim_interval_ms",
