@@ -26,7 +26,7 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	outcome := "error"
 	defer func() {
-		s.m.Claims.WithLabelValues(outcome).Inc()
+		s.m.claim(outcome)
 		s.m.ClaimSeconds.Observe(time.Since(start).Seconds())
 	}()
 	reject := func(pr *Problem) {

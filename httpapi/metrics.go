@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,6 +36,64 @@ type Metrics struct {
 	// answer, by route; a stream of server-sent events counts its whole
 	// life.
 	RequestSeconds *prometheus.HistogramVec
+
+	// The children of Claims, Requests and RequestSeconds, looked up once
+	// per label set: a request then hashes no label values.
+	outcomes children[string, prometheus.Counter]
+	requests children[requestLabels, requestSeries]
+}
+
+// requestLabels are the labels of one route's answers of one status code.
+type requestLabels struct {
+	route string
+	code  int
+}
+
+// requestSeries are the children of Requests and RequestSeconds of one
+// requestLabels.
+type requestSeries struct {
+	count   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+// children caches the children of a metric vector by their labels. Readers
+// take no lock: they read a map that is never written, replaced whole by
+// a writer that adds a key. The keys are bounded (routes, status codes,
+// outcomes), so the copies stop early.
+type children[K comparable, V any] struct {
+	mu sync.Mutex              // held by writers only
+	m  atomic.Pointer[map[K]V] // read by any goroutine; replaced under mu
+}
+
+// get returns the child of k, made by mk the first time.
+func (c *children[K, V]) get(k K, mk func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]V
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if v, ok := old[k]; ok {
+		return v
+	}
+	next := make(map[K]V, len(old)+1)
+	for ck, cv := range old {
+		next[ck] = cv
+	}
+	v := mk()
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}
+
+// claim counts one claim request answered with outcome.
+func (m *Metrics) claim(outcome string) {
+	m.outcomes.get(outcome, func() prometheus.Counter { return m.Claims.WithLabelValues(outcome) }).Inc()
 }
 
 // RouteUnmatched is the route label of a request that matched no
@@ -42,8 +102,14 @@ const RouteUnmatched = "unmatched"
 
 // request counts one answered request.
 func (m *Metrics) request(route string, code int, seconds float64) {
-	m.Requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.RequestSeconds.WithLabelValues(route).Observe(seconds)
+	rs := m.requests.get(requestLabels{route, code}, func() requestSeries {
+		return requestSeries{
+			count:   m.Requests.WithLabelValues(route, strconv.Itoa(code)),
+			seconds: m.RequestSeconds.WithLabelValues(route),
+		}
+	})
+	rs.count.Inc()
+	rs.seconds.Observe(seconds)
 }
 
 // NewMetrics creates the metrics and registers them with reg.

@@ -465,7 +465,7 @@ func (s *Server) limited(h http.HandlerFunc, claims bool) http.HandlerFunc {
 		default:
 			s.m.Shed.Inc()
 			if claims {
-				s.m.Claims.WithLabelValues(CodeOverloaded).Inc()
+				s.m.claim(CodeOverloaded)
 			}
 			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
 			return

@@ -137,14 +137,21 @@ func (m *Manager) openRoom(ctx context.Context, p Promotion) error {
 	return nil
 }
 
+// Why verifyPass found no pass, when no token was looked at. Every claim
+// without a token gets one of these, so they are made once.
+var (
+	errNoToken = errors.New("no entry token")
+	errNoRooms = errors.New("this instance runs no waiting room")
+)
+
 // verifyPass checks userID's entry token for promotion id: the pass id
 // (0 for none) and, when there is none, why.
 func (m *Manager) verifyPass(id, userID, token string) (int64, error) {
 	if token == "" {
-		return 0, errors.New("no entry token")
+		return 0, errNoToken
 	}
 	if m.cfg.Rooms == nil {
-		return 0, errors.New("this instance runs no waiting room")
+		return 0, errNoRooms
 	}
 	p, err := m.cfg.Rooms.Verify(id, userID, token)
 	if err != nil {

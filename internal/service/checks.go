@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,11 +59,48 @@ func quietIdle(opt *rueidis.ClientOption) {
 	}
 }
 
+// The pipelining of the service's Redis client. Concurrent commands share
+// a connection's writes (rueidis' auto-pipelining), so the fewer the
+// connections, the more claims Redis reads and answers in one go: one
+// connection to each Redis server (rueidis' PipelineMultiplex of -1; its
+// default on a single server is 2^min(2, log2(GOMAXPROCS)) connections).
+// One connection carries far more commands a second than the Redis
+// server behind it can run. The writer does not pause after a write to
+// collect more (rueidis' MaxFlushDelay of 0): a Go timer that short sleeps
+// far longer on a busy host. See docs/tuning.md, "Redis connection".
+const (
+	redisFlushDelay = 0
+	redisMultiplex  = -1
+)
+
+// pipelining sets opt's flush delay and connection count: the URL's
+// max_flush_delay and pipeline_multiplex query parameters, else the
+// service's defaults.
+func pipelining(opt *rueidis.ClientOption, q url.Values) error {
+	opt.MaxFlushDelay, opt.PipelineMultiplex = redisFlushDelay, redisMultiplex
+	if v := q.Get("max_flush_delay"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Millisecond {
+			return fmt.Errorf("--redis: max_flush_delay must be a duration from 0 to 1ms, got %q", v)
+		}
+		opt.MaxFlushDelay = d
+	}
+	if v := q.Get("pipeline_multiplex"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 || n > rueidis.MaxPipelineMultiplex {
+			return fmt.Errorf("--redis: pipeline_multiplex must be an integer from -1 to %d, got %q", rueidis.MaxPipelineMultiplex, v)
+		}
+		opt.PipelineMultiplex = n
+	}
+	return nil
+}
+
 // redisOptions parses --redis: a redis:// or rediss:// URL, or a comma list
 // of host:port seeds (Redis Cluster). Empty means the embedded server.
 func redisOptions(s string) ([]string, rueidis.ClientOption, error) {
 	opt := rueidis.ClientOption{DisableCache: true}
 	quietIdle(&opt)
+	_ = pipelining(&opt, nil)
 	switch {
 	case s == "":
 		return nil, opt, nil
@@ -73,6 +111,10 @@ func redisOptions(s string) ([]string, rueidis.ClientOption, error) {
 		}
 		o.DisableCache = true
 		quietIdle(&o)
+		u, _ := url.Parse(s) // parsed by rueidis.ParseURL above
+		if err := pipelining(&o, u.Query()); err != nil {
+			return nil, opt, err
+		}
 		return o.InitAddress, o, nil
 	case strings.Contains(s, "://"):
 		return nil, opt, fmt.Errorf("--redis: unsupported scheme in %q (want redis://, rediss:// or host:port list)", s)

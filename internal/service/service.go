@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,6 +134,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 func (s *Service) start(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
+	tuneGC(os.Getenv, log)
 	if cfg.Redis == "" {
 		if err := checkDataDir(cfg.DataDir); err != nil {
 			return err
