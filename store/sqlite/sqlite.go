@@ -207,11 +207,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			// journal of the pages it changes; in memory rather than in
 			// a temporary file, it costs no system calls.
 			"temp_store(MEMORY)",
-			// Each issued claim changes a leaf page of the user key at
-			// random; with SQLite's default 2 MiB page cache the
-			// writer reads most of them back from the file first. Up
-			// to 64 MiB keeps them, allocated only as pages are used.
-			"cache_size(-65536)",
 		},
 		"_txlock": {"immediate"},
 	}.Encode()
