@@ -55,8 +55,8 @@ func BenchmarkIssueBatch(b *testing.B) {
 	storetest.Bench(b, open)
 }
 
-// TestMigrateFilled applies migration 0011 (issued, codes and ledger
-// without rowids) to a database that holds rows written under 0010.
+// TestMigrateFilled applies migration 0011 (issued without a rowid) to a
+// database that holds rows written under 0010.
 func TestMigrateFilled(t *testing.T) {
 	t.Parallel()
 	s, err := sqlite.New(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "dibs.db")})

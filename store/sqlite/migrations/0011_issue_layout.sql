@@ -1,25 +1,21 @@
--- Fewer index writes per issued claim. Each table written with every claim
--- becomes a WITHOUT ROWID table: its rows are stored in the b-tree of its
--- primary key, so no rowid b-tree sits beside the key index.
+-- Fewer index writes per issued claim. issued becomes a WITHOUT ROWID
+-- table keyed by (promotion_id, rank), the first exactly-once key: its rows
+-- are stored in that key's b-tree, in rank order, so new ones are appended
+-- at the promotion's end and no rowid b-tree sits beside the key. claim_id
+-- stays unique (a redelivered claim is found by it). The second
+-- exactly-once key is kept with its columns in another order, UNIQUE
+-- (user_id, promotion_id, slot): the same rows are unique as before, and
+-- the key now also finds a user's rows across promotions (EraseUser), so
+-- issued_by_user, which did only that, is dropped. Per claim this is three
+-- b-trees written (the rows, claim_id, the user key) where there were five
+-- (the rowid table, claim_id, the rank key, the user key, issued_by_user).
 --
--- issued: keyed by (promotion_id, rank), the first exactly-once key, so a
--- promotion's rows are stored in rank order and new ones are appended at
--- its end; claim_id stays unique (a redelivered claim is found by it). The
--- second exactly-once key is kept with its columns in another order,
--- UNIQUE (user_id, promotion_id, slot): the same rows are unique as before,
--- and the key now also finds a user's rows across promotions (EraseUser),
--- so issued_by_user, which did only that, is dropped. Per claim this is
--- three b-trees written (the rows, claim_id, the user key) where there were
--- five (the rowid table, claim_id, the rank key, the user key,
--- issued_by_user).
+-- codes keeps its rowid: its key, the code, is random, and rows stored in
+-- code order would scatter whole rows rather than small index entries.
 --
--- codes and ledger: keyed by code and by claim_id as before, without a
--- rowid b-tree beside them.
---
--- SQLite cannot change a table's layout in place: each table is made anew,
+-- SQLite cannot change a table's layout in place: the table is made anew,
 -- every row copied, the old one dropped and the new one renamed, inside the
--- migration's transaction (a failure leaves the old tables as they were).
--- The copy takes about a second per million issued rows.
+-- migration's transaction (a failure leaves the old table as it was).
 
 CREATE TABLE issued_0011 (
     claim_id        TEXT    NOT NULL UNIQUE,
@@ -50,35 +46,3 @@ ALTER TABLE issued_0011 RENAME TO issued;
 
 -- ListUnappliedRevokes reads the few revokes still waiting for their steps.
 CREATE INDEX issued_revoke_unapplied ON issued (revoked_at, claim_id) WHERE revoke_applied = 0;
-
-CREATE TABLE codes_0011 (
-    code         TEXT    NOT NULL PRIMARY KEY,
-    claim_id     TEXT    NOT NULL UNIQUE,
-    promotion_id TEXT    NOT NULL,
-    value        INTEGER NOT NULL,
-    expires_at   TEXT,
-    revoked_at   TEXT
-) STRICT, WITHOUT ROWID;
-
-INSERT INTO codes_0011 (code, claim_id, promotion_id, value, expires_at, revoked_at)
-    SELECT code, claim_id, promotion_id, value, expires_at, revoked_at FROM codes ORDER BY code;
-
-DROP TABLE codes;
-ALTER TABLE codes_0011 RENAME TO codes;
-
-CREATE TABLE ledger_0011 (
-    claim_id     TEXT    NOT NULL PRIMARY KEY,
-    user_id      TEXT    NOT NULL,
-    promotion_id TEXT    NOT NULL,
-    amount       INTEGER NOT NULL,
-    at           TEXT    NOT NULL
-) STRICT, WITHOUT ROWID;
-
-INSERT INTO ledger_0011 (claim_id, user_id, promotion_id, amount, at)
-    SELECT claim_id, user_id, promotion_id, amount, at FROM ledger ORDER BY claim_id;
-
-DROP TABLE ledger;
-ALTER TABLE ledger_0011 RENAME TO ledger;
-
--- A user's balance sums the user's entries from this index alone.
-CREATE INDEX ledger_by_user ON ledger (user_id, amount);
