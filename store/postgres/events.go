@@ -43,9 +43,12 @@ const insertEvents = `INSERT INTO events (id, type, at, promotion_id, claim_id, 
 // and returns the transaction's now(): the time its rows' defaults hold.
 func lockOutbox(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	var now time.Time
-	err := tx.QueryRow(ctx, `SELECT now() FROM (SELECT pg_advisory_xact_lock_shared($1)) AS l`, outboxLockKey).Scan(&now)
+	err := tx.QueryRow(ctx, lockOutboxSQL, outboxLockKey).Scan(&now)
 	return now.UTC(), err
 }
+
+// lockOutboxSQL is lockOutbox's statement, with outboxLockKey.
+const lockOutboxSQL = `SELECT now() FROM (SELECT pg_advisory_xact_lock_shared($1)) AS l`
 
 // insertEventRows writes evs inside tx, which holds the outbox lock (see
 // lockOutbox), and reports how many rows it wrote.

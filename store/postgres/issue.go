@@ -43,9 +43,10 @@ const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank,
 // in claim id order, so overlapping batches of consistent claims take their
 // locks in the same order and cannot deadlock; if inconsistent ones do, the
 // insert is retried. Before inserting, the batch takes its claims' advisory
-// locks (see claimLocks), which a void of one of them takes too. The
-// inserted claims' claim.accepted and claim.issued events are written last,
-// in the same transaction (see outboxLockKey).
+// locks (see claimLocks), which a void of one of them takes too, and the
+// outbox lock (see outboxLockKey), in the same round trip as the insert
+// (see lockAndInsert). The inserted claims' claim.accepted and claim.issued
+// events are written last, in the same transaction.
 func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
 	if len(issues) == 0 {
 		return []store.Outcome{}, nil
@@ -87,14 +88,7 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		// (and then skips the issued claim), whether or not the claim's
 		// dead letter existed when this transaction began.
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if err := lockClaims(ctx, tx, promos, claimIDs); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, insertIssued, claimIDs, promos, users, ranks, slots, accepted)
-			if err != nil {
-				return err
-			}
-			written, err := pgx.CollectRows(rows, scanKey)
+			issuedAt, written, err := lockAndInsert(ctx, tx, claimIDs, promos, users, ranks, slots, accepted)
 			if err != nil {
 				return err
 			}
@@ -106,12 +100,6 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 			}
 			inserted := outcomes.InsertedIssues()
 			if err := writeGrants(ctx, tx, inserted); err != nil || len(inserted) == 0 {
-				return err
-			}
-			// The events' issue time is the transaction's now(), the
-			// issued rows' issued_at.
-			issuedAt, err := lockOutbox(ctx, tx)
-			if err != nil {
 				return err
 			}
 			evs, err := sqlstore.IssueEvents(inserted, issuedAt)
@@ -151,6 +139,39 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		stored[k.ClaimID] = k
 	}
 	return outcomes.Settle(stored), nil
+}
+
+// lockAndInsert takes the claims' locks (see claimLocks) and the outbox
+// lock (see outboxLockKey), then inserts the issued rows, in tx, with one
+// round trip: the three statements travel as one pipeline and run one
+// after the other, so the insert, a statement of its own, sees every row
+// a void of one of the claims committed before it released its lock. It
+// returns the transaction's now(), the rows' issued_at and their events'
+// issue time, and the key of each row written. The outbox lock is held
+// from here to the commit, a few statements longer than the events need.
+func lockAndInsert(ctx context.Context, tx pgx.Tx, claimIDs, promos, users []string, ranks []int64, slots []int32,
+	accepted []time.Time) (time.Time, []sqlstore.IssueKey, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockClaimsSQL, lockClaimsArgs(promos, claimIDs)...)
+	b.Queue(lockOutboxSQL, outboxLockKey)
+	b.Queue(insertIssued, claimIDs, promos, users, ranks, slots, accepted)
+	br := tx.SendBatch(ctx, b)
+	var now time.Time
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&now)
+	}
+	var written []sqlstore.IssueKey
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			written, err = pgx.CollectRows(rows, scanKey)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return now.UTC(), written, err
 }
 
 // The grant inserts. Rows travel as arrays, like insertIssued's. A code

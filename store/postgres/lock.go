@@ -70,20 +70,30 @@ func claimLocks(promotionIDs, claimIDs []string) []advisoryLock {
 	return slices.CompactFunc(locks, func(a, b advisoryLock) bool { return a.key == b.key })
 }
 
-// lockClaims takes, in tx, the locks claimLocks names, in its order, with
-// one statement. They are held until tx ends. Statements that tx runs
-// afterwards see every row a transaction holding one of those locks before
-// committed.
-func lockClaims(ctx context.Context, tx pgx.Tx, promotionIDs, claimIDs []string) error {
+// lockClaimsSQL takes the locks of two arrays, their keys and whether
+// each is exclusive, in array order, with one statement.
+const lockClaimsSQL = `SELECT CASE WHEN l.exclusive THEN pg_advisory_xact_lock(l.key)
+		ELSE pg_advisory_xact_lock_shared(l.key) END
+	FROM unnest($1::bigint[], $2::boolean[]) WITH ORDINALITY AS l(key, exclusive, n)
+	ORDER BY l.n`
+
+// lockClaimsArgs returns the arguments of lockClaimsSQL that take the
+// locks claimLocks names, in its order.
+func lockClaimsArgs(promotionIDs, claimIDs []string) []any {
 	locks := claimLocks(promotionIDs, claimIDs)
 	keys := make([]int64, len(locks))
 	exclusive := make([]bool, len(locks))
 	for i, l := range locks {
 		keys[i], exclusive[i] = l.key, l.exclusive
 	}
-	_, err := tx.Exec(ctx, `SELECT CASE WHEN l.exclusive THEN pg_advisory_xact_lock(l.key)
-			ELSE pg_advisory_xact_lock_shared(l.key) END
-		FROM unnest($1::bigint[], $2::boolean[]) WITH ORDINALITY AS l(key, exclusive, n)
-		ORDER BY l.n`, keys, exclusive)
+	return []any{keys, exclusive}
+}
+
+// lockClaims takes, in tx, the locks claimLocks names, in its order, with
+// one statement. They are held until tx ends. Statements that tx runs
+// afterwards see every row a transaction holding one of those locks before
+// committed.
+func lockClaims(ctx context.Context, tx pgx.Tx, promotionIDs, claimIDs []string) error {
+	_, err := tx.Exec(ctx, lockClaimsSQL, lockClaimsArgs(promotionIDs, claimIDs)...)
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,10 +26,16 @@ const migrationLock = 0x64696273
 // every version recorded and apply nothing. PostgreSQL DDL is
 // transactional, so a failed migration leaves no trace.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrateUpTo(ctx, math.MaxInt)
+}
+
+// migrateUpTo is Migrate with the migrations numbered up to version only.
+func (s *Store) migrateUpTo(ctx context.Context, version int) error {
 	ms, err := sqlstore.Migrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
+	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > version })
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/store"
@@ -45,6 +47,39 @@ func open(tb testing.TB) store.Store {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+// TestMigrateFilled applies migration 0011 (the new layout of issued) to a
+// database that holds rows written under 0010.
+func TestMigrateFilled(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, pgtest.URL(t))
+	if err := postgres.MigrateUpTo(t.Context(), s, 10); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MigrateFilled(t, s)
+}
+
+// TestMigrateFilledPrebuilt is TestMigrateFilled where the operator built
+// the new key's index beforehand, CONCURRENTLY, as operations.md says: the
+// migration takes it as it is.
+func TestMigrateFilledPrebuilt(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	s := newStore(t, url)
+	if err := postgres.MigrateUpTo(t.Context(), s, 10); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `CREATE UNIQUE INDEX CONCURRENTLY issued_user_promotion_slot
+		ON issued (user_id, promotion_id, slot)`); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MigrateFilled(t, s)
 }
 
 // TestMigrateConcurrently migrates one empty database from several stores

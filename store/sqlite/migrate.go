@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/dibsio/dibs/store/internal/sqlstore"
@@ -19,10 +21,16 @@ var migrationFS embed.FS
 // write lock first, so a second process waits (up to the busy timeout), then
 // sees the versions the first one recorded and applies nothing.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrateUpTo(ctx, math.MaxInt)
+}
+
+// migrateUpTo is Migrate with the migrations numbered up to version only.
+func (s *Store) migrateUpTo(ctx context.Context, version int) error {
 	ms, err := sqlstore.Migrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
+	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > version })
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,

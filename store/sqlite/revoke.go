@@ -63,8 +63,10 @@ func (s *Store) RevokeIssued(ctx context.Context, promotionID string, claimIDs [
 		for _, c := range claimIDs {
 			args = append(args, c)
 		}
+		// The claims are found by claim id; "+" keeps SQLite from
+		// scanning the promotion's rows by the primary key instead.
 		rows, err := tx.QueryContext(ctx, `UPDATE issued SET revoked_at = ?, revoke_returned = ?, revoke_applied = 0
-			WHERE promotion_id = ? AND revoked_at IS NULL AND claim_id IN (`+placeholders(len(claimIDs))+`)
+			WHERE +promotion_id = ? AND revoked_at IS NULL AND claim_id IN (`+placeholders(len(claimIDs))+`)
 			RETURNING claim_id`, args...)
 		if err != nil {
 			return err

@@ -55,6 +55,21 @@ func BenchmarkIssueBatch(b *testing.B) {
 	storetest.Bench(b, open)
 }
 
+// TestMigrateFilled applies migration 0011 (issued without a rowid) to a
+// database that holds rows written under 0010.
+func TestMigrateFilled(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.New(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "dibs.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := sqlite.MigrateUpTo(t.Context(), s, 10); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MigrateFilled(t, s)
+}
+
 func TestParseURL(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -1,0 +1,9 @@
+package sqlite
+
+import "context"
+
+// MigrateUpTo applies the migrations numbered up to version only: a
+// database as an earlier release left it.
+func MigrateUpTo(ctx context.Context, s *Store, version int) error {
+	return s.migrateUpTo(ctx, version)
+}
