@@ -441,7 +441,11 @@ if [ "$WATERMILL" = 1 ]; then
 	log "stream runtime against watermill-redisstream (bench/watermill)"
 	(cd "$ROOT/bench/watermill" && timeout 1800 "$GO" test -run '^$' -bench . -benchtime 100000x -count "$RUNS") >"$TMP/watermill-raw.txt" 2>&1 ||
 		{ cat "$TMP/watermill-raw.txt" >&2; echo "bench-claim: watermill comparison failed; the table leaves it out" >&2; : >"$TMP/watermill-raw.txt"; }
-	awk '/msgs\/s/ { for (i = 2; i <= NF; i++) if ($i == "msgs/s") { sub(/-[0-9]+$/, "", $1); print $1, $(i - 1) } }' \
+	# A benchmark whose code logs while it runs has its figures printed on a
+	# line of their own, after the log: such a line is named by the last
+	# benchmark name seen.
+	awk '$1 ~ /^Benchmark/ { name = $1; sub(/-[0-9]+$/, "", name) }
+		/msgs\/s/ { for (i = 2; i <= NF; i++) if ($i == "msgs/s") print name, $(i - 1) }' \
 		"$TMP/watermill-raw.txt" >"$TMP/watermill.txt"
 fi
 
