@@ -84,7 +84,7 @@ func renderSVG(title, unit string, bars []bar) string {
 		}
 		fmt.Fprintf(&s, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-6, y+16, html.EscapeString(b.label))
 		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#4a7ab5"/>`+"\n", labelW, y+4, w, rowH-8)
-		fmt.Fprintf(&s, `<text x="%.1f" y="%d">%s %s</text>`+"\n", float64(labelW)+w+6, y+16, strconv.FormatFloat(b.value, 'f', -1, 64), html.EscapeString(unit))
+		fmt.Fprintf(&s, `<text x="%.1f" y="%d">%s %s</text>`+"\n", float64(labelW)+w+6, y+16, strconv.FormatFloat(b.value, 'f', 1, 64), html.EscapeString(unit))
 	}
 	s.WriteString("</svg>\n")
 	return s.String()
