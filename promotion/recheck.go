@@ -1,0 +1,232 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/claim"
+)
+
+// recheck loads the undrained promotions, makes sure each has its Redis
+// state, starts the pool of each one with work, and marks ended promotions
+// with no work left drained. On the first pass every undrained promotion's
+// pool is started, so entries left pending by a killed process are resumed.
+// A quiet promotion (see Config.QuietRecheckInterval) is left out until its
+// next quiet re-check is due, so an instance whose promotions are all quiet
+// sends Redis nothing in between.
+func (m *Manager) recheck(ctx context.Context, first bool) error {
+	stored, err := m.st.ListUndrained(ctx)
+	if err != nil {
+		return err
+	}
+	list := make([]Promotion, len(stored))
+	fresh := make(map[string]Promotion, len(list))
+	for i, sp := range stored {
+		list[i] = fromStore(sp)
+		fresh[sp.ID] = list[i]
+	}
+	prev := m.active
+	m.active = fresh
+	m.track(list, true)
+	m.resize(ctx, list, first)
+
+	now := m.cfg.Now()
+	var errs []error
+	// Redis is fast, the database is the truth: a promotion whose counters
+	// fell behind the database is paused and rebuilt before anything else.
+	// Promotions seen for the first time are opened on the way.
+	refresh := make(map[string]bool)
+	for _, p := range list {
+		if _, known := prev[p.ID]; first || !known {
+			refresh[p.ID] = true
+		}
+	}
+	list = m.due(list, refresh, now)
+	m.withCodes(ctx, list)
+	marks, err := m.checkFloors(ctx, list, refresh)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.repair(ctx, list, marks); err != nil {
+		errs = append(errs, err)
+	}
+	// One pipelined round trip reads every promotion's backlog.
+	works, werrs := m.groupWorks(ctx, list)
+	segBusy, err := m.segmentWork(ctx, list, first)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for i, p := range list {
+		work, err := works[i], werrs[i]
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m.cfg.OnBacklog != nil {
+			m.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
+		}
+		if work.busy() || first {
+			if _, err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		running := m.reg.Running(p.ID) || segBusy[p.ID]
+		if p.ended(now) && !running {
+			if err := m.maybeDrain(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if h := m.handles[p.ID]; h != nil && marks != nil && !running && m.journalEmpty(p.ID) && quiet(p, marks[i], now) {
+			// Unless a claim or a hint came since due cleared the mark.
+			h.quietUntil.CompareAndSwap(0, now.Add(m.cfg.QuietRecheckInterval).UnixNano())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// due returns the promotions of list this re-check looks at: all but the
+// quiet ones whose next quiet re-check is not due yet. It clears the quiet
+// mark of those it returns; the re-check sets it again if they are still
+// quiet. Loop only.
+func (m *Manager) due(list []Promotion, refresh map[string]bool, now time.Time) []Promotion {
+	out := list[:0:0]
+	for _, p := range list {
+		h := m.handles[p.ID]
+		if h != nil && !refresh[p.ID] {
+			// Half a tick early rather than a whole tick late.
+			if until := h.quietUntil.Load(); until > 0 && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
+				continue
+			}
+			h.quietUntil.Store(0)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// journalEmpty reports whether every claim of promotion id this instance
+// answered was seen confirmed. Loop only.
+func (m *Manager) journalEmpty(id string) bool {
+	j := m.jr.byID[id]
+	return j == nil || len(j.es) == 0
+}
+
+// quiet reports whether p, with marks mk, takes no claims until its end:
+// a first-come promotion whose stock is all taken, that is not closed,
+// paused or halted (those are watched every re-check), and whose window
+// is still open (an ended one is drained by the re-check).
+func quiet(p Promotion, mk claim.Mark, now time.Time) bool {
+	return p.Mode == ModeFirstCome && !p.segmented() && mk.SoldOut() && !mk.Paused && mk.Halted == "" &&
+		!mk.Closed && !p.ended(now)
+}
+
+// groupState is the consumer group's backlog.
+type groupState struct {
+	pending int64
+	lag     int64 // -1 when Redis cannot tell
+}
+
+func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
+
+// groupWorks reads the issuers group's pending count and lag of every
+// promotion in list, in one pipelined round trip (rueidis sends each command
+// to its promotion's Cluster node).
+func (m *Manager) groupWorks(ctx context.Context, list []Promotion) ([]groupState, []error) {
+	works := make([]groupState, len(list))
+	errs := make([]error, len(list))
+	if len(list) == 0 {
+		return works, errs
+	}
+	cmds := make(rueidis.Commands, len(list))
+	for i, p := range list {
+		cmds[i] = m.client.B().XinfoGroups().Key(m.gate.Keys(p.ID).Stream()).Build()
+	}
+	for i, res := range m.client.DoMulti(ctx, cmds...) {
+		works[i], errs[i] = parseGroupWork(list[i].ID, res)
+	}
+	return works, errs
+}
+
+// parseGroupWork reads the issuers group out of an XINFO GROUPS reply.
+func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
+	groups, err := res.ToArray()
+	if err != nil {
+		return groupState{}, fmt.Errorf("group state of %s: %w", id, err)
+	}
+	for _, g := range groups {
+		fields, err := g.AsMap()
+		if err != nil {
+			continue
+		}
+		nameMsg := fields["name"]
+		if name, _ := nameMsg.ToString(); name != claim.Group {
+			continue
+		}
+		st := groupState{lag: -1}
+		if v, ok := fields["pending"]; ok {
+			st.pending, _ = v.AsInt64()
+		}
+		if v, ok := fields["lag"]; ok && !v.IsNil() {
+			if n, err := v.AsInt64(); err == nil {
+				st.lag = n
+			}
+		}
+		return st, nil
+	}
+	return groupState{}, fmt.Errorf("group state of %s: no %s group", id, claim.Group)
+}
+
+// maybeDrain marks an ended promotion drained when the database accounts
+// for every accepted claim. Whether it ended is decided by Redis, against
+// Redis TIME — the clock the claim script's window uses — never by this
+// instance's clock: the same step closes it in Redis, so no claim is
+// accepted after it is found ended, and the rank counter it reads is final.
+func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
+	isEnded, seq, err := m.ended(ctx, p)
+	if errors.Is(err, claim.ErrNotFound) {
+		return nil // the next re-check opens it again
+	}
+	if err != nil || !isEnded {
+		return err
+	}
+	c, err := m.st.Counts(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if c.Issued+c.Failed+c.Voided < seq {
+		return nil
+	}
+	if err := m.st.MarkDrained(ctx, p.ID, m.cfg.Now()); err != nil {
+		return err
+	}
+	// A replay may have moved claims back into the pipeline, and a re-rank
+	// may have taken a rank, since the counts were read: read both again,
+	// and undo the drain if the database falls short (a replay that moves
+	// its claims later undoes it itself).
+	// A change may have moved the end later meanwhile (see Patch): a
+	// promotion no longer ended is not drained either.
+	ended2, seq2, err := m.ended(ctx, p)
+	if err == nil {
+		c, err = m.st.Counts(ctx, p.ID)
+	}
+	if err != nil || !ended2 || seq2 != seq || c.Issued+c.Failed+c.Voided < seq2 {
+		if uerr := m.st.SetDrained(ctx, p.ID, false); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return err
+	}
+	delete(m.active, p.ID)
+	m.untrack(p.ID)
+	m.fences.forget(p.ID)
+	if m.cfg.OnDrained != nil {
+		m.cfg.OnDrained(p.ID)
+	}
+	m.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
+	return nil
+}
