@@ -108,12 +108,17 @@ func (w world) start(t *testing.T, cfg promotion.Config) *promotion.Manager {
 
 func waitCounts(t *testing.T, m *promotion.Manager, id string, issued, failed int64) promotion.View {
 	t.Helper()
-	var v promotion.View
-	wait.For(t, 30*time.Second, fmt.Sprintf("%s: %d issued, %d failed", id, issued, failed), func() bool {
-		var err error
+	var (
+		v   promotion.View
+		err error
+	)
+	if !wait.Until(30*time.Second, func() bool {
 		v, err = m.Get(context.Background(), id)
 		return err == nil && v.Counts.Issued == issued && v.Counts.Failed == failed && v.Counts.Pending == 0
-	})
+	}) {
+		t.Fatalf("timed out after 30s waiting for %s: %d issued, %d failed, none pending; last seen %+v (error %v)",
+			id, issued, failed, v.Counts, err)
+	}
 	return v
 }
 

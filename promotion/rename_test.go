@@ -34,7 +34,8 @@ func TestRenameReachesRunningPools(t *testing.T) {
 				mu.Lock()
 				names[p.ID+"/"+c.UserID] = p.Name
 				mu.Unlock()
-				return issue.Grant{Code: "C-" + c.UserID, Value: p.Value}, nil
+				// Codes are unique across promotions: each promotion gets its own.
+				return issue.Grant{Code: "C-" + p.ID + "-" + c.UserID, Value: p.Value}, nil
 			})
 			start := func(instance string, recheck time.Duration) *promotion.Manager {
 				return w.start(t, promotion.Config{
