@@ -5,7 +5,6 @@ import (
 	"embed"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,11 +30,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // migrateUpTo is Migrate with the migrations numbered up to version only.
 func (s *Store) migrateUpTo(ctx context.Context, version int) error {
-	ms, err := sqlstore.Migrations(migrationFS)
+	ms, err := sqlstore.Migrations(migrationFS, version)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
-	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > version })
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return err

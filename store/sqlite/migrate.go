@@ -6,7 +6,6 @@ import (
 	"embed"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/dibsio/dibs/store/internal/sqlstore"
@@ -26,11 +25,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // migrateUpTo is Migrate with the migrations numbered up to version only.
 func (s *Store) migrateUpTo(ctx context.Context, version int) error {
-	ms, err := sqlstore.Migrations(migrationFS)
+	ms, err := sqlstore.Migrations(migrationFS, version)
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
-	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > version })
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,

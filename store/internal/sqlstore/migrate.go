@@ -19,8 +19,8 @@ type Migration struct {
 func (m Migration) String() string { return fmt.Sprintf("%04d_%s", m.Version, m.Name) }
 
 // Migrations returns the migrations/NNNN_name.sql files of fsys (a
-// backend's embedded files) in version order.
-func Migrations(fsys fs.FS) ([]Migration, error) {
+// backend's embedded files) numbered up to upTo, in version order.
+func Migrations(fsys fs.FS, upTo int) ([]Migration, error) {
 	names, err := fs.Glob(fsys, "migrations/*.sql")
 	if err != nil {
 		return nil, err
@@ -40,7 +40,9 @@ func Migrations(fsys fs.FS) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Migration{Version: v, Name: name, SQL: string(body)})
+		if v <= upTo {
+			ms = append(ms, Migration{Version: v, Name: name, SQL: string(body)})
+		}
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms, nil
