@@ -112,6 +112,15 @@ local function held(users, user, list)
 end
 `
 
+// LayoutLua is the source of layoutLua, for scripts outside the gate that
+// read a user's count of claims exactly as the claim scripts' per-user
+// limit check does, in either layout (the waiting room's join script). Such
+// a script includes it after its first line, calls st_mode(mode) with the
+// meta hash's mode, then held(users, user, list) with the Users key and the
+// user's field of ByUser. A change of it is a change of every script that
+// includes it, which each takes a new version.
+const LayoutLua = layoutLua
+
 // Sighting is what Redis holds of one claim, as Gate.Sightings reads it.
 type Sighting struct {
 	// Status is the claim's status code: "" if Redis holds none for its

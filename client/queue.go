@@ -38,7 +38,10 @@ type QueueStanding struct {
 }
 
 // JoinQueue puts userID (empty: the user of the user token) in line for a
-// promotion with a waiting room; joining again keeps the place.
+// promotion with a waiting room; joining again keeps the place. A user
+// whose pass was spent (QueueUsed) takes a new place at the back while the
+// user's claims are below the promotion's per_user_limit, and is answered
+// QueueUsed at the limit.
 func (c *Client) JoinQueue(ctx context.Context, promotion, userID string) (*QueueStanding, error) {
 	body, err := jsonBody(userBody{UserID: userID})
 	if err != nil {

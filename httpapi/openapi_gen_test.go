@@ -635,7 +635,7 @@ func paths() map[string]map[string]op {
 		},
 		"/v1/promotions/{id}/queue": {
 			"POST": {id: "joinQueue", tag: "waiting-room", summary: "Join the waiting room", security: userSecurity,
-				desc:   "Idempotent: joining again keeps the place (expired and abandoned users take a new place at the back).",
+				desc:   "Idempotent: joining again keeps the place (expired and abandoned users take a new place at the back, and so does a user whose pass was spent while the user's claims are below per_user_limit; at the limit it answers used).",
 				params: []J{id}, body: jsonBody("UserRef", true),
 				ok: J{
 					"200": answer("admitted or used", "Standing"),

@@ -203,3 +203,56 @@ func TestWaitingRoomRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitingRoomPerUserLimit: behind a waiting room each pass is one of
+// the user's claims; a user whose pass was spent joins again at the back
+// while below per_user_limit, and is answered used at it.
+func TestWaitingRoomPerUserLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		start := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		for _, limit := range []int{3, 1} {
+			id := fmt.Sprintf("wr%d", limit)
+			e.create(t, fmt.Sprintf(`{"id":%q,"stock":10,"per_user_limit":%d,"starts_at":%q,"waiting_room":{"enabled":true,"admit_per_second":1000,"entry_ttl_seconds":60}}`,
+				id, limit, start))
+			var last string
+			for round := 1; round <= limit; round++ {
+				if r := e.join(t, id, "u1"); r.status != http.StatusAccepted || r.body["status"] != "waiting" || r.body["position"] != float64(1) {
+					t.Fatalf("limit %d, join %d: %d %s", limit, round, r.status, r.raw)
+				}
+				if res := e.tick(t, id); len(res.New) != 1 {
+					t.Fatalf("limit %d, tick %d: %+v", limit, round, res)
+				}
+				r := e.join(t, id, "u1")
+				last, _ = r.body["entry_token"].(string)
+				if r.status != http.StatusOK || r.body["status"] != "admitted" || last == "" {
+					t.Fatalf("limit %d, join %d once admitted: %d %s", limit, round, r.status, r.raw)
+				}
+				if r := e.claim(t, id, "u1", "X-Entry-Token", last); r.status != http.StatusAccepted {
+					t.Fatalf("limit %d, claim %d: %d %s", limit, round, r.status, r.raw)
+				}
+			}
+			// At the limit: used, and a claim is not admitted, with the
+			// spent pass or without one.
+			if r := e.join(t, id, "u1"); r.status != http.StatusOK || r.body["status"] != "used" || r.body["position"] != nil {
+				t.Fatalf("limit %d, join at the limit: %d %s", limit, r.status, r.raw)
+			}
+			if r := e.standing(t, id, "u1"); r.status != http.StatusOK || r.body["status"] != "used" {
+				t.Fatalf("limit %d, standing at the limit: %d %s", limit, r.status, r.raw)
+			}
+			for _, hdr := range [][]string{{"X-Entry-Token", last}, nil} {
+				if r := e.claim(t, id, "u1", hdr...); r.status != http.StatusForbidden || r.code() != "not_admitted" {
+					t.Fatalf("limit %d, claim at the limit (%v): %d %s", limit, hdr, r.status, r.raw)
+				}
+			}
+			c := e.counts(t, id)
+			if c["accepted"] != float64(limit) {
+				t.Fatalf("limit %d: counts %v, want %d accepted", limit, c, limit)
+			}
+			pr := e.do(t, "GET", "/v1/promotions/"+id, "")
+			wr, _ := pr.body["waiting_room"].(map[string]any)
+			if wr["admitted"] != float64(limit) || wr["passes_spent"] != float64(limit) || wr["waiting"] != float64(0) {
+				t.Fatalf("limit %d: waiting_room %s", limit, pr.raw)
+			}
+		}
+	})
+}

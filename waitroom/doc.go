@@ -23,6 +23,14 @@
 // [StatusSoldOut] or [StatusEnded] to every waiting user at once, and joins
 // get [ErrSoldOut] or [ErrEnded]; if stock comes back, admission resumes.
 //
+// A user whose pass was spent is [StatusUsed]. With a per-user limit above
+// 1, joining again while the user's claims (as the claim script counts
+// them) are below the limit takes a new place at the back, so each pass is
+// one of the user's claims; at the limit the join answers [StatusUsed]. A
+// user holds one place or one pass at a time, and admission counts every
+// pass alike, so joining again never lets the live passes exceed the units
+// that remain.
+//
 // # Passes
 //
 // An admitted user gets an entry token ([Signer]): URL-safe base64 of the

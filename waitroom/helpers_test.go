@@ -33,15 +33,22 @@ type fixture struct {
 // an hour ago for a day) and Rooms on the same prefix.
 func setup(t *testing.T, tp redistest.Topology, stock int64) fixture {
 	t.Helper()
+	return setupLimit(t, tp, stock, 1, claim.LayoutDefault)
+}
+
+// setupLimit is setup with the promotion's per-user limit and the claim
+// gate's layout.
+func setupLimit(t *testing.T, tp redistest.Topology, stock int64, limit int, layout claim.Layout) fixture {
+	t.Helper()
 	c := tp.Client(t)
 	p := redistest.Prefix(t)
-	g, err := claim.New(c, claim.Config{Prefix: p})
+	g, err := claim.New(c, claim.Config{Prefix: p, Layout: layout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	if _, err := g.Open(context.Background(), claim.Promotion{
-		ID: "p", Stock: stock, PerUserLimit: 1,
+		ID: "p", Stock: stock, PerUserLimit: limit,
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
 	}); err != nil {
 		t.Fatal(err)

@@ -66,12 +66,25 @@ func (k Keys) ClaimMeta() string { return k.base + "meta" }
 // ClaimSeq is the claim gate's rank counter of the promotion.
 func (k Keys) ClaimSeq() string { return k.base + "seq" }
 
+// ClaimByUser is the claim gate's hash of each user's list of ranks, and
+// ClaimUsers its hash of per-user counts (classic layout only): with the
+// claim meta's mode and limit, the join script reads from them whether a
+// user whose pass was spent is below the per-user limit.
+func (k Keys) ClaimByUser() string { return k.base + "byuser" }
+
+// ClaimUsers: see ClaimByUser.
+func (k Keys) ClaimUsers() string { return k.base + "users" }
+
 // room lists the keys the join, status and tick scripts take, in their
 // KEYS order.
 func (k Keys) room() []string {
 	return []string{k.Meta(), k.Seq(), k.Place(), k.ByPlace(), k.Seen(),
 		k.Admitted(), k.Passes(), k.Live(), k.ClaimMeta(), k.ClaimSeq(), k.Prequeue()}
 }
+
+// join lists the keys the join script takes: those of room, then
+// ClaimByUser and ClaimUsers.
+func (k Keys) join() []string { return append(k.room(), k.ClaimByUser(), k.ClaimUsers()) }
 
 // SpendKeys lists the keys SpendScript takes, in its KEYS order: Passes,
 // Live and Meta. The claim script appends them to its own keys to spend a

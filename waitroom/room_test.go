@@ -19,8 +19,9 @@ func TestKeysShareTheClaimSlot(t *testing.T) {
 	for _, prefix := range []string{"", "x:"} {
 		ck := claim.KeysFor(prefix, "spring-drop")
 		k := KeysFor(prefix, "spring-drop")
-		if k.ClaimMeta() != ck.Meta() || k.ClaimSeq() != ck.Seq() {
-			t.Fatalf("claim keys %q %q, want %q %q", k.ClaimMeta(), k.ClaimSeq(), ck.Meta(), ck.Seq())
+		if k.ClaimMeta() != ck.Meta() || k.ClaimSeq() != ck.Seq() || k.ClaimByUser() != ck.ByUser() || k.ClaimUsers() != ck.Users() {
+			t.Fatalf("claim keys %q %q %q %q, want %q %q %q %q", k.ClaimMeta(), k.ClaimSeq(), k.ClaimByUser(), k.ClaimUsers(),
+				ck.Meta(), ck.Seq(), ck.ByUser(), ck.Users())
 		}
 	}
 	c := redistest.ClusterClient(t)
@@ -30,7 +31,7 @@ func TestKeysShareTheClaimSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range append(k.room(), k.Lease()) {
+	for _, key := range append(k.join(), k.Lease()) {
 		got, err := c.Do(ctx, c.B().ClusterKeyslot().Key(key).Build()).AsInt64()
 		if err != nil {
 			t.Fatal(err)

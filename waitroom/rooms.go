@@ -21,7 +21,10 @@ const (
 	// StatusAdmitted: let in; the pass lets the user claim once until it
 	// expires.
 	StatusAdmitted Status = "admitted"
-	// StatusUsed: the user's pass was spent by a claim.
+	// StatusUsed: the user's pass was spent by a claim, and the user's
+	// claims reach the promotion's per-user limit. A user below it (a
+	// limit above 1) who joins again takes a new place at the back; until
+	// then Status answers used too.
 	StatusUsed Status = "used"
 	// StatusExpired: the user's pass expired unspent; joining again takes a
 	// place at the back.
@@ -157,12 +160,14 @@ func (r *Rooms) Active(ctx context.Context) ([]string, error) {
 
 // Join puts userID in line in promotion id's room, or answers the standing
 // of a user already there: joining again, from any number of tabs, keeps
-// the place. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
+// the place. A user whose pass was spent joins again at the back while the
+// user's claims are below the promotion's per-user limit, and is answered
+// StatusUsed at the limit. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
 // cannot join, and ErrNotStarted before a prequeue's opening moment. During
 // the opening moment the user is collected unordered (StatusPrequeue) and
 // gets a place from the shuffle.
 func (r *Rooms) Join(ctx context.Context, id, userID string) (Standing, error) {
-	vals, err := joinScript.Exec(ctx, r.client, r.Keys(id).room(), []string{userID}).ToArray()
+	vals, err := joinScript.Exec(ctx, r.client, r.Keys(id).join(), []string{userID}).ToArray()
 	if err != nil {
 		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
 	}

@@ -3,6 +3,7 @@ package waitroom
 import (
 	"github.com/redis/rueidis"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/roompass"
 )
 
@@ -14,7 +15,16 @@ import (
 //	KEYS[9] ClaimMeta               KEYS[10] ClaimSeq
 //	KEYS[11] Prequeue
 //
-// All carry the promotion's hash tag, so each script touches one slot.
+// and the join script two more (Keys.join): KEYS[12] ClaimByUser,
+// KEYS[13] ClaimUsers. All carry the promotion's hash tag, so each script
+// touches one slot.
+//
+// A script whose source starts with a line "-- dibs:<name> v<n>" is named
+// and versioned as the claim package's are (see its doc): its KEYS, ARGV
+// and reply change only under a new version, and the keys it shares with
+// the previous release keep their meaning and format, so both releases'
+// scripts run side by side on one Redis during a rolling upgrade. A room
+// script without that line is its version 1.
 
 // prelude holds the Lua helpers the room scripts share.
 //
@@ -131,14 +141,20 @@ return 1
 
 // joinScript puts a user in line, idempotently.
 //
-// KEYS: see above. ARGV: user id.
+// KEYS: see above (Keys.join). ARGV: user id.
 //
 // A user already waiting (and not abandoned) keeps the place and checks in;
-// an admitted user (or one whose pass was spent) is answered as such. A user
+// an admitted user is answered as such. A user whose pass was spent is
+// answered 'used' while the user's claims (counted as the claim script's
+// per-user limit check counts them: held of the claim layout, from the
+// claim meta's mode, ClaimByUser and ClaimUsers) reach the claim meta's
+// limit; below it the user is one who may claim again. Such a user, and one
 // who never joined, was skipped as abandoned, stopped checking in, or let a
-// pass expire takes a new place at the back: INCR of Seq, O(1). Returns the
-// reply of the prelude, or {outcome} with outcome not_found, ended or
-// sold_out (no new place is handed out when nobody can be let in).
+// pass expire, takes a new place at the back: INCR of Seq, O(1) (reading
+// the user's claims is O(1), or O(the user's claims) in the compact
+// layout). Returns the reply of the prelude, or {outcome} with outcome
+// not_found, ended or sold_out (no new place is handed out when nobody can
+// be let in).
 //
 // With a prequeue not yet shuffled (pq open or sealed), a join before
 // pq_from answers {'not_started'}; from pq_from until the tick seals the
@@ -146,7 +162,16 @@ return 1
 // idempotent) and answers 'prequeue' with no place; a member joining again
 // while the shuffle runs (pq sealed) checks in and stays 'prequeue', and a
 // newcomer then takes a place after the shuffled ones.
-var joinScript = rueidis.NewLuaScript(prelude + `
+//
+// Version 2 (the first one was unnamed) gives a user below the per-user
+// limit a new place where version 1 answered 'used', and takes KEYS[12]
+// and KEYS[13]; it writes the keys as version 1 did.
+var joinScript = rueidis.NewLuaScript("-- dibs:wr_join v2" + claim.LayoutLua + prelude + `
+local function below_limit(user)
+  local c = redis.call('HMGET', KEYS[9], 'limit', 'mode')
+  st_mode(c[2])
+  return held(KEYS[13], user, redis.call('HGET', KEYS[12], user)) < tonumber(c[1] or '1')
+end
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
@@ -163,6 +188,7 @@ if pq and pq ~= 'done' then
   end
 end
 local st, place, pass, exp = standing(user, now, tonumber(m[4]), pq)
+if st == 'used' and below_limit(user) then st = 'again' end
 if st == 'admitted' or st == 'used' then return reply(st, 0, pass, exp, now, remaining, live, m) end
 if st == 'waiting' then
   redis.call('HSET', KEYS[5], user, now)
