@@ -522,6 +522,25 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	}
 }
 
+// TestAlertRulesUnitTests: the rules fire, and stay quiet, as
+// prometheus/dibs-alerts.test.yaml says (`promtool test rules`): clients
+// that hang up fire nothing, and do not hide real 5xx. Missing promtool
+// fails the test, except with -short.
+func TestAlertRulesUnitTests(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("promtool is not installed (scripts/deps.sh installs it)")
+		}
+		t.Fatal("promtool is not installed: run scripts/deps.sh (apt-get install prometheus)")
+	}
+	out, err := exec.Command(promtool, "test", "rules", "prometheus/dibs-alerts.test.yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
 // exportedMetrics returns the dibs_ metric names in an exposition.
 func exportedMetrics(text string) map[string]bool {
 	names := map[string]bool{}

@@ -10,8 +10,9 @@ import (
 // http.ResponseController (deadlines, flushes, full duplex) working.
 type answerWriter struct {
 	http.ResponseWriter
-	code  int
-	bytes int64
+	code    int
+	bytes   int64
+	flushed bool // an answer went out before the handler returned
 }
 
 func (w *answerWriter) WriteHeader(code int) {
@@ -28,6 +29,13 @@ func (w *answerWriter) Write(b []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
+}
+
+// FlushError flushes the writer underneath, for http.ResponseController,
+// and remembers that an answer went out (a stream's).
+func (w *answerWriter) FlushError() error {
+	w.flushed = true
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Unwrap returns the writer underneath, for http.ResponseController.
@@ -49,12 +57,22 @@ func (s *Server) routeOf(r *http.Request) string {
 }
 
 // observe counts the answered request and, with Config.AccessLog, logs it.
+// A request whose client left before the answer counts as
+// StatusClientClosedRequest.
 func (s *Server) observe(w *answerWriter, r *http.Request, start time.Time) {
 	took := time.Since(start)
 	route := s.routeOf(r)
 	code := w.code
 	if code == 0 {
 		code = http.StatusOK // nothing written: net/http answers 200
+	}
+	if clientLeft(r) && !w.flushed {
+		// The client hung up before any answer went out: whatever the
+		// handler wrote reached no one, and no failure of the server is
+		// counted for it.
+		s.log.Debug("client left before the answer", "method", r.Method, "route", route, "path", r.URL.Path,
+			"answered", code, "took_ms", took.Milliseconds())
+		code = StatusClientClosedRequest
 	}
 	s.m.request(route, code, took.Seconds())
 	if s.cfg.AccessLog {

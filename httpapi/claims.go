@@ -60,13 +60,24 @@ func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 		reject(problem(CodeInvalidRequest, "Idempotency-Key must be 1-64 printable ASCII characters").withField("Idempotency-Key"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ClaimTimeout)
+	// A claim goes on when its client leaves: Redis may take it all the
+	// same, and the client's retry with the same Idempotency-Key, or its
+	// status read, finds it. It counts by what Redis answered; the request
+	// counts as 499 (observe). ClaimTimeout alone bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.ClaimTimeout)
 	defer cancel()
 	res, err := s.cfg.Manager.ClaimWithToken(ctx, id, in.UserID, key, r.Header.Get(EntryTokenHeader))
 	if err != nil {
-		reject(s.problemFor(r, err))
+		pr := knownProblem(err)
+		if pr == nil {
+			reject(s.unexpected(r, err))
+			return
+		}
+		s.redisAnswered()
+		reject(pr)
 		return
 	}
+	s.redisAnswered()
 	outcome = "accepted"
 	if res.Replayed {
 		outcome = "replayed"

@@ -133,6 +133,7 @@ type Server struct {
 	handler      http.Handler // the mux behind the edge's CORS
 	tokens       []AdminToken // the configured admin tokens; read-only
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
+	fails        failureLogs  // written by request goroutines, through its atomics
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -494,10 +495,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.problemFor(r, err).write(w, r)
 }
 
-// problemFor maps err to its problem: the promotion package's sentinels
-// (its one error vocabulary) map to their codes, anything else means Redis
-// or the database did not answer as expected (and is logged).
+// problemFor maps err to its problem: knownProblem's, else unexpected's.
 func (s *Server) problemFor(r *http.Request, err error) *Problem {
+	if pr := knownProblem(err); pr != nil {
+		return pr
+	}
+	return s.unexpected(r, err)
+}
+
+// knownProblem maps the promotion package's sentinels (its one error
+// vocabulary) to their problems; nil for any other error.
+func knownProblem(err error) *Problem {
 	var ve *promotion.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -543,12 +551,7 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 		// was taken, so a plain retry is safe.
 		return problem(CodeUnavailable, "the promotion is being prepared on this instance; retry shortly").retry(1)
 	}
-	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	detail := "Redis or the database did not answer; retry shortly"
-	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/claims") {
-		detail = "Redis did not answer; the claim may or may not have been taken: retry with the same Idempotency-Key"
-	}
-	return problem(CodeUnavailable, detail).retry(1)
+	return nil
 }
 
 // pathID reads and validates a path identifier.
