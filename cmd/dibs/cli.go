@@ -245,7 +245,8 @@ func registerRunFlags(fs *flag.FlagSet, o *demo.Options) {
 }
 
 // exitOps reports err of an operations command as one line, "dibs: <code>:
-// <detail>", and returns its exit code: exitProblem for the server's
+// <detail>", with " (request_id <id>)" when the server named the request
+// (its log lines carry the id), and returns its exit code: exitProblem for the server's
 // problems (and failures of the command's own), exitUnreachable when no
 // answer came.
 func exitOps(err error, stderr io.Writer) int {
@@ -256,6 +257,9 @@ func exitOps(err error, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &p):
 		msg = p.Error()
+		if p.RequestID != "" {
+			msg += " (request_id " + p.RequestID + ")"
+		}
 	case errors.Is(err, context.Canceled):
 		msg = "interrupted"
 	case errors.As(err, &re):

@@ -342,6 +342,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	// Lines a request causes anywhere (the promotion manager, say) carry
+	// its request_id.
+	c.Logger = slog.New(httpapi.LogHandler(c.Logger.Handler()))
 	// One logger for every part: the stream runtime's default
 	// (slog.Default(), which DefaultConfig's Stream holds) is replaced too.
 	c.Stream.Logger = c.Logger
