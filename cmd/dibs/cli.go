@@ -32,10 +32,11 @@ func commands() []command {
 		{"serve", "run the HTTP API, the confirmation consumers and the schedulers", runServe, false},
 		{"demo", "run the seed scenario (1,000 stock, 2,000 users) against a throw-away server", runDemo, false},
 		{"bench", "load-generate claims against a server and report throughput and latency", runBench, false},
-		{"promo", "create, list, show and close promotions on a running server", runPromo, true},
+		{"promo", "create, list, show, close, pause, resume and change promotions on a running server", runPromo, true},
 		{"grant", "upload the target users of a grant promotion from a file", runGrant, true},
 		{"dlq", "list, replay and void a promotion's dead letters", runDLQ, true},
 		{"status", "a live view of a promotion: counts, rates, progress to sold out", runStatus, true},
+		{"user", "a user's claims and standing across promotions", runUser, true},
 		{"migrate", "apply the database schema and exit", runMigrate, false},
 		{"version", "print the version, the commit and the build date", runVersion, false},
 	}
