@@ -100,6 +100,13 @@ func IdempotencyKey(key string) RequestOption {
 	return func(r *http.Request) { r.Header.Set("Idempotency-Key", key) }
 }
 
+// RequestID sends id as the X-Request-Id header: the server answers and
+// logs the request under it (1–128 visible ASCII characters; another is
+// replaced by an id the server makes).
+func RequestID(id string) RequestOption {
+	return func(r *http.Request) { r.Header.Set("X-Request-Id", id) }
+}
+
 // EntryToken sends token as the X-Entry-Token header of a claim on a
 // promotion with a waiting room.
 func EntryToken(token string) RequestOption {
@@ -226,6 +233,9 @@ func readProblem(resp *http.Response) *Problem {
 		p = &Problem{Title: http.StatusText(resp.StatusCode), Detail: snippet(data)}
 	}
 	p.Status = resp.StatusCode
+	if p.RequestID == "" {
+		p.RequestID = resp.Header.Get("X-Request-Id")
+	}
 	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s >= 0 {
 		p.RetryAfter = time.Duration(s) * time.Second
 	}

@@ -96,7 +96,14 @@ func TestPromotions(t *testing.T) {
 		t.Errorf("field %q, want stock", pr.Field)
 	}
 	_, err = c.GetPromotion(ctx, pid+"-none")
-	wantProblem(t, err, client.CodeNotFound, http.StatusNotFound)
+	if pr := wantProblem(t, err, client.CodeNotFound, http.StatusNotFound); len(pr.RequestID) < 20 {
+		t.Errorf("the problem names no request: %+v", pr)
+	}
+	// A request sent under the caller's id is answered under it.
+	_, err = c.CreatePromotion(ctx, client.NewPromotion{ID: pid, Stock: 5}, client.RequestID("ops-check-7"))
+	if pr := wantProblem(t, err, client.CodeAlreadyExists, http.StatusConflict); pr.RequestID != "ops-check-7" {
+		t.Errorf("request id %q, want ops-check-7", pr.RequestID)
+	}
 
 	got, err := c.GetPromotion(ctx, pid)
 	if err != nil || got.ID != pid || got.Stock != 5 {

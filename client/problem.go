@@ -51,6 +51,10 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Field names the request field at fault (invalid_request).
 	Field string `json:"field,omitempty"`
+	// RequestID is the id the server answered the request under (the
+	// problem's request_id, else the X-Request-Id header): the server's
+	// log lines of the request carry it. Empty if the answer had none.
+	RequestID string `json:"request_id,omitempty"`
 	// RetryAfter is the answer's Retry-After; 0 without one.
 	RetryAfter time.Duration `json:"-"`
 }

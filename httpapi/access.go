@@ -76,7 +76,7 @@ func (s *Server) observe(w *answerWriter, r *http.Request, start time.Time) {
 	}
 	s.m.request(route, code, took.Seconds())
 	if s.cfg.AccessLog {
-		s.log.Info("request", "method", r.Method, "route", route, "path", r.URL.Path, "status", code,
+		s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route, "path", r.URL.Path, "status", code,
 			"bytes", w.bytes, "took_ms", took.Milliseconds(), "remote", r.RemoteAddr)
 	}
 }

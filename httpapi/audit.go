@@ -123,7 +123,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 	}
 	promo := r.PathValue("id")
 	detail, _ := json.Marshal(note.detail)
-	s.log.Info("admin action", "actor", note.actor, "action", action, "promotion", promo,
+	s.log.InfoContext(r.Context(), "admin action", "actor", note.actor, "action", action, "promotion", promo,
 		"status", status, "detail", string(detail), "took_ms", time.Since(start).Milliseconds())
 	ctx, cancel := withTimeout(r, auditTimeout)
 	defer cancel()
@@ -131,7 +131,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 		At: start.UTC(), Actor: note.actor, Action: action, PromotionID: promo, Detail: string(detail), Status: status,
 	})
 	if err != nil {
-		s.log.Warn("audit log row not written; the log line above stands for it", "action", action, "actor", note.actor, "err", err)
+		s.log.WarnContext(r.Context(), "audit log row not written; the log line above stands for it", "action", action, "actor", note.actor, "err", err)
 	}
 }
 

@@ -134,7 +134,7 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setCookie(w, r, id, UISessionTTL)
-	s.log.Info("dashboard login", "actor", name)
+	s.log.InfoContext(r.Context(), "dashboard login", "actor", name)
 	writeJSON(w, http.StatusOK, map[string]string{"name": name, "csrf": sess.CSRF})
 }
 

@@ -64,7 +64,7 @@ func (s *Server) unexpected(r *http.Request, err error) *Problem {
 		if claim {
 			attrs = append(attrs, "failures", n)
 		}
-		s.log.Error("request failed", attrs...)
+		s.log.ErrorContext(r.Context(), "request failed", attrs...)
 	}
 	return pr
 }

@@ -134,7 +134,7 @@ func (s *Server) readUpload(r *http.Request, d *streamDeadline, what, id string,
 		d.touch()
 		raw, tooLong, err := readLine(br, MaxGrantLineBytes)
 		if err != nil && !errors.Is(err, io.EOF) {
-			s.log.Warn(what+" upload broke off", "promotion", id, "line", line, "err", err)
+			s.log.WarnContext(r.Context(), what+" upload broke off", "promotion", id, "line", line, "err", err)
 			break
 		}
 		switch {

@@ -193,7 +193,7 @@ func (s *Server) settleKey(r *http.Request, key, running string, rec *recorder) 
 	if err != nil {
 		// The running record expires on its own; until then a retry gets
 		// request_in_progress.
-		s.log.Warn("settling an Idempotency-Key record", "key", key, "err", err)
+		s.log.WarnContext(r.Context(), "settling an Idempotency-Key record", "key", key, "err", err)
 	}
 }
 

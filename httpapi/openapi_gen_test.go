@@ -140,6 +140,8 @@ func schemas() J {
 			"detail":   str("what went wrong, for people"),
 			"instance": str("the request's path"),
 			"field":    str("the request field at fault (invalid_request, stock_below_accepted, ended)"),
+			"request_id": str("the request's id, as in its X-Request-Id answer header and its log lines (request_id); " +
+				"a replayed answer (Idempotent-Replayed) is the first one, with the first request's id"),
 		}),
 		"WaitingRoomIn": waitingRoomIn,
 		"PromotionCreate": input("a new promotion", nil, J{
@@ -388,6 +390,9 @@ func parameters() J {
 			"schema": J{"type": "string"}},
 		"Limit": J{"name": "limit", "in": "query", "description": "items per page",
 			"schema": J{"type": "integer", "minimum": 1, "maximum": httpapi.MaxPageLimit, "default": httpapi.DefaultPageLimit}},
+		"RequestID": J{"name": httpapi.RequestIDHeader, "in": "header",
+			"description": "the caller's id of the request, answered in X-Request-Id and logged as request_id; one that is empty, longer than 128 characters or not visible ASCII is replaced by a generated id (never refused)",
+			"schema":      J{"type": "string"}},
 		"IdempotencyKey": J{"name": "Idempotency-Key", "in": "header", "description": "a retry with the same key and request gets the first answer again (admin: within 24 h; claims: within the promotion's life)",
 			"schema": J{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[\\x21-\\x7e]+$"}},
 		"EntryToken": J{"name": httpapi.EntryTokenHeader, "in": "header", "description": "the entry token of an admitted user (waiting room on)",
@@ -398,6 +403,8 @@ func parameters() J {
 func headers() J {
 	return J{
 		"RetryAfter": J{"description": "seconds to wait before retrying", "schema": J{"type": "integer", "minimum": 1}},
+		"RequestID": J{"description": "the request's id: the caller's X-Request-Id if valid, else one the server made; problems carry it as request_id, log lines as request_id",
+			"schema": J{"type": "string", "minLength": 1, "maxLength": httpapi.MaxRequestIDLen}},
 		"IdempotentReplayed": J{"description": "true on the first answer replayed for a retry with the same Idempotency-Key",
 			"schema": J{"type": "string", "enum": []string{"true"}}},
 		"WWWAuthenticate": J{"description": "the Bearer challenge", "schema": J{"type": "string"}},
@@ -406,6 +413,19 @@ func headers() J {
 		"SetCookie":       J{"description": "the dashboard's session cookie dibs_ui (HttpOnly, SameSite=Strict, Path=/)", "schema": J{"type": "string"}},
 		"Location":        J{"description": "where the resource is", "schema": J{"type": "string"}},
 	}
+}
+
+// withRequestID is response r with the X-Request-Id header every answer
+// carries.
+func withRequestID(r J) J {
+	out := maps.Clone(r)
+	hd := J{}
+	if h, ok := r["headers"].(J); ok {
+		hd = maps.Clone(h)
+	}
+	hd[httpapi.RequestIDHeader] = header("RequestID")
+	out["headers"] = hd
+	return out
 }
 
 // problems is the problem answers of an operation: status → codes.
@@ -496,6 +516,10 @@ func (o op) json() J {
 	for st, r := range o.ok {
 		resp[st] = r
 	}
+	for st, r := range resp {
+		resp[st] = withRequestID(r.(J))
+	}
+	o.params = append(slices.Clone(o.params), param("RequestID"))
 	out := J{"operationId": o.id, "summary": o.summary, "tags": []string{o.tag}, "responses": resp, "security": o.security}
 	if o.desc != "" {
 		out["description"] = o.desc
@@ -798,7 +822,8 @@ func openAPIDocument() J {
 				"Clients switch on code, not on the status alone. JSON request bodies over 64 KiB get 413; unknown JSON fields " +
 				"and trailing data get 400. A wrong method gets 405 with Allow; an unknown path 404 not_found. HEAD is answered " +
 				"wherever GET is. CORS preflights (OPTIONS) from the origins in edge.cors.allowed_origins are answered 204 by the edge, " +
-				"in front of every route.",
+				"in front of every route. Every answer carries X-Request-Id: the caller's, when it sent a valid one, else one the server made; " +
+				"problems carry it as request_id, and the server's log lines of the request as request_id.",
 		},
 		"servers": []J{{"url": "/"}},
 		"tags": []J{
@@ -811,8 +836,8 @@ func openAPIDocument() J {
 			"parameters": parameters(),
 			"headers":    headers(),
 			"responses": J{
-				"MethodNotAllowed": problems{}.with(httpapi.CodeMethod).responses()["405"],
-				"NoSuchEndpoint":   problems{}.with(httpapi.CodeNotFound).responses()["404"],
+				"MethodNotAllowed": withRequestID(problems{}.with(httpapi.CodeMethod).responses()["405"].(J)),
+				"NoSuchEndpoint":   withRequestID(problems{}.with(httpapi.CodeNotFound).responses()["404"].(J)),
 			},
 			"securitySchemes": J{
 				"adminBearer": J{"type": "http", "scheme": "bearer",

@@ -120,6 +120,10 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Field names the request field at fault, for invalid_request.
 	Field string `json:"field,omitempty"`
+	// RequestID is the id of the request (an extension member, RFC 9457
+	// section 3.2), the X-Request-Id it was answered with; its log lines
+	// carry it as request_id.
+	RequestID string `json:"request_id,omitempty"`
 
 	retryAfter int // seconds; 0 for none
 }
@@ -139,6 +143,9 @@ func (p *Problem) retry(seconds int) *Problem { p.retryAfter = seconds; return p
 func (p *Problem) write(w http.ResponseWriter, r *http.Request) {
 	if p.Instance == "" && r != nil {
 		p.Instance = r.URL.Path
+	}
+	if p.RequestID == "" && r != nil {
+		p.RequestID = RequestID(r.Context())
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")

@@ -101,7 +101,8 @@ type Config struct {
 	// the metrics when Metrics is nil, else to prometheus.DefaultGatherer:
 	// pass the registry Metrics was made with.
 	Gatherer prometheus.Gatherer
-	// Logger receives request errors. Defaults to slog.Default().
+	// Logger receives request errors; the lines a request causes carry
+	// its request_id (see LogHandler). Defaults to slog.Default().
 	Logger *slog.Logger
 	// Watcher pushes the standings of waiting-room users to the streams of
 	// GET …/queue/{user_id} asked for as server-sent events (Accept:
@@ -165,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		tokens:   tokens,
 		cfg:      cfg,
 		mux:      &routeMux{ServeMux: http.NewServeMux()},
-		log:      cfg.Logger,
+		log:      slog.New(LogHandler(cfg.Logger.Handler())),
 		m:        cfg.Metrics,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 
@@ -173,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 		streams:      make(chan struct{}, cfg.MaxStreams),
 	}
 	ecfg := cfg.Edge
-	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, cfg.Logger, edgeProblem
+	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
 	if ecfg.KeyPrefix == "" {
 		ecfg.KeyPrefix = cfg.KeyPrefix
 	}
@@ -182,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.edge = e
-	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: cfg.Logger}); err != nil {
+	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.routes()
@@ -255,11 +256,13 @@ func (c Config) validate() error {
 	return nil
 }
 
-// ServeHTTP implements http.Handler. Every request gets the read and write
-// deadlines of Config.ReadTimeout and Config.WriteTimeout on its connection;
-// a streamed request pushes them ahead as it goes (see beginStream).
+// ServeHTTP implements http.Handler. Every request gets its id (see
+// RequestID) and the read and write deadlines of Config.ReadTimeout and
+// Config.WriteTimeout on its connection; a streamed request pushes them
+// ahead as it goes (see beginStream).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
+	r = withRequestID(w, r)
 	rc := http.NewResponseController(w)
 	// Errors mean the writer has no connection to set deadlines on (a test
 	// recorder); nothing to bound then.
@@ -272,7 +275,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+			s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
 			problem(CodeUnavailable, "internal error").retry(1).write(aw, r)
 		}
 	}()

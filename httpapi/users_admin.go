@@ -41,7 +41,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	n, err := s.cfg.Manager.Store().EraseUser(r.Context(), userID, token)
 	if err != nil {
 		// Not s.fail: its log line would carry the path, the id itself.
-		s.log.Error("erasing a user failed", "user", token, "err", err)
+		s.log.ErrorContext(r.Context(), "erasing a user failed", "user", token, "err", err)
 		problem(CodeUnavailable, "the database did not answer; nothing was erased, retry shortly").retry(1).write(w, r)
 		return
 	}

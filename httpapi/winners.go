@@ -140,7 +140,7 @@ func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
 		d.touch()
 		rows, err := s.cfg.Manager.Store().IssuedByRank(r.Context(), id, after, csvChunk)
 		if err != nil {
-			s.log.Warn("winners export cut short", "promotion", id, "after_rank", after, "err", err)
+			s.log.WarnContext(r.Context(), "winners export cut short", "promotion", id, "after_rank", after, "err", err)
 			panic(http.ErrAbortHandler) // the status is sent: only breaking the stream tells the client
 		}
 		for _, is := range rows {

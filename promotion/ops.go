@@ -62,7 +62,7 @@ func (m *Manager) Create(ctx context.Context, p Promotion) (View, error) {
 	// then claims get unavailable. Answering an error here would leave the
 	// caller to retry a creation that happened.
 	if err := m.awaitOpen(ctx, p.ID, p, true); err != nil {
-		m.log.Warn("promotion created; Redis will be prepared by the next re-check", "promotion", p.ID, "err", err)
+		m.log.WarnContext(ctx, "promotion created; Redis will be prepared by the next re-check", "promotion", p.ID, "err", err)
 		return m.fresh(p), nil
 	}
 	v, err := m.view(ctx, p)

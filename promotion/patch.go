@@ -125,7 +125,7 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 	if err != nil {
 		if pt != nil {
 			if uerr := pt.Undo(dctx, p.gateStock()); uerr != nil {
-				m.log.Warn("change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
+				m.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
 			}
 		}
 		return View{}, domainErr(err)
@@ -186,7 +186,7 @@ func (m *Manager) tellChanged(ctx context.Context, id string) {
 	hctx, cancel := context.WithTimeout(ctx, hintTimeout)
 	defer cancel()
 	if err := m.hints.Publish(hctx, id, hint.Changed); err != nil {
-		m.log.Warn("cannot tell other instances of a changed promotion", "promotion", id, "err", err)
+		m.log.WarnContext(ctx, "cannot tell other instances of a changed promotion", "promotion", id, "err", err)
 	}
 }
 

@@ -141,7 +141,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 				p.codes = 0 // no pool yet: the gate holds the stock
 			}
 			if uerr := pt.Undo(dctx, p.gateStock()); uerr != nil {
-				m.log.Warn("codes not added; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
+				m.log.WarnContext(ctx, "codes not added; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
 			}
 		}
 		return PoolAdded{}, fmt.Errorf("promotion %s: add codes: %w", id, err)
@@ -155,7 +155,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 			// Claims beyond the codes were accepted before the pool capped
 			// them (their issue waits for codes): the gate keeps its stock.
 		case err != nil:
-			m.log.Warn("codes added; the re-check raises the promotion's stock in Redis to them", "promotion", id, "err", err)
+			m.log.WarnContext(ctx, "codes added; the re-check raises the promotion's stock in Redis to them", "promotion", id, "err", err)
 		}
 	}
 	m.tellChanged(dctx, id)

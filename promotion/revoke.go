@@ -90,7 +90,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	pending, refused, err := m.applyRevokes(dctx, dctx, p, rows)
 	for _, f := range pending {
 		out.Pending = append(out.Pending, f.claimID)
-		m.log.Warn("issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
+		m.log.WarnContext(ctx, "issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
 	}
 	for _, f := range refused {
 		out.Refused = append(out.Refused, RefusedUndo{ClaimID: f.claimID, Reason: f.err.Error()})

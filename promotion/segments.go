@@ -112,10 +112,16 @@ func (m *Manager) segmentHandles(p Promotion, segs claim.Segments) []*handle {
 }
 
 // poolSpec is the confirmation pool of the stream under keyID's keys
-// (promotion p's own, or one of its segments'), issuing into p.
+// (promotion p's own, or one of its segments'), issuing into p. The pool's
+// log lines name the promotion (and the segment).
 func (m *Manager) poolSpec(p Promotion, keyID string, expected int64, h *handle) stream.Spec {
 	k := m.gate.Keys(keyID)
+	log := m.log.With("promotion", p.ID)
+	if keyID != p.ID {
+		log = log.With("segment", keyID)
+	}
 	return stream.Spec{
+		Logger:           log,
 		Stream:           k.Stream(),
 		Group:            claim.Group,
 		Handler:          &liveIssuer{h: h, base: issuer{m: m, promotionID: p.ID, segmented: p.segmented()}},

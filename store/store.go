@@ -336,6 +336,13 @@ type KnownClaim struct {
 	Fields map[string]string
 }
 
+// SchemaVersioner is a Store that says which schema its database holds:
+// the highest migration version applied, 0 before any. Both backends of
+// dibs implement it.
+type SchemaVersioner interface {
+	SchemaVersion(ctx context.Context) (int, error)
+}
+
 // Store is the database behind dibs. Implementations are safe for concurrent use.
 type Store interface {
 	Admin

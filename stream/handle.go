@@ -31,6 +31,7 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 		cb := p.callbackDeadline(ctx)
 		var acks, retry, failed []Message
 		var causes []error
+		var transient error // the first transient failure, for the log
 		for i, m := range run {
 			var err error
 			if errs != nil {
@@ -49,6 +50,9 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 				p.deadLetter(ctx, cb, m, m.Failures+1, "permanent: "+err.Error(), true)
 			case FailureTransient:
 				retry = append(retry, m)
+				if transient == nil {
+					transient = err
+				}
 			default:
 				failed = append(failed, m)
 				causes = append(causes, err)
@@ -63,7 +67,7 @@ func (p *Pool) handle(c *consumer, msgs []Message) {
 		// A dependency is down: pause the whole pool, then retry the same
 		// entries in memory so the attempt does not count as a delivery.
 		d := backoff(round, 100*time.Millisecond, max(p.cfg.ReclaimMinIdle/4, time.Millisecond))
-		p.log.Warn("stream handler reported a transient failure; pausing", "entries", len(retry), "pause", d)
+		p.log.Warn("stream handler reported a transient failure; pausing", "entries", len(retry), "pause", d, "err", transient)
 		p.pause(d)
 		if !p.sleep(c, d) || !p.mayAck(c) {
 			return // stopping: the entries stay pending

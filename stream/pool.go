@@ -59,6 +59,10 @@ type Spec struct {
 	// InitialConsumers(ExpectedTotal). It must not block (the owner keeps
 	// the answer ready, an atomic say). Optional.
 	Size func() int
+	// Logger, if set, receives the pool's logs in place of Config.Logger,
+	// so a pool's lines can name what its stream is for (a promotion, say).
+	// Either way each line carries stream and group. Optional.
+	Logger *slog.Logger
 }
 
 func (s Spec) withDefaults() Spec {
@@ -66,6 +70,14 @@ func (s Spec) withDefaults() Spec {
 		s.DeadLetterStream = s.Stream + ":dlq"
 	}
 	return s
+}
+
+// logger is the logger of the pool of s: Spec.Logger, else def.
+func (s Spec) logger(def *slog.Logger) *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return def
 }
 
 func (s Spec) validate() error {
@@ -178,7 +190,7 @@ func newPool(client rueidis.Client, instance string, spec Spec, cfg Config, toke
 	p := &Pool{
 		client: client, instance: instance, spec: spec, cfg: cfg, token: token, blocking: blocking,
 		failuresKey: FailuresKey(spec.Stream, spec.Group),
-		log:         cfg.Logger.With("stream", spec.Stream, "group", spec.Group),
+		log:         spec.logger(cfg.Logger).With("stream", spec.Stream, "group", spec.Group),
 		events:      make(chan report, 2*cfg.MaxConsumers),
 		wakeups:     make(chan struct{}, 1),
 		halt:        make(chan struct{}),

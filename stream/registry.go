@@ -125,6 +125,19 @@ func (r *Registry) Wake(key string) {
 // Running reports whether key's pool is running (started and not stopping).
 func (r *Registry) Running(key string) bool { return r.Pool(key) != nil }
 
+// Len returns how many pools are running (started and not stopping).
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.pools {
+		if !isDone(p) && !p.isClosing() {
+			n++
+		}
+	}
+	return n
+}
+
 // Pool returns key's running pool, or nil.
 func (r *Registry) Pool(key string) *Pool {
 	r.mu.Lock()

@@ -32,10 +32,11 @@ func commands() []command {
 		{"serve", "run the HTTP API, the confirmation consumers and the schedulers", runServe, false},
 		{"demo", "run the seed scenario (1,000 stock, 2,000 users) against a throw-away server", runDemo, false},
 		{"bench", "load-generate claims against a server and report throughput and latency", runBench, false},
-		{"promo", "create, list, show and close promotions on a running server", runPromo, true},
+		{"promo", "create, list, show, close, pause, resume and change promotions on a running server", runPromo, true},
 		{"grant", "upload the target users of a grant promotion from a file", runGrant, true},
 		{"dlq", "list, replay and void a promotion's dead letters", runDLQ, true},
 		{"status", "a live view of a promotion: counts, rates, progress to sold out", runStatus, true},
+		{"user", "a user's claims and standing across promotions", runUser, true},
 		{"migrate", "apply the database schema and exit", runMigrate, false},
 		{"version", "print the version, the commit and the build date", runVersion, false},
 	}
@@ -245,7 +246,8 @@ func registerRunFlags(fs *flag.FlagSet, o *demo.Options) {
 }
 
 // exitOps reports err of an operations command as one line, "dibs: <code>:
-// <detail>", and returns its exit code: exitProblem for the server's
+// <detail>", with " (request_id <id>)" when the server named the request
+// (its log lines carry the id), and returns its exit code: exitProblem for the server's
 // problems (and failures of the command's own), exitUnreachable when no
 // answer came.
 func exitOps(err error, stderr io.Writer) int {
@@ -256,6 +258,9 @@ func exitOps(err error, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &p):
 		msg = p.Error()
+		if p.RequestID != "" {
+			msg += " (request_id " + p.RequestID + ")"
+		}
 	case errors.Is(err, context.Canceled):
 		msg = "interrupted"
 	case errors.As(err, &re):

@@ -6,10 +6,11 @@
 //	dibs serve    run the HTTP API, the consumers and the schedulers
 //	dibs demo     run the seed scenario against a throw-away server
 //	dibs bench    load-generate against a running server
-//	dibs promo    create, list, show and close promotions on a running server
+//	dibs promo    create, list, show, close, pause, resume and change promotions on a running server
 //	dibs grant    upload a grant promotion's target users from a file
 //	dibs dlq      list, replay and void a promotion's dead letters
 //	dibs status   a live view of a promotion
+//	dibs user     a user's claims and standing across promotions
 //	dibs migrate  apply the database schema and exit
 //	dibs version  print the version, the commit and the build date (also dibs --version)
 package main

@@ -399,6 +399,7 @@ func TestOpsWithoutServer(t *testing.T) {
 		{"promo", "list"}, {"promo", "show", "p"}, {"promo", "create", "--stock", "1"}, {"promo", "close", "p"},
 		{"grant", "--promotion", "g", file}, {"dlq", "list", "p"}, {"dlq", "replay", "p", "--all"},
 		{"dlq", "void", "p", "p#1"}, {"status", "p", "--once"}, {"status", "p"},
+		{"promo", "pause", "p"}, {"promo", "resume", "p"}, {"promo", "set", "p", "--stock", "2"}, {"user", "u"},
 	} {
 		r := ops(t, down, 3, args...)
 		if !strings.HasPrefix(r.stderr, "dibs: unreachable: ") || strings.Count(r.stderr, "\n") != 1 {
@@ -409,6 +410,7 @@ func TestOpsWithoutServer(t *testing.T) {
 		{"promo"}, {"promo", "nope"}, {"promo", "list", "extra"}, {"promo", "list", "--limit", "-1"},
 		{"status"}, {"status", "p", "--interval", "1ms"}, {"dlq"}, {"grant"},
 		{"promo", "list", "--server", "localhost:8080"},
+		{"promo", "set", "p"}, {"promo", "set", "p", "--ends-at", "tomorrow"}, {"promo", "pause"}, {"user"}, {"user", "a", "b"},
 	} {
 		if r := ops(t, down, 2, args...); r.stdout != "" {
 			t.Errorf("dibs %v printed %q", args, r.stdout)
@@ -427,6 +429,10 @@ func TestOpsWithoutServer(t *testing.T) {
 		{[]string{"dlq", "replay", "--help"}, "dibs dlq replay: put dead letters back"},
 		{[]string{"dlq", "void", "--help"}, "dibs dlq void: give up on dead letters"},
 		{[]string{"status", "--help"}, "dibs status: a live view of a promotion"},
+		{[]string{"promo", "pause", "--help"}, "dibs promo pause: stop taking claims"},
+		{[]string{"promo", "resume", "--help"}, "dibs promo resume: take claims of a paused promotion again"},
+		{[]string{"promo", "set", "--help"}, "dibs promo set: change a running promotion's stock or end"},
+		{[]string{"user", "--help"}, "dibs user: a user's claims and standing across promotions"},
 		{[]string{"bench", "--help"}, "dibs bench: load-generate claims"},
 	} {
 		r := ops(t, down, 0, tt.args...)

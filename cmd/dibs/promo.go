@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,6 +19,9 @@ func runPromo(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"list", "list the promotions", runPromoList},
 		{"show", "show one promotion with its counts", runPromoShow},
 		{"close", "end a promotion now", runPromoClose},
+		{"pause", "stop taking claims of a promotion until it is resumed", runPromoPause},
+		{"resume", "take claims of a paused promotion again", runPromoResume},
+		{"set", "change a running promotion's stock or end", runPromoSet},
 	}, args, stdout, stderr)
 }
 
@@ -120,6 +124,63 @@ func runPromoShow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func runPromoClose(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return promoByID("close", "end a promotion now: claims answer ended from then on", args, stdout, stderr,
 		func(c *client.Client, id string) (*client.Promotion, error) { return c.ClosePromotion(ctx, id) })
+}
+
+func runPromoPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return promoPaused(ctx, "pause", "stop taking claims of a promotion until it is resumed: claims answer paused (409, Retry-After)", true, args, stdout, stderr)
+}
+
+func runPromoResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return promoPaused(ctx, "resume", "take claims of a paused promotion again", false, args, stdout, stderr)
+}
+
+// promoPaused runs pause or resume: a PATCH of paused. Pausing a paused
+// promotion (or resuming a running one) changes nothing and answers it.
+func promoPaused(ctx context.Context, verb, what string, paused bool, args []string, stdout, stderr io.Writer) error {
+	return promoByID(verb, what, args, stdout, stderr, func(c *client.Client, id string) (*client.Promotion, error) {
+		return c.PatchPromotion(ctx, id, client.PromotionPatch{Paused: &paused})
+	})
+}
+
+func runPromoSet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, sf := newOpsFlagSet("promo set", " PROMOTION", "change a running promotion's stock or end", stderr,
+		"Changes what the flags give, in one PATCH, and prints the promotion. The stock",
+		"cannot go below the claims accepted already (stock_below_accepted); the end",
+		"(RFC 3339, 2026-11-21T09:00:00Z) cannot move once every claim is settled.",
+		"The waiting room's admission rate is set at creation only: the API takes no",
+		"change of it.")
+	stock := fs.Int64("stock", 0, "the new stock, 1..1,000,000,000")
+	endsAt := fs.String("ends-at", "", "the new end time, RFC 3339")
+	opts := keyFlag(fs)
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var p client.PromotionPatch
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "stock" {
+			p.Stock = stock
+		}
+	})
+	if *endsAt != "" {
+		t, err := time.Parse(time.RFC3339, *endsAt)
+		if err != nil {
+			return usageErrorf("--ends-at: want an RFC 3339 time like 2026-11-21T09:00:00Z, not %q", *endsAt)
+		}
+		p.EndsAt = &t
+	}
+	if p.Stock == nil && p.EndsAt == nil {
+		return usageErrorf("nothing to change: give --stock, --ends-at or both")
+	}
+	c, err := sf.client()
+	if err != nil {
+		return err
+	}
+	out, err := c.PatchPromotion(ctx, pos[0], p, opts()...)
+	if err != nil {
+		return err
+	}
+	return printPromotion(stdout, sf.json, out)
 }
 
 // promoByID runs a verb that takes one promotion id and prints the

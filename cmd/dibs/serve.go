@@ -99,6 +99,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	f.apply(&cfg)
 	cfg.Failpoint = os.Getenv("DIBS_FAILPOINT")
+	cfg.ConfigFile = f.config
 	cfg.Logger = log
+	// The service hands log to every part; as the process's default too,
+	// a line from anywhere else (the standard library's log package, say)
+	// comes out in the same format.
+	slog.SetDefault(log)
 	return service.Run(ctx, cfg)
 }

@@ -10,8 +10,8 @@ import (
 // CORS constants: what browsers may send and read.
 const (
 	corsMethods        = "GET, POST"
-	corsAllowHeaders   = "Authorization, Content-Type, Idempotency-Key, X-Entry-Token"
-	corsExposeHeaders  = "Retry-After, Idempotent-Replayed"
+	corsAllowHeaders   = "Authorization, Content-Type, Idempotency-Key, X-Entry-Token, X-Request-Id"
+	corsExposeHeaders  = "Retry-After, Idempotent-Replayed, X-Request-Id"
 	corsPreflightVary  = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
 	corsMethodsAllowed = "GET HEAD POST"
 )
@@ -44,11 +44,11 @@ func (p *corsPolicy) allowed(origin string) bool {
 // from browsers (and does nothing when no origin is allowed). A preflight
 // (OPTIONS with Origin and Access-Control-Request-Method) is answered here
 // with 204 and never reaches h: with the allowed methods (GET, POST),
-// headers (Authorization, Content-Type, Idempotency-Key, X-Entry-Token)
-// and max age for an allowed origin and method, with no CORS header
-// otherwise. Other requests from an allowed origin get
+// headers (Authorization, Content-Type, Idempotency-Key, X-Entry-Token,
+// X-Request-Id) and max age for an allowed origin and method, with no CORS
+// header otherwise. Other requests from an allowed origin get
 // Access-Control-Allow-Origin (and Allow-Credentials if configured) and
-// may read Retry-After and Idempotent-Replayed. Every answer carries
+// may read Retry-After, Idempotent-Replayed and X-Request-Id. Every answer carries
 // `Vary: Origin`, so caches keep the answers of different origins apart.
 func (e *Edge) CORS(h http.Handler) http.Handler {
 	p := e.cors

@@ -30,7 +30,7 @@ func TestCORS(t *testing.T) {
 	preflightOK := map[string]string{
 		"Access-Control-Allow-Origin":  "https://shop.example",
 		"Access-Control-Allow-Methods": "GET, POST",
-		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Entry-Token",
+		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Entry-Token, X-Request-Id",
 		"Access-Control-Max-Age":       "300",
 	}
 	for _, tc := range []struct {
@@ -51,9 +51,9 @@ func TestCORS(t *testing.T) {
 		{"preflight, method not allowed", exact, "OPTIONS", map[string]string{"Origin": "https://shop.example", "Access-Control-Request-Method": "DELETE"},
 			want{204, false, map[string]string{}}},
 		{"plain OPTIONS goes to the handler", exact, "OPTIONS", map[string]string{"Origin": "https://shop.example"},
-			want{200, true, map[string]string{"Access-Control-Allow-Origin": "https://shop.example", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed"}}},
+			want{200, true, map[string]string{"Access-Control-Allow-Origin": "https://shop.example", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed, X-Request-Id"}}},
 		{"request, allowed", exact, "POST", map[string]string{"Origin": "http://localhost:3000"},
-			want{200, true, map[string]string{"Access-Control-Allow-Origin": "http://localhost:3000", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed"}}},
+			want{200, true, map[string]string{"Access-Control-Allow-Origin": "http://localhost:3000", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed, X-Request-Id"}}},
 		{"request, other origin", exact, "POST", map[string]string{"Origin": "https://evil.example"},
 			want{200, true, map[string]string{}}},
 		{"request, null origin", exact, "POST", map[string]string{"Origin": "null"},
@@ -61,9 +61,9 @@ func TestCORS(t *testing.T) {
 		{"request, no origin", exact, "POST", nil,
 			want{200, true, map[string]string{}}},
 		{"credentials", creds, "POST", map[string]string{"Origin": "https://shop.example"},
-			want{200, true, map[string]string{"Access-Control-Allow-Origin": "https://shop.example", "Access-Control-Allow-Credentials": "true", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed"}}},
+			want{200, true, map[string]string{"Access-Control-Allow-Origin": "https://shop.example", "Access-Control-Allow-Credentials": "true", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed, X-Request-Id"}}},
 		{"star", star, "POST", map[string]string{"Origin": "https://any.example"},
-			want{200, true, map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed"}}},
+			want{200, true, map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed, X-Request-Id"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

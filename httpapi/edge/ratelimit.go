@@ -272,7 +272,7 @@ func (e *Edge) check(w http.ResponseWriter, r *http.Request, rules []rule) bool 
 		e.failOpen.Add(1)
 		now := time.Now().UnixNano()
 		if last := e.lastFailLog.Load(); now-last >= int64(failLogEvery) && e.lastFailLog.CompareAndSwap(last, now) {
-			e.log.Warn("rate limiter unavailable; requests go on unlimited", "err", err, "unlimited_so_far", e.failOpen.Load())
+			e.log.WarnContext(r.Context(), "rate limiter unavailable; requests go on unlimited", "err", err, "unlimited_so_far", e.failOpen.Load())
 		}
 		return true
 	}

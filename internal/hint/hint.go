@@ -77,7 +77,8 @@ type Config struct {
 	// after its subscription failed or was dropped. Defaults to
 	// DefaultRetryDelay.
 	RetryDelay time.Duration
-	// Logger receives the bus's logs. Defaults to slog.Default().
+	// Logger receives the bus's logs; a line about one key names it as
+	// promotion (the keys are promotion ids). Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
@@ -227,7 +228,7 @@ func (b *Bus) receive(ctx context.Context, key string) {
 			return
 		}
 		if err != nil {
-			b.cfg.Logger.Warn("hint subscription dropped; subscribing again", "channel", ch, "err", err)
+			b.cfg.Logger.Warn("hint subscription dropped; subscribing again", "promotion", key, "channel", ch, "err", err)
 		}
 		t := time.NewTimer(b.cfg.RetryDelay)
 		select {

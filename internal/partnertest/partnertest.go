@@ -1,7 +1,8 @@
 // Package partnertest runs a partner's webhook endpoint for tests of the
 // webhook issuer: it issues a code for each claim posted to it, and
 // refuses (400) the claims of chosen users until it is told to accept them,
-// so a test can make a dead letter the way production does and replay it.
+// so a test can make a dead letter the way production does and replay it;
+// it can also be down (503 to every call).
 package partnertest
 
 import (
@@ -18,6 +19,7 @@ type Partner struct {
 
 	mu     sync.Mutex
 	refuse map[string]bool // users whose claims are refused
+	down   bool            // every call answers 503
 }
 
 // New starts an endpoint that refuses the claims of the users in refuse
@@ -46,7 +48,23 @@ func (p *Partner) Accept(users ...string) {
 	}
 }
 
+// SetDown makes the endpoint answer every call 503 Service Unavailable (a
+// partner that is down: the issuer backs off and retries), or, with false,
+// serve again.
+func (p *Partner) SetDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+}
+
 func (p *Partner) serve(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	if down {
+		http.Error(w, `{"error":"down for maintenance"}`, http.StatusServiceUnavailable)
+		return
+	}
 	var claim struct {
 		UserID string `json:"user_id"`
 	}

@@ -96,8 +96,14 @@ type Config struct {
 	// were committed to the database, before they are acknowledged in
 	// Redis. Defaults to none.
 	Failpoint string `yaml:"-"`
-	// Logger receives the service's logs. Defaults to slog.Default().
+	// Logger receives the logs of the service and of every part of it (the
+	// stream runtime, the promotion manager, the waiting rooms, the hint
+	// bus, the API, the embedded redis-server's output): Stream.Logger is
+	// set to it. Defaults to slog.Default().
 	Logger *slog.Logger `yaml:"-"`
+	// ConfigFile names the file the configuration was read from, for the
+	// start line of the log. Defaults to none.
+	ConfigFile string `yaml:"-"`
 }
 
 // HTTPConfig is the `http:` section of the file; zero means the API's
@@ -336,9 +342,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Stream.Logger == nil {
-		c.Stream.Logger = c.Logger
-	}
+	// Lines a request causes anywhere (the promotion manager, say) carry
+	// its request_id.
+	c.Logger = slog.New(httpapi.LogHandler(c.Logger.Handler()))
+	// One logger for every part: the stream runtime's default
+	// (slog.Default(), which DefaultConfig's Stream holds) is replaced too.
+	c.Stream.Logger = c.Logger
 	return c
 }
 

@@ -191,6 +191,7 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", where, err)
 	}
+	s.logStart(ctx, st, client)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -336,26 +337,35 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
-	if s.started {
-		s.log.Info("shutting down: draining requests and consumers")
-		hctx, cancel := context.WithTimeout(ctx, DrainTimeout)
-		if err := s.hs.Shutdown(hctx); err != nil {
-			s.log.Warn("http drain", "err", err)
-		}
-		cancel()
-		<-s.served
+	if !s.started {
+		s.closeAll(ctx)
+		return ctx.Err()
 	}
-	s.closeAll(ctx)
+	rep := stopReport{start: time.Now(), pools: s.mgr.Registry().Len()}
+	s.log.Info("shutting down: draining requests and consumers", "pools", rep.pools)
+	hctx, cancel := context.WithTimeout(ctx, DrainTimeout)
+	err := s.hs.Shutdown(hctx)
+	if err != nil {
+		s.log.Warn("http drain", "err", err)
+	}
+	rep.requests = err == nil
+	cancel()
+	<-s.served
+	rep.scheduler, rep.consumers = s.closeAll(ctx)
+	rep.log(s.log)
 	return ctx.Err()
 }
 
 // closeAll stops the waiting-room scheduler and the manager, then closes
-// what Start opened, in reverse.
-func (s *Service) closeAll(ctx context.Context) {
+// what Start opened, in reverse. It reports whether the scheduler and the
+// manager (with its pools) stopped in time, or were not running.
+func (s *Service) closeAll(ctx context.Context) (schedOK, mgrOK bool) {
+	schedOK, mgrOK = true, true
 	if s.sched != nil {
 		sctx, cancel := context.WithTimeout(ctx, SchedulerStopTimeout)
 		if err := s.sched.Stop(sctx); err != nil {
 			s.log.Warn("stopping the waiting-room scheduler", "err", err)
+			schedOK = false
 		}
 		cancel()
 		s.sched = nil
@@ -365,6 +375,7 @@ func (s *Service) closeAll(ctx context.Context) {
 		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
 		if err := s.mgr.Stop(mctx); err != nil {
 			s.log.Warn("stopping consumers", "err", err)
+			mgrOK = false
 		}
 		cancel()
 		s.mgr = nil
@@ -373,6 +384,7 @@ func (s *Service) closeAll(ctx context.Context) {
 		s.closers[i](ctx)
 	}
 	s.closers = nil
+	return schedOK, mgrOK
 }
 
 // stopWatcher stops the waiting-room watcher, within SchedulerStopTimeout.
@@ -425,7 +437,7 @@ func startEmbeddedRedis(ctx context.Context, dataDir, fsync string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	srv, err := redisserver.Start(ctx, redisserver.Options{Dir: dir, AppendFsync: fsync, Lock: true})
+	srv, err := redisserver.Start(ctx, redisserver.Options{Dir: dir, AppendFsync: fsync, Lock: true, Log: &childLog{log: log}})
 	if err != nil {
 		return nil, fmt.Errorf("embedded redis-server: %w", err)
 	}

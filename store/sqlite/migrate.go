@@ -65,3 +65,11 @@ func (s *Store) migrateUpTo(ctx context.Context, version int) error {
 	})
 	return wrapErr("migrate", err)
 }
+
+// SchemaVersion returns the highest migration version applied, 0 before
+// any (see store.SchemaVersioner).
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, wrapErr("schema version", err)
+}

@@ -34,6 +34,25 @@ func testMigrate(t *testing.T, s store.Store) {
 	}
 }
 
+// testSchemaVersion: the backend says its schema version, the same after
+// a second Migrate.
+func testSchemaVersion(t *testing.T, s store.Store) {
+	sv, ok := s.(store.SchemaVersioner)
+	if !ok {
+		t.Fatalf("%T does not implement store.SchemaVersioner", s)
+	}
+	v, err := sv.SchemaVersion(t.Context())
+	if err != nil || v < 1 {
+		t.Fatalf("SchemaVersion after Migrate = %d, %v; want a version", v, err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := sv.SchemaVersion(t.Context()); err != nil || again != v {
+		t.Fatalf("SchemaVersion after a second Migrate = %d, %v; want %d", again, err, v)
+	}
+}
+
 func testPing(t *testing.T, s store.Store) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping: %v", err)

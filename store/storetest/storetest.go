@@ -21,6 +21,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Migrate", testMigrate},
 		{"Ping", testPing},
+		{"SchemaVersion", testSchemaVersion},
 		{"CreateGetPromotion", testCreateGetPromotion},
 		{"ListPromotions", testListPromotions},
 		{"ClosePromotion", testClosePromotion},
