@@ -32,7 +32,7 @@ const tooManyRequests = "overloaded@429"
 var problemCodes = map[string]problemCode{
 	httpapi.CodeInvalidRequest:       {[]int{400}, "malformed JSON, a missing or invalid field, a bad id; `field` names it"},
 	httpapi.CodeUnauthorized:         {[]int{401}, "an admin endpoint without a known admin bearer token (a revoked one included), or a user endpoint without a valid user token when user tokens are on; carries WWW-Authenticate"},
-	httpapi.CodeForbidden:            {[]int{403}, "a dashboard request that changes something without the page's Origin and CSRF token"},
+	httpapi.CodeForbidden:            {[]int{403}, "a dashboard request that changes something without the page's Origin and CSRF token, or any request with the dashboard's cookie whose Origin is another origin"},
 	httpapi.CodeNotFound:             {[]int{404}, "unknown promotion (or waiting room, user, token, endpoint)"},
 	httpapi.CodeMethod:               {[]int{405}, "a method the path does not serve; carries Allow"},
 	httpapi.CodeAlreadyExists:        {[]int{409}, "creating a promotion id (or admin token name) that exists"},
@@ -748,7 +748,7 @@ func paths() map[string]map[string]op {
 		},
 		"/ui/login": {
 			"POST": {id: "uiLogin", tag: "dashboard", summary: "Open a dashboard session with an admin token", security: openSecurity,
-				desc: "Needs an Origin header naming the server's own host (else 403 forbidden).", body: jsonBody("UILogin", true),
+				desc: "Needs an Origin header naming the server's own origin (else 403 forbidden).", body: jsonBody("UILogin", true),
 				ok:       J{"200": answer("the session; the cookie dibs_ui is set", "UISession", "Set-Cookie")},
 				problems: base.with(httpapi.CodeInvalidRequest, httpapi.CodeUnauthorized, httpapi.CodeForbidden, httpapi.CodeTooLarge)},
 		},
@@ -760,14 +760,15 @@ func paths() map[string]map[string]op {
 		},
 		"/ui/session": {
 			"GET": {id: "uiSession", tag: "dashboard", summary: "The live dashboard session", security: []J{{"dashboardCookie": []string{}}},
+				desc:     "An Origin header naming another origin than the server's gets 403 forbidden.",
 				ok:       J{"200": answer("the session", "UISession")},
-				problems: base.with(httpapi.CodeUnauthorized)},
+				problems: base.with(httpapi.CodeUnauthorized, httpapi.CodeForbidden)},
 		},
 		"/ui/events": {
 			"GET": {id: "uiEvents", tag: "dashboard", summary: "The dashboard's snapshots as server-sent events", security: []J{{"dashboardCookie": []string{}}},
-				desc:     "history first, then snapshot once a second. One of http.max_streams streamed requests and of 16 dashboards per instance.",
+				desc:     "history first, then snapshot once a second. One of http.max_streams streamed requests and of 16 dashboards per instance. An Origin header naming another origin than the server's gets 403 forbidden.",
 				ok:       J{"200": J{"description": "the stream", "content": eventStream("event history then event snapshot once a second")}},
-				problems: base.with(httpapi.CodeUnauthorized)},
+				problems: base.with(httpapi.CodeUnauthorized, httpapi.CodeForbidden)},
 		},
 	}
 }
@@ -820,7 +821,7 @@ func openAPIDocument() J {
 				"userBearer": J{"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
 					"description": "a user token (edge.user_tokens: HS256, EdDSA or RS256; sub = the user id, exp required); needed only when user tokens are on"},
 				"dashboardCookie": J{"type": "apiKey", "in": "cookie", "name": httpapi.UICookie,
-					"description": "the dashboard's session (POST /ui/login); requests other than GET and HEAD also need the page's Origin and X-CSRF-Token"},
+					"description": "the dashboard's session (POST /ui/login), for the dashboard's own page only: a request with an Origin header naming another origin gets 403 forbidden; requests other than GET and HEAD also need the page's Origin and X-CSRF-Token"},
 			},
 		},
 		"x-problem-codes": table,
