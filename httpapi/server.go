@@ -115,8 +115,11 @@ type Config struct {
 	AccessLog bool
 	// Edge guards the claim and waiting-room endpoints for callers facing
 	// browsers: the client address behind trusted proxies, rate limits,
-	// user tokens and CORS (see package edge). Its AdminToken, KeyPrefix,
-	// Logger and Problem are set by New. Defaults to all of it off.
+	// user tokens and CORS (see package edge). Its CORS answers the public
+	// routes only (join, the user's place in the queue, claim, the
+	// promotion's status, a user's own claims and balance), never an admin
+	// route. Its AdminToken, KeyPrefix, Logger and Problem are set by New.
+	// Defaults to all of it off.
 	Edge edge.Config
 }
 
