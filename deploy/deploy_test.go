@@ -401,12 +401,40 @@ func TestManifestsNameRealFlags(t *testing.T) {
 		// else names what in the file is wrong.
 		t.Errorf("the ConfigMap's dibs.yaml does not load: %v\n%s", err, out)
 	}
-	if secret, _ := dig(objs["Secret"], "stringData").(map[string]any); secret != nil {
+}
+
+// TestSecretShipsEmpty: the Secret ships every value empty, and dibs serve
+// refuses each as it is, naming the variable, so an unfilled Secret stops
+// the pods at start rather than run them on made-up or well-known
+// secrets; a waiting-room secret made as the Secret's comment says loads
+// with the ConfigMap's dibs.yaml.
+func TestSecretShipsEmpty(t *testing.T) {
+	t.Parallel()
+	objs := manifests(t)
+	secret, _ := dig(objs["Secret"], "stringData").(map[string]any)
+	if len(secret) == 0 {
+		t.Fatal("the Secret has no stringData")
+	}
+	cfgPath := filepath.Join(t.TempDir(), "dibs.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprint(dig(objs["ConfigMap"], "data", "dibs.yaml"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(env ...string) string {
 		cmd := exec.Command(dibsBinary(t), "serve", "--config", cfgPath, "--redis", "http://invalid")
-		cmd.Env = append(os.Environ(), "DIBS_WAITROOM_SECRET="+fmt.Sprint(secret["DIBS_WAITROOM_SECRET"]))
-		if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "--redis: unsupported scheme") {
-			t.Errorf("the Secret's DIBS_WAITROOM_SECRET is refused:\n%s", out)
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	for k, v := range secret {
+		if v != "" {
+			t.Errorf("the Secret ships %s with a value (%q): ship it empty", k, v)
 		}
+		if out := serve(k + "=" + fmt.Sprint(v)); !strings.Contains(out, k+" is set but empty") {
+			t.Errorf("dibs serve with the Secret's %s as shipped does not refuse it:\n%s", k, out)
+		}
+	}
+	if out := serve("DIBS_WAITROOM_SECRET=k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="); !strings.Contains(out, "--redis: unsupported scheme") {
+		t.Errorf("a filled DIBS_WAITROOM_SECRET is refused:\n%s", out)
 	}
 }
 

@@ -37,6 +37,9 @@ var actions = map[string]string{
 type auditNote struct {
 	actor  string
 	detail map[string]any
+	// promotion is the promotion acted on when the route's path names
+	// none (a creation): see auditPromotion.
+	promotion string
 }
 
 type auditKey struct{}
@@ -50,6 +53,14 @@ func annotate(r *http.Request, key string, value any) {
 			return
 		}
 		n.detail[key] = value
+	}
+}
+
+// auditPromotion records id as the promotion the admin request r acts on,
+// for a route whose path names none (POST /v1/promotions).
+func auditPromotion(r *http.Request, id string) {
+	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
+		n.promotion = id
 	}
 }
 
@@ -121,7 +132,10 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 	if !ok {
 		action = r.Pattern
 	}
-	promo := r.PathValue("id")
+	promo := note.promotion
+	if promo == "" {
+		promo = r.PathValue("id")
+	}
 	detail, _ := json.Marshal(note.detail)
 	s.log.InfoContext(r.Context(), "admin action", "actor", note.actor, "action", action, "promotion", promo,
 		"status", status, "detail", string(detail), "took_ms", time.Since(start).Milliseconds())

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -89,19 +88,11 @@ func securePage(h http.Handler) http.Handler {
 	})
 }
 
-// sameOrigin reports whether r carries an Origin header naming r's own
-// host (browsers send it with every POST, and with any fetch across
-// origins).
-func sameOrigin(r *http.Request) bool {
-	u, err := url.Parse(r.Header.Get("Origin"))
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
-
 // uiLogin checks an admin token as the admin endpoints do (every named
 // token works) and opens a session: 200 {"name", "csrf"} with the cookie,
 // or 401 unauthorized. Body: {"token": "..."}.
 func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if !s.sameOrigin(r) {
 		problem(CodeForbidden, "log in from the dashboard's own page (Origin)").write(w, r)
 		return
 	}
@@ -161,7 +152,7 @@ func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case errors.Is(err, errForbidden):
-		problem(CodeForbidden, "the dashboard's requests carry its Origin and CSRF token").write(w, r)
+		problem(CodeForbidden, forbiddenDetail(err)).write(w, r)
 		return
 	case err != nil:
 		s.fail(w, r, err)
@@ -192,7 +183,7 @@ func (s *Server) uiRefuse(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errNoAdmin):
 		problem(CodeUnauthorized, "log in to the dashboard with an admin token").write(w, r)
 	case errors.Is(err, errForbidden):
-		problem(CodeForbidden, "the dashboard's requests carry its Origin and CSRF token").write(w, r)
+		problem(CodeForbidden, forbiddenDetail(err)).write(w, r)
 	case errors.Is(err, errShed):
 		problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)
 	default:
@@ -201,13 +192,18 @@ func (s *Server) uiRefuse(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // uiSessionOf returns r's dashboard session, if its cookie names a live one
-// whose admin token is still valid: errNoAdmin otherwise. A request other
-// than GET or HEAD must also carry the page's Origin and the session's CSRF
-// token, or it gets errForbidden.
+// whose admin token is still valid: errNoAdmin otherwise. A request with
+// the cookie whose Origin header names another origin gets errOtherOrigin,
+// whatever its method (see ownOrigin); one other than GET or HEAD must
+// also carry the page's Origin and the session's CSRF token, or it gets
+// errForbidden.
 func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
 	c, err := r.Cookie(UICookie)
 	if err != nil || c.Value == "" || len(c.Value) > 128 {
 		return "", uiSession{}, errNoAdmin
+	}
+	if err := s.checkOrigin(r); err != nil {
+		return "", uiSession{}, err
 	}
 	raw, err := s.cfg.Redis.Do(r.Context(), s.cfg.Redis.B().Get().Key(s.sessionKey(c.Value)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
@@ -226,7 +222,7 @@ func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		csrf := r.Header.Get(UICSRFHeader)
-		if !sameOrigin(r) || csrf == "" || subtle.ConstantTimeCompare([]byte(csrf), []byte(sess.CSRF)) != 1 {
+		if !s.sameOrigin(r) || csrf == "" || subtle.ConstantTimeCompare([]byte(csrf), []byte(sess.CSRF)) != 1 {
 			return "", uiSession{}, errForbidden
 		}
 	}

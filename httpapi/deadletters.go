@@ -89,10 +89,14 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ids []string
-	if !in.All {
+	if in.All {
+		annotate(r, "all", true)
+	} else {
 		ids = in.ClaimIDs
+		annotate(r, "claim_ids", ids)
 	}
 	n, err := s.cfg.Manager.Replay(r.Context(), id, ids)
+	annotate(r, "count", n) // on an error, those replayed before it
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -131,10 +135,12 @@ func (s *Server) voidDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	annotate(r, "claim_ids", ids)
 	n, err := s.cfg.Manager.Void(r.Context(), id, ids)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	annotate(r, "count", n)
 	writeJSON(w, http.StatusOK, map[string]int{"voided": n})
 }

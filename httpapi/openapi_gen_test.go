@@ -32,7 +32,7 @@ const tooManyRequests = "overloaded@429"
 var problemCodes = map[string]problemCode{
 	httpapi.CodeInvalidRequest:       {[]int{400}, "malformed JSON, a missing or invalid field, a bad id; `field` names it"},
 	httpapi.CodeUnauthorized:         {[]int{401}, "an admin endpoint without a known admin bearer token (a revoked one included), or a user endpoint without a valid user token when user tokens are on; carries WWW-Authenticate"},
-	httpapi.CodeForbidden:            {[]int{403}, "a dashboard request that changes something without the page's Origin and CSRF token"},
+	httpapi.CodeForbidden:            {[]int{403}, "a dashboard request that changes something without the page's Origin and CSRF token, or any request with the dashboard's cookie whose Origin is another origin"},
 	httpapi.CodeNotFound:             {[]int{404}, "unknown promotion (or waiting room, user, token, endpoint)"},
 	httpapi.CodeMethod:               {[]int{405}, "a method the path does not serve; carries Allow"},
 	httpapi.CodeAlreadyExists:        {[]int{409}, "creating a promotion id (or admin token name) that exists"},
@@ -209,7 +209,7 @@ func schemas() J {
 			"revoke_returns_stock":       boolean("a revoked claim's unit goes back to stock"),
 			"counts":                     schema("Counts"),
 			"waiting_room":               schema("WaitingRoom"),
-			"webhook_url":                str("kind webhook: where each claim is posted"),
+			"webhook_url":                str("kind webhook: where each claim is posted; shown to admin callers only (an admin bearer token or the dashboard's session)"),
 			"retired_at":                 orNull(timeStr("when its Redis state was retired (the database answers for it)")),
 			"expected_claims_per_second": integer("the claim rate expected at the peak (0 = not stated)"),
 			"segments":                   integer("the hash slots its stock is split over (1: one)"),
@@ -350,9 +350,10 @@ func schemas() J {
 			"action": enum("what was asked", "promotion.create", "promotion.change", "promotion.close", "promotion.archive", "promotion.rebuild",
 				"promotion.grants", "promotion.codes", "claims.revoke", "dead_letters.replay", "dead_letters.void",
 				"admin_token.create", "admin_token.delete", "user.erase"),
-			"promotion_id": orNull(str("the promotion the route names")),
-			"detail":       J{"type": "object", "description": "the path, idempotency_key, replayed, and per action more (never a token or a body)"},
-			"status":       integer("the HTTP status answered"),
+			"promotion_id": orNull(str("the promotion the route names; of promotion.create, the promotion created (or the id asked for, when refused)")),
+			"detail": J{"type": "object", "description": "the path, idempotency_key, replayed, and per action more: promotion.change the fields whose value changed (fields), " +
+				"dead_letters.replay the claim_ids asked for or all, and the count replayed, dead_letters.void the claim_ids and the count voided (never a token or a body)"},
+			"status": integer("the HTTP status answered"),
 		}),
 		"AuditList":        pageOf("a page of the audit log, newest first", "entries", "AuditEntry", "the page"),
 		"AdminTokenCreate": input("a new admin token", []string{"name"}, J{"name": idSchema("who the token is in the audit log")}),
@@ -772,7 +773,7 @@ func paths() map[string]map[string]op {
 		},
 		"/ui/login": {
 			"POST": {id: "uiLogin", tag: "dashboard", summary: "Open a dashboard session with an admin token", security: openSecurity,
-				desc: "Needs an Origin header naming the server's own host (else 403 forbidden).", body: jsonBody("UILogin", true),
+				desc: "Needs an Origin header naming the server's own origin (else 403 forbidden).", body: jsonBody("UILogin", true),
 				ok:       J{"200": answer("the session; the cookie dibs_ui is set", "UISession", "Set-Cookie")},
 				problems: base.with(httpapi.CodeInvalidRequest, httpapi.CodeUnauthorized, httpapi.CodeForbidden, httpapi.CodeTooLarge)},
 		},
@@ -784,14 +785,15 @@ func paths() map[string]map[string]op {
 		},
 		"/ui/session": {
 			"GET": {id: "uiSession", tag: "dashboard", summary: "The live dashboard session", security: []J{{"dashboardCookie": []string{}}},
+				desc:     "An Origin header naming another origin than the server's gets 403 forbidden.",
 				ok:       J{"200": answer("the session", "UISession")},
-				problems: base.with(httpapi.CodeUnauthorized)},
+				problems: base.with(httpapi.CodeUnauthorized, httpapi.CodeForbidden)},
 		},
 		"/ui/events": {
 			"GET": {id: "uiEvents", tag: "dashboard", summary: "The dashboard's snapshots as server-sent events", security: []J{{"dashboardCookie": []string{}}},
-				desc:     "history first, then snapshot once a second. One of http.max_streams streamed requests and of 16 dashboards per instance.",
+				desc:     "history first, then snapshot once a second. One of http.max_streams streamed requests and of 16 dashboards per instance. An Origin header naming another origin than the server's gets 403 forbidden.",
 				ok:       J{"200": J{"description": "the stream", "content": eventStream("event history then event snapshot once a second")}},
-				problems: base.with(httpapi.CodeUnauthorized)},
+				problems: base.with(httpapi.CodeUnauthorized, httpapi.CodeForbidden)},
 		},
 	}
 }
@@ -845,7 +847,7 @@ func openAPIDocument() J {
 				"userBearer": J{"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
 					"description": "a user token (edge.user_tokens: HS256, EdDSA or RS256; sub = the user id, exp required); needed only when user tokens are on"},
 				"dashboardCookie": J{"type": "apiKey", "in": "cookie", "name": httpapi.UICookie,
-					"description": "the dashboard's session (POST /ui/login); requests other than GET and HEAD also need the page's Origin and X-CSRF-Token"},
+					"description": "the dashboard's session (POST /ui/login), for the dashboard's own page only: a request with an Origin header naming another origin gets 403 forbidden; requests other than GET and HEAD also need the page's Origin and X-CSRF-Token"},
 			},
 		},
 		"x-problem-codes": table,

@@ -145,7 +145,9 @@ func TestAuditActions(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.create(t, `{"id":"au","stock":3}`)
-		if r := e.admin(t, "PATCH", "/v1/promotions/au", `{"name":"renamed"}`); r.status != 200 {
+		e.create(t, `{"stock":3}`) // an id made up by the server
+		// stock is sent with the value it has: not a change.
+		if r := e.admin(t, "PATCH", "/v1/promotions/au", `{"name":"renamed","stock":3,"paused":true}`); r.status != 200 {
 			t.Fatalf("patch: %d %s", r.status, r.raw)
 		}
 		for range 2 { // the second is replayed from its Idempotency-Key
@@ -155,6 +157,9 @@ func TestAuditActions(t *testing.T) {
 			}
 		}
 		if r := e.admin(t, "POST", "/v1/promotions/au/dead-letters/replay", `{"all":true}`); r.status != 202 {
+			t.Fatalf("replay: %d %s", r.status, r.raw)
+		}
+		if r := e.admin(t, "POST", "/v1/promotions/au/dead-letters/replay", `{"claim_ids":["au#2","au#3"]}`); r.status != 202 {
 			t.Fatalf("replay: %d %s", r.status, r.raw)
 		}
 		if r := e.admin(t, "POST", "/v1/promotions/au/dead-letters/void", `{"claim_ids":["au#1"]}`); r.status != 200 {
@@ -170,20 +175,38 @@ func TestAuditActions(t *testing.T) {
 			action, promo string
 			status        float64
 			replayed      bool
+			extra         string // what the action's detail says
 		}
 		var got []row
+		made := ""
 		for _, en := range entries {
 			d := en["detail"].(map[string]any)
 			p, _ := en["promotion_id"].(string)
-			got = append(got, row{en["action"].(string), p, en["status"].(float64), d["replayed"] == true})
+			if en["action"] == "promotion.create" && p != "au" {
+				made, p = p, "<made>"
+			}
+			var extra []string
+			for _, k := range []string{"fields", "claim_ids", "all", "count"} {
+				if v, ok := d[k]; ok {
+					extra = append(extra, fmt.Sprintf("%s=%v", k, v))
+				}
+			}
+			got = append(got, row{en["action"].(string), p, en["status"].(float64), d["replayed"] == true, strings.Join(extra, " ")})
 			if en["actor"] != "default" || d["path"] == nil {
 				t.Errorf("entry %v", en)
 			}
 		}
 		slices.Reverse(got)
 		want := []row{
-			{"promotion.create", "", 201, false}, {"promotion.change", "au", 200, false}, {"promotion.close", "au", 200, false}, {"promotion.close", "au", 200, true},
-			{"dead_letters.replay", "au", 202, false}, {"dead_letters.void", "au", 200, false}, {"promotion.close", "missing", 404, false},
+			{"promotion.create", "au", 201, false, ""}, {"promotion.create", "<made>", 201, false, ""},
+			{"promotion.change", "au", 200, false, "fields=[name paused]"},
+			{"promotion.close", "au", 200, false, ""}, {"promotion.close", "au", 200, true, ""},
+			{"dead_letters.replay", "au", 202, false, "all=true count=0"},
+			{"dead_letters.replay", "au", 202, false, "claim_ids=[au#2 au#3] count=0"},
+			{"dead_letters.void", "au", 200, false, "claim_ids=[au#1] count=0"}, {"promotion.close", "missing", 404, false, ""},
+		}
+		if !strings.HasPrefix(made, "p-") {
+			t.Errorf("the created promotion's id in its audit entry: %q", made)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("audit:\n got %+v\nwant %+v", got, want)

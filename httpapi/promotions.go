@@ -236,11 +236,13 @@ func (s *Server) createPromotion(w http.ResponseWriter, r *http.Request) {
 		pr.write(w, r)
 		return
 	}
+	auditPromotion(r, p.ID) // the id asked for, if any: a refusal names it too
 	v, err := s.cfg.Manager.Create(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	auditPromotion(r, v.ID)
 	w.Header().Set("Location", "/v1/promotions/"+v.ID)
 	writeJSON(w, http.StatusCreated, toOut(v))
 }
@@ -255,7 +257,27 @@ func (s *Server) getPromotion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toOut(v))
+	out := toOut(v)
+	if !s.callerIsAdmin(r) {
+		out.WebhookURL = ""
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// callerIsAdmin reports whether r, a request to a route open to anyone,
+// comes from an admin: it carries a known admin bearer token or, without
+// an Authorization header, the dashboard's live session (see uiSessionOf:
+// from no other origin). Anything else, or an error asking (Redis or the
+// database did not answer, too many requests in flight), is not an admin.
+// Only admins see a promotion's webhook_url: a partner's endpoint, often
+// with a secret in its path.
+func (s *Server) callerIsAdmin(r *http.Request) bool {
+	if r.Header.Get("Authorization") != "" {
+		_, err := s.adminName(r)
+		return err == nil
+	}
+	_, _, err := s.uiSessionOf(r)
+	return err == nil
 }
 
 // listStates are the values ?state= takes.
@@ -297,8 +319,13 @@ func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
 		Promotions []promotionOut `json:"promotions"`
 		NextCursor *string        `json:"next_cursor"`
 	}{Promotions: make([]promotionOut, 0, len(vs))}
+	admin := s.callerIsAdmin(r)
 	for _, v := range vs {
-		out.Promotions = append(out.Promotions, toOut(v))
+		o := toOut(v)
+		if !admin {
+			o.WebhookURL = ""
+		}
+		out.Promotions = append(out.Promotions, o)
 	}
 	out.NextCursor = nextCursor(next, 1, 1)
 	writeJSON(w, http.StatusOK, out)

@@ -7,30 +7,15 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dibsio/dibs/httpapi"
 )
 
-// lockedBuffer is a log sink the server's goroutines may write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // lines decodes the JSON lines written so far.
 func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	text := l.b.String()
-	l.mu.Unlock()
+	text := l.String()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
@@ -106,8 +91,8 @@ func TestLogHandlerOnce(t *testing.T) {
 	logs := &lockedBuffer{}
 	log := slog.New(httpapi.LogHandler(httpapi.LogHandler(slog.NewJSONHandler(logs, nil)))).With("part", "x")
 	log.InfoContext(context.Background(), "outside")
-	if n := strings.Count(logs.b.String(), "request_id"); n != 0 {
-		t.Fatalf("a line outside a request carries an id: %s", logs.b.String())
+	if n := strings.Count(logs.String(), "request_id"); n != 0 {
+		t.Fatalf("a line outside a request carries an id: %s", logs.String())
 	}
 	if h := httpapi.LogHandler(log.Handler()); h != log.Handler() {
 		t.Errorf("wrapping a wrapped handler again changed it")

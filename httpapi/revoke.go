@@ -44,7 +44,7 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		}
 		c.EndsAt = &t
 	}
-	v, err := s.cfg.Manager.Patch(r.Context(), id, c)
+	v, changed, err := s.cfg.Manager.PatchChanged(r.Context(), id, c)
 	var nec *promotion.NotEnoughCodesError
 	switch {
 	case errors.As(err, &nec):
@@ -54,6 +54,7 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	annotate(r, "fields", changed)
 	writeJSON(w, http.StatusOK, toOut(v))
 }
 

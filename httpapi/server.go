@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -115,8 +116,11 @@ type Config struct {
 	AccessLog bool
 	// Edge guards the claim and waiting-room endpoints for callers facing
 	// browsers: the client address behind trusted proxies, rate limits,
-	// user tokens and CORS (see package edge). Its AdminToken, KeyPrefix,
-	// Logger and Problem are set by New. Defaults to all of it off.
+	// user tokens and CORS (see package edge). Its CORS answers the public
+	// routes only (join, the user's place in the queue, claim, the
+	// promotion's status, a user's own claims and balance), never an admin
+	// route. Its AdminToken, KeyPrefix, Logger and Problem are set by New.
+	// Defaults to all of it off.
 	Edge edge.Config
 }
 
@@ -131,7 +135,6 @@ type Server struct {
 	readInflight chan struct{}
 	streams      chan struct{} // one token per running streamed request
 	edge         *edge.Edge
-	handler      http.Handler // the mux behind the edge's CORS
 	tokens       []AdminToken // the configured admin tokens; read-only
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
 	fails        failureLogs  // written by request goroutines, through its atomics
@@ -187,7 +190,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.routes()
-	s.handler = e.CORS(s.mux)
 	return s, nil
 }
 
@@ -279,7 +281,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			problem(CodeUnavailable, "internal error").retry(1).write(aw, r)
 		}
 	}()
-	s.handler.ServeHTTP(aw, r)
+	s.mux.ServeHTTP(aw, r)
 }
 
 // edgeProblem writes the edge's problems like every other: the edge picks
@@ -323,7 +325,7 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{
 		"GET":   s.bounded(s.getPromotion),
 		"PATCH": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.patchPromotion))),
-	})
+	}, "GET")
 	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
 	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.archivePromotion)))})
 	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
@@ -331,21 +333,21 @@ func (s *Server) routes() {
 		"POST": s.guarded(edge.KindClaim, s.limited(s.postClaim, true)),
 		// The CSV export is streamed (beginStream), so not bounded.
 		"GET": s.admin(s.listWinners),
-	})
-	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))})
+	}, "POST")
+	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))}, "GET")
 	// Registered by method alone: a route's catch-all for other methods
 	// would overlap GET …/claims/{user_id} (a user named revoke keeps it).
 	s.mux.HandleFunc("POST /v1/promotions/{id}/claims/revoke", s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims))))
 	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
 	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
-	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))})
-	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))})
+	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))}, "POST")
+	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))}, "GET")
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/v1/events", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getEvents))})
-	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))})
+	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))}, "GET")
 	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})
 	s.route("/v1/admin-tokens", map[string]http.HandlerFunc{
 		"GET":  s.admin(s.bounded(s.listAdminTokens)),
@@ -387,10 +389,18 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 }
 
 // route registers the handlers of one path by method, and a fallback that
-// answers other methods with 405 and Allow.
-func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
+// answers other methods with 405 and Allow. public names the methods that
+// pages of other origins may call (the edge's CORS, see publicRoutes):
+// their handlers get the CORS answers, and the fallback answers the
+// path's preflights for them. Every other route has no CORS at all: the
+// public ones are those docs/edge.md lists (join, claim, the promotion's
+// status and a user's own reads).
+func (s *Server) route(path string, byMethod map[string]http.HandlerFunc, public ...string) {
 	allow := make([]string, 0, len(byMethod)+1)
 	for m, h := range byMethod {
+		if slices.Contains(public, m) {
+			h = s.edge.CORSMethods(h, m).ServeHTTP
+		}
 		s.mux.HandleFunc(m+" "+path, h)
 		allow = append(allow, m)
 		if m == http.MethodGet {
@@ -399,18 +409,23 @@ func (s *Server) route(path string, byMethod map[string]http.HandlerFunc) {
 	}
 	sort.Strings(allow)
 	allowed := strings.Join(allow, ", ")
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	var fallback http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allowed)
 		problem(CodeMethod, r.Method+" is not allowed here; use "+allowed).write(w, r)
 	})
+	if len(public) > 0 {
+		fallback = s.edge.CORSMethods(fallback, public...)
+	}
+	s.mux.Handle(path, fallback)
 }
 
 // admin wraps h with the bearer-token check and the audit log. The scheme
 // is matched case-insensitively (RFC 9110); the token must be one of the
 // configured ones or one issued through the API (see adminName). A request
 // without an Authorization header may instead carry the dashboard's
-// session cookie, and then, unless it is a GET or HEAD, the page's Origin
-// and the session's CSRF token (see uiSessionOf). Every admin request that
+// session cookie, with no Origin header or one naming the server's own
+// origin, and then, unless it is a GET or HEAD, the page's Origin and the
+// session's CSRF token (see uiSessionOf). Every admin request that
 // changes something is recorded (see audited), here once for every admin
 // route.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
@@ -426,7 +441,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			problem(CodeUnauthorized, "this endpoint needs an admin bearer token").write(w, r)
 			return
 		case errors.Is(err, errForbidden):
-			problem(CodeForbidden, "the dashboard's requests carry its Origin and CSRF token").write(w, r)
+			problem(CodeForbidden, forbiddenDetail(err)).write(w, r)
 			return
 		case errors.Is(err, errShed):
 			problem(CodeOverloaded, "too many requests in flight; retry shortly").retry(1).write(w, r)

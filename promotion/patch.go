@@ -71,31 +71,70 @@ const patchLease = 10 * time.Second
 // target count), its pause and revoke_returns_stock may not (a
 // ValidationError naming the field).
 func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) {
+	v, _, err := m.PatchChanged(ctx, id, c)
+	return v, err
+}
+
+// PatchChanged is Patch that also returns the fields whose value the
+// change changed, by the names the promotion.changed event gives them
+// (name, stock, ends_at, paused, revoke_returns_stock), in that order:
+// none for a change that found every value as it was already.
+func (m *Manager) PatchChanged(ctx context.Context, id string, c Change) (View, []string, error) {
 	sp, err := m.st.GetPromotion(ctx, id)
 	if err != nil {
-		return View{}, domainErr(err)
+		return View{}, nil, domainErr(err)
 	}
+	v, sp2, err := m.patch(ctx, sp, c)
+	if err != nil {
+		return View{}, nil, err
+	}
+	return v, changedFields(sp, sp2), nil
+}
+
+// changedFields names the fields of a change whose value differs between
+// before and after.
+func changedFields(before, after store.Promotion) []string {
+	changed := []string{}
+	for _, f := range []struct {
+		name string
+		diff bool
+	}{
+		{"name", before.Name != after.Name}, {"stock", before.Stock != after.Stock},
+		{"ends_at", !before.EndsAt.Equal(after.EndsAt)}, {"paused", before.Held != after.Held},
+		{"revoke_returns_stock", before.RevokeReturnsStock != after.RevokeReturnsStock},
+	} {
+		if f.diff {
+			changed = append(changed, f.name)
+		}
+	}
+	return changed
+}
+
+// patch applies c to the promotion sp as Patch describes, and returns it
+// as the database holds it after the change.
+func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View, store.Promotion, error) {
+	id := sp.ID
 	p := fromStore(sp)
 	if p.segmented() && (c.Stock != nil || c.EndsAt != nil || c.Paused != nil) {
-		return View{}, errSegmented("changing stock, ends_at or paused")
+		return View{}, store.Promotion{}, errSegmented("changing stock, ends_at or paused")
 	}
 	if err := m.checkChange(p, c); err != nil {
-		return View{}, err
+		return View{}, store.Promotion{}, err
 	}
 	// The gate's stock is capped by the code pool (gateStock): a raise
 	// above the pool's codes is refused, one that stays under them
 	// applies, and a lowered stock still above them leaves the cap.
 	if err := m.poolCodes(ctx, &p); err != nil {
-		return View{}, err
+		return View{}, store.Promotion{}, err
 	}
 	if c.Stock != nil && p.codes > 0 && *c.Stock > p.codes && *c.Stock > p.Stock {
-		return View{}, &NotEnoughCodesError{Stock: *c.Stock, Codes: p.codes}
+		return View{}, store.Promotion{}, &NotEnoughCodesError{Stock: *c.Stock, Codes: p.codes}
 	}
 	if c.EndsAt != nil {
 		e := c.EndsAt.UTC().Truncate(time.Microsecond)
 		c.EndsAt = &e
 		if sp.Drained && !e.Equal(p.EndsAt) {
-			return View{}, ErrDrained
+			return View{}, store.Promotion{}, ErrDrained
 		}
 	}
 	rc := claim.Change{EndsAt: c.EndsAt, Held: c.Paused, Reopen: p.ClosedAt.IsZero() && !sp.Drained}
@@ -112,7 +151,7 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 			return err
 		})
 		if err != nil {
-			return View{}, domainErr(err)
+			return View{}, store.Promotion{}, domainErr(err)
 		}
 	}
 	// From here on the change is finished even if the caller goes away.
@@ -128,20 +167,20 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 				m.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
 			}
 		}
-		return View{}, domainErr(err)
+		return View{}, store.Promotion{}, domainErr(err)
 	}
 	if pt != nil {
 		if _, err := pt.Apply(dctx); err != nil {
 			// The database holds the change: the re-check applies it once
 			// the lease expires. Say so rather than claim it is in effect.
-			return View{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
+			return View{}, store.Promotion{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
 		}
 	}
 	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(m.cfg.Now()) {
 		// A drain deciding at this moment saw the promotion ended: undo it,
 		// as a replay does (see applyReplays).
 		if err := m.st.SetDrained(dctx, id, false); err != nil {
-			return View{}, err
+			return View{}, store.Promotion{}, err
 		}
 	}
 	m.tellChanged(dctx, id)
@@ -150,7 +189,7 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 	// or their next re-check reaches them.
 	m.awaitRefresh(dctx, id)
 	v, err := m.view(ctx, fromStore(sp2))
-	return v, domainErr(err)
+	return v, sp2, domainErr(err)
 }
 
 // checkChange validates c against p.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/dibsio/dibs/internal/service"
 )
@@ -16,7 +17,10 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := applyEnv(fs, map[string]string{"db": "DIBS_DATABASE_URL"}); err != nil {
+	if err := service.CheckEnv(os.Environ(), service.EnvDatabaseURL); err != nil {
+		return err
+	}
+	if err := applyEnv(fs, map[string]string{"db": service.EnvDatabaseURL}); err != nil {
 		return err
 	}
 	if err := service.Migrate(ctx, *db); err != nil {

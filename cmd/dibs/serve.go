@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/dibsio/dibs/internal/service"
 )
@@ -23,7 +25,7 @@ type serveFlags struct {
 // serveEnv names the environment variable of each flag of dibs serve; a
 // flag given on the command line wins over its variable.
 var serveEnv = map[string]string{
-	"addr": "DIBS_ADDR", "redis": "DIBS_REDIS_URL", "db": "DIBS_DATABASE_URL", "admin-token": "DIBS_ADMIN_TOKEN",
+	"addr": "DIBS_ADDR", "redis": "DIBS_REDIS_URL", "db": "DIBS_DATABASE_URL", "admin-token": service.EnvAdminToken,
 	"config": "DIBS_CONFIG", "data-dir": "DIBS_DATA_DIR", "instance": "DIBS_INSTANCE", "log-format": "DIBS_LOG_FORMAT",
 }
 
@@ -38,7 +40,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.addr, "addr", service.DefaultAddr, "HTTP listen address; port 0 picks a free port; 0.0.0.0:8080 listens on every interface [DIBS_ADDR]")
 	fs.StringVar(&f.redis, "redis", "", "redis://host:port/db, rediss://..., or host:port,host:port for Cluster; empty starts a private redis-server [DIBS_REDIS_URL]")
 	fs.StringVar(&f.db, "db", service.DefaultDB, "sqlite://PATH or postgres://... [DIBS_DATABASE_URL]")
-	fs.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin endpoints; better DIBS_ADMIN_TOKEN, which ps does not show; empty generates one and logs it [DIBS_ADMIN_TOKEN]")
+	fs.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin endpoints; better DIBS_ADMIN_TOKEN, which ps does not show; left out, one is generated and logged; empty or change-me is refused [DIBS_ADMIN_TOKEN]")
 	fs.StringVar(&f.config, "config", "", "YAML file with the tunables (docs/tuning.md) [DIBS_CONFIG]")
 	fs.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "data directory of the private redis-server [DIBS_DATA_DIR]")
 	fs.StringVar(&f.instance, "instance", "", "name of this instance's stream consumers; a restarted instance with the same name resumes its own pending entries (default: the host name) [DIBS_INSTANCE]")
@@ -74,6 +76,19 @@ func (f serveFlags) apply(c *service.Config) {
 	c.Instance = f.instance
 }
 
+// checkAdminToken refuses an admin token given on the command line that
+// cannot be meant: empty (leave the flag out to have one generated) or the
+// placeholder change-me. The environment's is checked by CheckEnv.
+func (f serveFlags) checkAdminToken() error {
+	switch {
+	case f.given["admin-token"] && strings.TrimSpace(f.adminToken) == "":
+		return errors.New("--admin-token is empty: give a token, or leave the flag out to have one generated")
+	case service.IsPlaceholder(f.adminToken):
+		return fmt.Errorf("--admin-token is the placeholder %q: choose a token of your own, better in %s", service.PlaceholderSecret, service.EnvAdminToken)
+	}
+	return nil
+}
+
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 	switch format {
 	case "text", "":
@@ -85,8 +100,16 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// An empty or placeholder secret in the environment is refused first,
+	// naming its variable, before a flag takes its value.
+	if err := service.CheckEnv(os.Environ(), service.ServeSecretEnv...); err != nil {
+		return err
+	}
 	f, err := parseServeFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := f.checkAdminToken(); err != nil {
 		return err
 	}
 	log, err := newLogger(f.logFormat, stderr)

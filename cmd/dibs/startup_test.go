@@ -33,6 +33,7 @@ func TestServeRefusesBadInputFirst(t *testing.T) {
 		name   string
 		args   []string
 		config string
+		env    []string
 		want   string
 	}{
 		{name: "bad db scheme", args: []string{"--db", "mysql://db/dibs"}, want: `unsupported database URL scheme "mysql"`},
@@ -41,6 +42,14 @@ func TestServeRefusesBadInputFirst(t *testing.T) {
 		{name: "busy port", args: []string{"--addr", busy.Addr().String()}, want: "listen on " + busy.Addr().String()},
 		{name: "bad redis url", args: []string{"--redis", "http://redis"}, want: "--redis: unsupported scheme"},
 		{name: "bad stream value", config: "stream:\n  batch_size: -1\n", want: "stream.batch_size must be at least 1, got -1"},
+		{name: "zero stream value", config: "stream:\n  batch_size: 0\n", want: "stream.batch_size must be at least 1, got 0"},
+		{name: "empty admin token variable", env: []string{"DIBS_ADMIN_TOKEN="}, want: "DIBS_ADMIN_TOKEN is set but empty"},
+		{name: "empty room secret variable", env: []string{"DIBS_WAITROOM_SECRET="}, want: "DIBS_WAITROOM_SECRET is set but empty"},
+		{name: "empty database variable", env: []string{"DIBS_DATABASE_URL="}, want: "DIBS_DATABASE_URL is set but empty"},
+		{name: "placeholder admin token variable", env: []string{"DIBS_ADMIN_TOKEN=change-me"}, want: `DIBS_ADMIN_TOKEN holds the placeholder "change-me"`},
+		{name: "placeholder room secret", env: []string{"DIBS_WAITROOM_SECRET=k1:change-me"}, want: `DIBS_WAITROOM_SECRET holds the placeholder "change-me"`},
+		{name: "empty admin token flag", args: []string{"--admin-token="}, want: "--admin-token is empty"},
+		{name: "placeholder admin token flag", args: []string{"--admin-token", "change-me"}, want: `--admin-token is the placeholder "change-me"`},
 		{name: "bad http value", config: "http:\n  max_conns: -5\n", want: "http.max_conns must not be negative"},
 		{name: "unknown key", config: "http:\n  max_con: 5\n", want: "max_con"},
 		{name: "data dir is a file", args: []string{"--data-dir", aFile}, want: aFile + " is not a directory"},
@@ -61,7 +70,7 @@ func TestServeRefusesBadInputFirst(t *testing.T) {
 				args = append(args, "--config", cfg)
 			}
 			// Later flags win, so a case's own flags override the defaults above.
-			r := runDibs(t, []string{"DIBS_CONFIG="}, append(args, tt.args...)...)
+			r := runDibs(t, append([]string{"DIBS_CONFIG="}, tt.env...), append(args, tt.args...)...)
 			if r.code != 1 || !strings.Contains(r.stderr, tt.want) {
 				t.Fatalf("want exit 1 and %q, got:\n%s", tt.want, r)
 			}

@@ -188,3 +188,26 @@ func TestStrictDecodingCatchesMistakes(t *testing.T) {
 		t.Fatal("a misspelt field decoded")
 	}
 }
+
+// TestSecretShipsNoValues: the Secret's values ship empty, never a
+// placeholder a cluster could run on: dibs serve refuses an empty one at
+// start, naming it, so an unfilled Secret is noticed at once.
+func TestSecretShipsNoValues(t *testing.T) {
+	o := decodeAll(t)
+	if o.secret == nil {
+		t.Fatal("no Secret")
+	}
+	if len(o.secret.StringData)+len(o.secret.Data) == 0 {
+		t.Fatal("the Secret names no variable")
+	}
+	for k, v := range o.secret.StringData {
+		if v != "" {
+			t.Errorf("the Secret ships %s = %q: ship it empty", k, v)
+		}
+	}
+	for k, v := range o.secret.Data {
+		if len(v) != 0 {
+			t.Errorf("the Secret ships %s with %d bytes: ship it empty", k, len(v))
+		}
+	}
+}

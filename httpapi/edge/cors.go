@@ -9,7 +9,6 @@ import (
 
 // CORS constants: what browsers may send and read.
 const (
-	corsMethods        = "GET, POST"
 	corsAllowHeaders   = "Authorization, Content-Type, Idempotency-Key, X-Entry-Token, X-Request-Id"
 	corsExposeHeaders  = "Retry-After, Idempotent-Replayed, X-Request-Id"
 	corsPreflightVary  = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
@@ -51,19 +50,35 @@ func (p *corsPolicy) allowed(origin string) bool {
 // may read Retry-After, Idempotent-Replayed and X-Request-Id. Every answer carries
 // `Vary: Origin`, so caches keep the answers of different origins apart.
 func (e *Edge) CORS(h http.Handler) http.Handler {
+	return e.CORSMethods(h, http.MethodGet, http.MethodPost)
+}
+
+// CORSMethods is CORS for a handler that other origins may call with the
+// given methods only (GET, POST or both; GET brings HEAD): a preflight
+// asking for another method gets no CORS header, and
+// Access-Control-Allow-Methods lists these. It is meant for a path some of
+// whose methods are open to browsers on other origins and others not.
+func (e *Edge) CORSMethods(h http.Handler, methods ...string) http.Handler {
 	p := e.cors
 	if p == nil {
 		return h
 	}
+	var allowed []string
+	for _, m := range strings.Fields(corsMethodsAllowed) {
+		if slices.Contains(methods, m) || (m == http.MethodHead && slices.Contains(methods, http.MethodGet)) {
+			allowed = append(allowed, m)
+		}
+	}
+	listed := strings.Join(slices.DeleteFunc(slices.Clone(allowed), func(m string) bool { return m == http.MethodHead }), ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		hd := w.Header()
 		reqMethod := r.Header.Get("Access-Control-Request-Method")
 		if r.Method == http.MethodOptions && origin != "" && reqMethod != "" {
 			hd.Add("Vary", corsPreflightVary)
-			if p.allowed(origin) && slices.Contains(strings.Fields(corsMethodsAllowed), reqMethod) {
+			if p.allowed(origin) && slices.Contains(allowed, reqMethod) {
 				p.allowOrigin(hd, origin)
-				hd.Set("Access-Control-Allow-Methods", corsMethods)
+				hd.Set("Access-Control-Allow-Methods", listed)
 				hd.Set("Access-Control-Allow-Headers", corsAllowHeaders)
 				hd.Set("Access-Control-Max-Age", p.maxAge)
 			} else {

@@ -112,3 +112,36 @@ func TestCORSOnProblems(t *testing.T) {
 		t.Fatalf("status %d, headers %v", rec.Code, rec.Header())
 	}
 }
+
+// CORSMethods answers the preflights of its methods only, and lists them
+// alone: a path whose POST is open to other origins and whose GET is not
+// tells a browser so before it sends the GET.
+func TestCORSMethods(t *testing.T) {
+	t.Parallel()
+	e := mustNew(t, Config{CORS: CORSConfig{AllowedOrigins: []string{"https://shop.example"}}})
+	for _, tc := range []struct {
+		methods []string
+		ask     string
+		allow   string // Access-Control-Allow-Methods; "" for a refused preflight
+	}{
+		{[]string{"POST"}, "POST", "POST"},
+		{[]string{"POST"}, "GET", ""},
+		{[]string{"POST"}, "HEAD", ""},
+		{[]string{"GET"}, "GET", "GET"},
+		{[]string{"GET"}, "HEAD", "GET"},
+		{[]string{"GET"}, "POST", ""},
+		{[]string{"GET", "POST"}, "POST", "GET, POST"},
+		{[]string{"GET", "POST"}, "PATCH", ""},
+	} {
+		req := httptest.NewRequest("OPTIONS", "/v1/promotions/p/claims", nil)
+		req.Header.Set("Origin", "https://shop.example")
+		req.Header.Set("Access-Control-Request-Method", tc.ask)
+		rec := httptest.NewRecorder()
+		e.CORSMethods(ok, tc.methods...).ServeHTTP(rec, req)
+		got := rec.Header().Get("Access-Control-Allow-Methods")
+		origin := rec.Header().Get("Access-Control-Allow-Origin")
+		if rec.Code != http.StatusNoContent || got != tc.allow || (tc.allow == "") != (origin == "") {
+			t.Errorf("%v asked for %s: %d, Allow-Methods %q, Allow-Origin %q; want 204, %q", tc.methods, tc.ask, rec.Code, got, origin, tc.allow)
+		}
+	}
+}

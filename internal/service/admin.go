@@ -58,6 +58,8 @@ func (a AdminConfig) apiTokens() ([]httpapi.AdminToken, error) {
 		switch {
 		case (t.Token == "") == (t.TokenSHA256 == ""):
 			return nil, fmt.Errorf("%s (%s) needs exactly one of token and token_sha256", field, t.Name)
+		case IsPlaceholder(t.Token):
+			return nil, fmt.Errorf("%s.token (%s) is the placeholder %q: choose a token of your own", field, t.Name, PlaceholderSecret)
 		case t.Token != "":
 			out = append(out, httpapi.HashAdminToken(t.Name, t.Token))
 		default:

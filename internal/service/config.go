@@ -303,6 +303,9 @@ func loadFile(path string) (Config, error) {
 	if err := c.WaitingRoom.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := checkStreamZeros(src); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
 	if err := checkStreamConfig(c.Stream); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -224,3 +224,43 @@ func edgeInFileTerms(err error) error {
 	}
 	return err
 }
+
+// streamZeroRefused are the keys of the `stream:` section whose zero the
+// stream package takes for "the default" (its Config's zero value) while
+// its check refuses zero, with what the check wants. A 0 written in the
+// file is refused in those words rather than silently made the default;
+// a key left out still gets the default.
+var streamZeroRefused = map[string]string{
+	"batch_size": "must be at least 1", "block_ms": "must be at least 1", "poll_interval_ms": "must be at least 1",
+	"min_consumers_per_instance": "must be at least 1", "max_consumers_per_instance": "must be at least 1",
+	"consecutive_active_trigger": "must be at least 1", "consecutive_idle_trigger": "must be at least 1",
+	"reclaim_min_idle_ms": "must be at least 1", "reclaim_interval_ms": "must be at least 1",
+	"max_deliveries": "must be at least 1", "dead_letter_max_len": "must be positive, or -1 for no bound",
+	"handler_timeout_ms": "must be positive", "max_blocking_conns": "must be at least 1", "lease_ttl_ms": "must be at least 3",
+}
+
+// checkStreamZeros refuses the first key of the file src's `stream:`
+// section that streamZeroRefused names and that is given as 0:
+// "stream.batch_size must be at least 1, got 0".
+func checkStreamZeros(src []byte) error {
+	var root yaml.Node
+	if yaml.Unmarshal(src, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil // a syntax error or an empty file: reported, or fine, elsewhere
+	}
+	top := root.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		if top[i].Value != "stream" || top[i+1].Kind != yaml.MappingNode {
+			continue
+		}
+		sec := top[i+1].Content
+		for j := 0; j+1 < len(sec); j += 2 {
+			key, v := sec[j].Value, sec[j+1]
+			want, ok := streamZeroRefused[key]
+			var n int64
+			if ok && v.Kind == yaml.ScalarNode && v.Decode(&n) == nil && n == 0 {
+				return fmt.Errorf("stream.%s %s, got 0", key, want)
+			}
+		}
+	}
+	return nil
+}

@@ -258,7 +258,7 @@ func (s *Service) start(ctx context.Context) error {
 	token := cfg.AdminToken
 	if token == "" && len(cfg.Admin.Tokens) == 0 {
 		token = randomToken()
-		log.Info("generated admin token; pass --admin-token to choose one", "admin_token", token)
+		log.Info("generated admin token; set "+EnvAdminToken+" to choose one", "admin_token", token)
 	}
 	ecfg := cfg.Edge
 	ecfg.Metrics = edge.NewMetrics(reg)
