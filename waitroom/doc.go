@@ -52,12 +52,18 @@
 //
 // # Scheduler
 //
-// A [Scheduler] ticks every active room (the registry set that
-// [Rooms.Open] adds to; never KEYS or SCAN) every TickInterval through a
-// bounded worker pool with caller-runs back-pressure; a round that overruns
-// makes the next ticks skip, never queue. A lease per room (SET PX,
-// renewed each tick) lets one instance tick it; another takes it over once
-// the lease lapses, or at once when the holder stops.
+// A [Scheduler] ticks every room the instance knows ([Config].Known: in
+// dibs serve, the rooms of the promotions the promotion manager holds as
+// undrained, read from the database; by default those opened through the
+// [Rooms]) every TickInterval through a bounded worker pool with
+// caller-runs back-pressure; a round that overruns makes the next ticks
+// skip, never queue. Nothing in Redis lists the rooms, so no lost key can
+// stop a room, and an instance that knows no room sends Redis nothing. A
+// room is left alone before its start and after a tick saw its promotion
+// ended, until what the instance knows of it changes (a reopening by a
+// later end). A lease per room (SET PX, renewed each tick) lets one
+// instance tick it; another takes it over once the lease lapses, or at
+// once when the holder stops.
 //
 // # Watching standings
 //

@@ -75,6 +75,7 @@ type Rooms struct {
 	client rueidis.Client
 	cfg    Config
 	signer *Signer
+	opened opened // the rooms opened here (Opened)
 }
 
 // New returns Rooms on client.
@@ -96,13 +97,14 @@ func (r *Rooms) Keys(id string) Keys { return KeysFor(r.cfg.Prefix, id) }
 // Signer returns the signer of entry tokens.
 func (r *Rooms) Signer() *Signer { return r.signer }
 
-// registry is the set of rooms the scheduler ticks.
+// registry is the set of rooms the previous release's scheduler ticks.
 func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
 
 // Open creates promotion id's room with s, or updates the entry TTL and the
 // abandonment time of the room that exists (its rate, opening and prequeue
-// stay as created), and registers it with the
-// scheduler. The promotion's claim state (claim.Gate.Open) should exist
+// stay as created), and adds it to Opened. It also adds the room to the
+// registry set the previous release's scheduler reads (this release reads
+// it nowhere). The promotion's claim state (claim.Gate.Open) should exist
 // first; until it does, joins answer ErrNotFound. Open reports whether it
 // created the room.
 func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
@@ -133,26 +135,20 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 	if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.registry()).Member(id).Build()).Error(); err != nil {
 		return false, fmt.Errorf("register waiting room %s: %w", id, err)
 	}
+	r.opened.add(id)
 	return n == 1, nil
 }
 
-// Unregister removes promotion id's room from the scheduler's registry; its
-// state stays for status lookups. The scheduler unregisters rooms whose
-// promotion ended by itself.
+// Unregister removes promotion id's room from Opened and from the registry
+// set of the previous release's scheduler; its state stays for status
+// lookups. The promotion manager unregisters a room when it retires its
+// promotion.
 func (r *Rooms) Unregister(ctx context.Context, id string) error {
+	r.opened.remove(id)
 	if err := r.client.Do(ctx, r.client.B().Srem().Key(r.registry()).Member(id).Build()).Error(); err != nil {
 		return fmt.Errorf("unregister waiting room %s: %w", id, err)
 	}
 	return nil
-}
-
-// Active lists the rooms in the scheduler's registry.
-func (r *Rooms) Active(ctx context.Context) ([]string, error) {
-	ids, err := r.client.Do(ctx, r.client.B().Smembers().Key(r.registry()).Build()).AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("list waiting rooms: %w", err)
-	}
-	return ids, nil
 }
 
 // Join puts userID in line in promotion id's room, or answers the standing
