@@ -10,14 +10,17 @@
 // room. [Rooms.Join] hands out places from a Redis-side sequence (O(1));
 // joining again keeps the place while the user checks in ([Rooms.Status])
 // at least every [Settings].AbandonAfter. [Rooms.Tick] runs one script that
-// reads Redis TIME and lets in users in order of place until the total let
-// in is
+// reads Redis TIME and lets in users in order of place out of an allowance
+// that grows at admit_per_second, capped at two ticks' worth and not banked
+// while nobody waits, and never beyond
 //
-//	min(⌊admit_per_second × (now − opening)⌋, admitted + remaining − live)
+//	admitted + remaining − live
 //
 // with remaining = stock + voided − seq (claim keys) and live the passes
-// neither spent nor expired: an expired pass gives its unit back, a late tick
-// catches up, and two ticks at once never let anyone in twice. A user
+// neither spent nor expired: an expired pass gives its unit back, a tick up
+// to one tick late catches up, time when no tick ran is not paid back
+// beyond one tick's worth (at most admit_per_second × T plus two ticks'
+// worth in any span T), and two ticks at once never let anyone in twice. A user
 // reached by admission who stopped checking in is skipped; joining again
 // puts them at the back. A sold-out or ended promotion answers
 // [StatusSoldOut] or [StatusEnded] to every waiting user at once, and joins

@@ -259,8 +259,10 @@ type TickResult struct {
 	State string
 	// Now is the Redis TIME the tick used, in ms since the epoch.
 	Now int64
-	// Allowed is ⌊rate × (Now − opening) / 1000⌋: the admissions time
-	// allows so far.
+	// Allowed is the admissions the room's allowance allows in total at
+	// Now: those before the tick plus the whole users of the allowance,
+	// capped at two ticks' worth (see tickScript). While users wait and
+	// ticks come in time it is ⌊rate × (Now − opening) / 1000⌋.
 	Allowed int64
 	// Admitted is the passes handed out in total after the tick.
 	Admitted int64
@@ -277,15 +279,19 @@ type TickResult struct {
 	New []Admission
 }
 
-// Tick advances admission in promotion id's room to what Redis TIME and the
-// stock allow (see tickScript). Any number of callers may tick one room at
-// once: each admission happens once. ErrNotFound if the room is missing.
+// Tick advances admission in promotion id's room to what Redis TIME, the
+// room's allowance and the stock allow (see tickScript): the allowance is
+// capped at two of Config.TickInterval's worth, and not banked while
+// nobody waits. Any number of callers may tick one room at once: each
+// admission happens once, and together they admit no more than one caller
+// would. ErrNotFound if the room is missing.
 //
 // The first tick at or after the opening of a room with a prequeue shuffles
 // it (see PrequeueOrder) before it admits anyone; ticks at once shuffle
 // once.
 func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	batch := strconv.Itoa(r.cfg.TickBatch)
+	tick := strconv.FormatInt(r.cfg.TickInterval.Milliseconds(), 10)
 	var (
 		vals  []rueidis.RedisMessage
 		state string
@@ -294,7 +300,7 @@ func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	// Twice at most: a tick that finds the prequeue to shuffle shuffles it
 	// to the end (or fails), and the next run of the script admits.
 	for range 2 {
-		vals, err = tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch}).ToArray()
+		vals, err = tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch, tick}).ToArray()
 		if err != nil {
 			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
 		}
@@ -317,6 +323,13 @@ func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	if state == "not_found" {
 		return TickResult{}, ErrNotFound
 	}
+	return r.decodeTick(id, state, vals)
+}
+
+// decodeTick decodes the reply vals of a tick script that answered state
+// (neither not_found nor shuffle), signing the passes it handed out.
+func (r *Rooms) decodeTick(id, state string, vals []rueidis.RedisMessage) (TickResult, error) {
+	var err error
 	if len(vals) < 8 || (len(vals)-8)%3 != 0 {
 		return TickResult{}, fmt.Errorf("tick %s: malformed script reply (%d values)", id, len(vals))
 	}
