@@ -41,8 +41,8 @@ func watched(t *testing.T, b backend, tune func(*httpapi.Config)) *env {
 }
 
 // otherInstance runs the waiting-room scheduler of another instance on
-// the topology named redis over e's keys, ticking every 20ms, until the
-// test ends. It has no watcher: its ticks reach e's streams only through
+// the topology named redis over e's keys, ticking every 20ms the rooms e's
+// manager knows, until the test ends. It has no watcher: its ticks reach e's streams only through
 // the rooms' hints.
 func otherInstance(t *testing.T, e *env, redis string) {
 	t.Helper()
@@ -51,7 +51,7 @@ func otherInstance(t *testing.T, e *env, redis string) {
 			continue
 		}
 		rooms, err := waitroom.New(tp.Client(t), waitroom.Config{Prefix: e.prefix, Keys: testRoomKeys, Instance: "other",
-			TickInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+			TickInterval: 20 * time.Millisecond, Known: e.mgr.KnownRooms, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,33 @@ type RoomCounts struct {
 // without).
 func (m *Manager) Rooms() *waitroom.Rooms { return m.cfg.Rooms }
 
+// KnownRooms lists the waiting rooms of the promotions this instance knows
+// to be undrained, as its loop last read them from the database (a re-check
+// every RecheckInterval, a change made here or hinted by another instance):
+// each with the promotion's start and its end (its close, if closed). It is
+// the waiting-room scheduler's and collector's list (waitroom.Config.Known):
+// so a promotion reopened by a later end, or a room some Redis key no longer
+// names, is ticked all the same. Lock-free, no I/O.
+func (m *Manager) KnownRooms() []waitroom.Known {
+	known := *m.known.Load()
+	var out []waitroom.Known
+	for id, h := range known {
+		if !h.room || h.id != id {
+			continue
+		}
+		p := h.promo.Load()
+		if p == nil {
+			continue
+		}
+		ends := p.EndsAt
+		if !p.ClosedAt.IsZero() && p.ClosedAt.Before(ends) {
+			ends = p.ClosedAt
+		}
+		out = append(out, waitroom.Known{ID: id, Starts: p.StartsAt, Ends: ends})
+	}
+	return out
+}
+
 // roomSettings are the waitroom settings of p's waiting room: admission
 // counts from the promotion's start, and a prequeue collects joins for its
 // PrequeueSeconds before.

@@ -75,6 +75,14 @@ type Config struct {
 	// passes it reclaims, in one room; a tick that stops at it leaves the
 	// rest to the next. Defaults to DefaultTickBatch (10000).
 	TickBatch int
+	// Known lists the rooms the scheduler ticks and the collector reports:
+	// those of the promotions the instance knows to be undrained, from its
+	// database (promotion.Manager.KnownRooms). It is called once per
+	// round and per scrape; it must be fast, safe for concurrent use and
+	// do no I/O. Nothing in Redis lists the rooms: an instance that knows
+	// no room sends Redis nothing for them. Defaults to Rooms.Opened, the
+	// rooms opened through these Rooms.
+	Known func() []Known
 	// OnAdmit is called by the scheduler's tick of a room with the users it
 	// let in, in order, before the tick returns, for notifying them. It must
 	// be fast and safe for concurrent use. Defaults to none.

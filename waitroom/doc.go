@@ -10,14 +10,17 @@
 // room. [Rooms.Join] hands out places from a Redis-side sequence (O(1));
 // joining again keeps the place while the user checks in ([Rooms.Status])
 // at least every [Settings].AbandonAfter. [Rooms.Tick] runs one script that
-// reads Redis TIME and lets in users in order of place until the total let
-// in is
+// reads Redis TIME and lets in users in order of place out of an allowance
+// that grows at admit_per_second, capped at two ticks' worth and not banked
+// while nobody waits, and never beyond
 //
-//	min(⌊admit_per_second × (now − opening)⌋, admitted + remaining − live)
+//	admitted + remaining − live
 //
 // with remaining = stock + voided − seq (claim keys) and live the passes
-// neither spent nor expired: an expired pass gives its unit back, a late tick
-// catches up, and two ticks at once never let anyone in twice. A user
+// neither spent nor expired: an expired pass gives its unit back, a tick up
+// to one tick late catches up, time when no tick ran is not paid back
+// beyond one tick's worth (at most admit_per_second × T plus two ticks'
+// worth in any span T), and two ticks at once never let anyone in twice. A user
 // reached by admission who stopped checking in is skipped; joining again
 // puts them at the back. A sold-out or ended promotion answers
 // [StatusSoldOut] or [StatusEnded] to every waiting user at once, and joins
@@ -60,12 +63,18 @@
 //
 // # Scheduler
 //
-// A [Scheduler] ticks every active room (the registry set that
-// [Rooms.Open] adds to; never KEYS or SCAN) every TickInterval through a
-// bounded worker pool with caller-runs back-pressure; a round that overruns
-// makes the next ticks skip, never queue. A lease per room (SET PX,
-// renewed each tick) lets one instance tick it; another takes it over once
-// the lease lapses, or at once when the holder stops.
+// A [Scheduler] ticks every room the instance knows ([Config].Known: in
+// dibs serve, the rooms of the promotions the promotion manager holds as
+// undrained, read from the database; by default those opened through the
+// [Rooms]) every TickInterval through a bounded worker pool with
+// caller-runs back-pressure; a round that overruns makes the next ticks
+// skip, never queue. Nothing in Redis lists the rooms, so no lost key can
+// stop a room, and an instance that knows no room sends Redis nothing. A
+// room is left alone before its start and after a tick saw its promotion
+// ended, until what the instance knows of it changes (a reopening by a
+// later end). A lease per room (SET PX, renewed each tick) lets one
+// instance tick it; another takes it over once the lease lapses, or at
+// once when the holder stops.
 //
 // # Watching standings
 //

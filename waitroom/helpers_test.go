@@ -68,6 +68,10 @@ func (f fixture) open(t *testing.T, s Settings) {
 	}
 }
 
+// known is a Config.Known that lists the fixture's room, with no start or
+// end known.
+func (f fixture) known() []Known { return []Known{{ID: f.id}} }
+
 // join joins users u1..un in order and returns their ids.
 func (f fixture) join(t *testing.T, n int) []string {
 	t.Helper()

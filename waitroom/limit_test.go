@@ -11,16 +11,19 @@ import (
 	"github.com/dibsio/dibs/internal/redistest"
 )
 
-// opened is an opening an hour past: admission is bounded by the stock
-// alone, and happens at each tick.
-var opened = time.Now().Add(-time.Hour)
+// hourAgo is an opening an hour past; tickBounded moves the room's clock a
+// second on before each tick, so admission is bounded by the stock alone.
+var hourAgo = time.Now().Add(-time.Hour)
 
 // tickBounded ticks once and checks that admission promised no more units
 // than remain: the live passes never exceed the stock not yet taken, and
-// every pass handed out is spent, expired or live.
+// every pass handed out is spent, expired or live. The tick comes a second
+// after the last (the room's open_ms moves back by one), so its allowance,
+// a second's worth at 1000/s, never holds admission back.
 func (f fixture) tickBounded(t *testing.T) TickResult {
 	t.Helper()
 	ctx := context.Background()
+	f.shift(t, 1000)
 	res, err := f.rooms.Tick(ctx, f.id)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +76,7 @@ func TestUserBelowTheLimitJoinsAgain(t *testing.T) {
 			eachTopology(t, func(t *testing.T, tp redistest.Topology) {
 				f := setupLimit(t, tp, 3, 3, layout)
 				ctx := context.Background()
-				f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: opened})
+				f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: hourAgo})
 				f.join(t, 2)
 				in, tokens := f.admittedNow(t)
 				if len(in) != 2 {
@@ -142,7 +145,7 @@ func TestUsedBelowTheLimitOnceSoldOut(t *testing.T) {
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
 		f := setupLimit(t, tp, 1, 2, claim.LayoutDefault)
 		ctx := context.Background()
-		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: opened})
+		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: hourAgo})
 		f.join(t, 1)
 		_, tokens := f.admittedNow(t)
 		f.claimWith(t, "u1", tokens["u1"])
@@ -162,7 +165,7 @@ func TestUsedWithALimitOfOne(t *testing.T) {
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
 		f := setup(t, tp, 5)
 		ctx := context.Background()
-		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: opened})
+		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: hourAgo})
 		f.join(t, 1)
 		_, tokens := f.admittedNow(t)
 		f.claimWith(t, "u1", tokens["u1"])
@@ -205,7 +208,7 @@ func TestPreviousJoinBesideThisOne(t *testing.T) {
 			}
 			return st
 		}
-		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: opened})
+		f.open(t, Settings{AdmitPerSecond: 1000, OpensAt: hourAgo})
 		f.joinAt(t, "u1", 1)
 		_, tokens := f.admittedNow(t)
 		f.claimWith(t, "u1", tokens["u1"])

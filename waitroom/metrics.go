@@ -3,7 +3,6 @@ package waitroom
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,10 +17,11 @@ const (
 	DefaultMetricsMaxRooms = 1000
 )
 
-// Collector exports the counters of the active waiting rooms to
-// Prometheus, read from Redis at scrape time with [Rooms.Counts]: so every
-// instance reports the same values, those of the whole room. Rooms the
-// scheduler unregistered (their promotion ended) are no longer reported.
+// Collector exports the counters of the waiting rooms the instance knows
+// (Config.Known) to Prometheus, read from Redis at scrape time with
+// [Rooms.Counts]: so every instance reports the same values, those of the
+// whole room. Rooms of promotions drained (or, with the default
+// Config.Known, unregistered) are no longer reported.
 // Register it with prometheus.Registerer.MustRegister.
 //
 // Series, labelled by promotion:
@@ -80,7 +80,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.errors.Describe(ch)
 }
 
-// Collect implements prometheus.Collector: it lists the active rooms and
+// Collect implements prometheus.Collector: it lists the known rooms and
 // reads each one's counters, within the collector's timeout.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -92,19 +92,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *Collector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
-	ids, err := c.rooms.Active(ctx)
-	if err != nil {
-		return err
-	}
-	slices.Sort(ids) // the same rooms in every scrape when there are too many
-	if len(ids) > c.maxRooms {
-		ids = ids[:c.maxRooms]
+	known := c.rooms.known() // sorted: the same rooms in every scrape when there are too many
+	if len(known) > c.maxRooms {
+		known = known[:c.maxRooms]
 	}
 	var errs []error
-	for _, id := range ids {
+	for _, k := range known {
+		id := k.ID
 		n, err := c.rooms.Counts(ctx, id)
 		if errors.Is(err, ErrNotFound) {
-			continue // registered, not yet opened or already gone
+			continue // known, not yet opened or already gone
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -62,7 +62,8 @@ func TestCollector(t *testing.T) {
 			}
 		}
 
-		// An unregistered room (its promotion ended) is no longer reported.
+		// An unregistered room (its promotion retired) is no longer
+		// reported.
 		if err := f.rooms.Unregister(t.Context(), f.id); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,8 @@ func TestCollectorRedisDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rooms, err := New(c, Config{Prefix: redistest.Prefix(t), Keys: testKeys})
+	rooms, err := New(c, Config{Prefix: redistest.Prefix(t), Keys: testKeys,
+		Known: func() []Known { return []Known{{ID: "p"}} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,7 @@ type Rooms struct {
 	client rueidis.Client
 	cfg    Config
 	signer *Signer
+	opened opened // the rooms opened here (Opened)
 }
 
 // New returns Rooms on client.
@@ -99,13 +100,14 @@ func (r *Rooms) Keys(id string) Keys { return KeysFor(r.cfg.Prefix, id) }
 // Signer returns the signer of entry tokens.
 func (r *Rooms) Signer() *Signer { return r.signer }
 
-// registry is the set of rooms the scheduler ticks.
+// registry is the set of rooms the previous release's scheduler ticks.
 func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
 
 // Open creates promotion id's room with s, or updates the entry TTL and the
 // abandonment time of the room that exists (its rate, opening and prequeue
-// stay as created), and registers it with the
-// scheduler. The promotion's claim state (claim.Gate.Open) should exist
+// stay as created), and adds it to Opened. It also adds the room to the
+// registry set the previous release's scheduler reads (this release reads
+// it nowhere). The promotion's claim state (claim.Gate.Open) should exist
 // first; until it does, joins answer ErrNotFound. Open reports whether it
 // created the room.
 func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
@@ -136,26 +138,20 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 	if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.registry()).Member(id).Build()).Error(); err != nil {
 		return false, fmt.Errorf("register waiting room %s: %w", id, err)
 	}
+	r.opened.add(id)
 	return n == 1, nil
 }
 
-// Unregister removes promotion id's room from the scheduler's registry; its
-// state stays for status lookups. The scheduler unregisters rooms whose
-// promotion ended by itself.
+// Unregister removes promotion id's room from Opened and from the registry
+// set of the previous release's scheduler; its state stays for status
+// lookups. The promotion manager unregisters a room when it retires its
+// promotion.
 func (r *Rooms) Unregister(ctx context.Context, id string) error {
+	r.opened.remove(id)
 	if err := r.client.Do(ctx, r.client.B().Srem().Key(r.registry()).Member(id).Build()).Error(); err != nil {
 		return fmt.Errorf("unregister waiting room %s: %w", id, err)
 	}
 	return nil
-}
-
-// Active lists the rooms in the scheduler's registry.
-func (r *Rooms) Active(ctx context.Context) ([]string, error) {
-	ids, err := r.client.Do(ctx, r.client.B().Smembers().Key(r.registry()).Build()).AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("list waiting rooms: %w", err)
-	}
-	return ids, nil
 }
 
 // Join puts userID in line in promotion id's room, or answers the standing
@@ -268,8 +264,10 @@ type TickResult struct {
 	State string
 	// Now is the Redis TIME the tick used, in ms since the epoch.
 	Now int64
-	// Allowed is ⌊rate × (Now − opening) / 1000⌋: the admissions time
-	// allows so far.
+	// Allowed is the admissions the room's allowance allows in total at
+	// Now: those before the tick plus the whole users of the allowance,
+	// capped at two ticks' worth (see tickScript). While users wait and
+	// ticks come in time it is ⌊rate × (Now − opening) / 1000⌋.
 	Allowed int64
 	// Admitted is the passes handed out in total after the tick.
 	Admitted int64
@@ -286,15 +284,19 @@ type TickResult struct {
 	New []Admission
 }
 
-// Tick advances admission in promotion id's room to what Redis TIME and the
-// stock allow (see tickScript). Any number of callers may tick one room at
-// once: each admission happens once. ErrNotFound if the room is missing.
+// Tick advances admission in promotion id's room to what Redis TIME, the
+// room's allowance and the stock allow (see tickScript): the allowance is
+// capped at two of Config.TickInterval's worth, and not banked while
+// nobody waits. Any number of callers may tick one room at once: each
+// admission happens once, and together they admit no more than one caller
+// would. ErrNotFound if the room is missing.
 //
 // The first tick at or after the opening of a room with a prequeue shuffles
 // it (see PrequeueOrder) before it admits anyone; ticks at once shuffle
 // once.
 func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	batch := strconv.Itoa(r.cfg.TickBatch)
+	tick := strconv.FormatInt(r.cfg.TickInterval.Milliseconds(), 10)
 	var (
 		vals  []rueidis.RedisMessage
 		state string
@@ -303,7 +305,7 @@ func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	// Twice at most: a tick that finds the prequeue to shuffle shuffles it
 	// to the end (or fails), and the next run of the script admits.
 	for range 2 {
-		vals, err = tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch}).ToArray()
+		vals, err = tickScript.Exec(ctx, r.client, r.Keys(id).room(), []string{batch, batch, tick}).ToArray()
 		if err != nil {
 			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
 		}
@@ -326,6 +328,13 @@ func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	if state == "not_found" {
 		return TickResult{}, ErrNotFound
 	}
+	return r.decodeTick(id, state, vals)
+}
+
+// decodeTick decodes the reply vals of a tick script that answered state
+// (neither not_found nor shuffle), signing the passes it handed out.
+func (r *Rooms) decodeTick(id, state string, vals []rueidis.RedisMessage) (TickResult, error) {
+	var err error
 	if len(vals) < 8 || (len(vals)-8)%3 != 0 {
 		return TickResult{}, fmt.Errorf("tick %s: malformed script reply (%d values)", id, len(vals))
 	}

@@ -12,22 +12,40 @@ import (
 // releaseTimeout bounds giving the leases up when the scheduler stops.
 const releaseTimeout = time.Second
 
-// Scheduler advances admission in every active room every TickInterval:
-// each tick lists the rooms of the registry set (never KEYS or SCAN) and
-// hands each room's tick to a bounded worker pool; when no worker is idle
-// the round runs the room itself (caller-runs), so a full pool slows the
-// rounds down instead of queueing work. At most one round runs at a time: a
-// tick that comes while the previous round still runs is skipped, never
-// queued behind it. Across instances a room is ticked by the holder of its
-// lease (Keys.Lease), which another instance takes over once it lapses.
+// Scheduler advances admission in every room the instance knows
+// (Config.Known) every TickInterval: each round takes the list from memory
+// (nothing in Redis lists the rooms: neither KEYS, SCAN nor a registry set)
+// and hands each room's tick to a bounded worker pool; when no worker is
+// idle the round runs the room itself (caller-runs), so a full pool slows
+// the rounds down instead of queueing work. At most one round runs at a
+// time: a tick that comes while the previous round still runs is skipped,
+// never queued behind it. Across instances a room is ticked by the holder
+// of its lease (Keys.Lease), which another instance takes over once it
+// lapses.
+//
+// A room is left alone before its Known.Starts, and after a tick saw its
+// promotion ended, until its Known entry changes or while its Known.Ends
+// is still ahead: so an ended room costs one tick, and a promotion
+// reopened by a later end (or whose end this instance's clock has not
+// reached) is ticked again at once. An instance that knows no room sends
+// Redis nothing.
 type Scheduler struct {
 	rooms *Rooms
 	loop  *loop
+	now   func() time.Time
 
 	// marks holds each room's hintMark of its last tick here (room id →
 	// hintMark). A room is ticked by one worker at a time (rounds never
 	// overlap), which alone writes its entry.
 	marks sync.Map
+	// ended holds the rooms whose last tick here saw their promotion
+	// ended (room id → the Known entry they were ticked with); written by
+	// the room's tick, read and pruned by the round.
+	ended sync.Map
+	// entries holds the Known entry each room of the round in flight was
+	// listed with (room id → Known); written by the round before it hands
+	// the rooms out.
+	entries sync.Map
 
 	// mu guards the lifecycle fields below; the scheduler's state belongs
 	// to the loop goroutine.
@@ -39,7 +57,7 @@ type Scheduler struct {
 
 // NewScheduler returns the scheduler of rooms, configured by rooms' Config.
 func NewScheduler(rooms *Rooms) *Scheduler {
-	s := &Scheduler{rooms: rooms}
+	s := &Scheduler{rooms: rooms, now: time.Now}
 	s.loop = &loop{
 		interval: rooms.cfg.TickInterval,
 		workers:  rooms.cfg.Workers,
@@ -103,20 +121,43 @@ type Stats struct {
 // Stats returns the scheduler's counters.
 func (s *Scheduler) Stats() Stats { return s.loop.stats() }
 
-// active lists the registry's rooms, logging a failure.
-func (s *Scheduler) active(ctx context.Context) ([]string, error) {
-	ids, err := s.rooms.Active(ctx)
-	if err != nil && ctx.Err() == nil {
-		s.rooms.cfg.Logger.Warn("waiting room registry", "err", err)
+// active lists the rooms to tick this round: the known ones, less those
+// not started yet and those whose promotion a tick saw ended (unless their
+// entry changed or their end is still ahead). It forgets what it held of
+// rooms no longer known. No I/O.
+func (s *Scheduler) active(context.Context) ([]string, error) {
+	now := s.now()
+	known := s.rooms.known()
+	ids := make([]string, 0, len(known))
+	in := make(map[string]bool, len(known))
+	for _, k := range known {
+		in[k.ID] = true
+		s.entries.Store(k.ID, k)
+		if !k.Starts.IsZero() && now.Before(k.Starts) {
+			continue
+		}
+		if v, ok := s.ended.Load(k.ID); ok && v.(Known).same(k) && !k.Ends.After(now) {
+			continue
+		}
+		ids = append(ids, k.ID)
 	}
-	return ids, err
+	for _, m := range []*sync.Map{&s.marks, &s.ended, &s.entries} {
+		m.Range(func(id, _ any) bool {
+			if !in[id.(string)] {
+				m.Delete(id)
+			}
+			return true
+		})
+	}
+	return ids, nil
 }
 
 // tickRoom is one room's work: take or renew the lease, tick, hand the
-// admitted users to OnAdmit, publish a hint (Keys.Events) if the tick
-// changed what waiting users see, and unregister a room whose promotion
-// ended. The admitted users are handed over and the hint published before
-// it returns.
+// admitted users to OnAdmit, and publish a hint (Keys.Events) if the tick
+// changed what waiting users see. A tick that sees the promotion ended
+// gives the lease up and has the room left alone from the next round
+// (see active). The admitted users are handed over and the hint published
+// before it returns.
 func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 	r := s.rooms
 	k := r.Keys(id)
@@ -135,7 +176,11 @@ func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 	res, err := r.Tick(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		s.unregister(ctx, id)
+		// Known but not in Redis (yet, or lost): the promotion manager
+		// opens it again; until then each round asks once more.
+		r.cfg.Logger.Debug("waiting room not in Redis", "promotion", id)
+		s.marks.Delete(id)
+		s.release(ctx, []string{id})
 		return
 	case err != nil:
 		if ctx.Err() == nil {
@@ -147,9 +192,15 @@ func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 		r.cfg.OnAdmit(id, res.New)
 	}
 	s.publish(ctx, id, res)
-	if res.State == "ended" {
-		s.unregister(ctx, id)
+	if res.State != "ended" {
+		s.ended.Delete(id)
+		return
 	}
+	if e, ok := s.entries.Load(id); ok {
+		s.ended.Store(id, e)
+	}
+	s.marks.Delete(id)
+	s.release(ctx, []string{id})
 }
 
 // publish sends room id's hint when the tick res moved the line, let users
@@ -167,14 +218,6 @@ func (s *Scheduler) publish(ctx context.Context, id string, res TickResult) {
 		return
 	}
 	s.marks.Store(id, m)
-}
-
-func (s *Scheduler) unregister(ctx context.Context, id string) {
-	s.marks.Delete(id)
-	if err := s.rooms.Unregister(ctx, id); err != nil && ctx.Err() == nil {
-		s.rooms.cfg.Logger.Warn("waiting room unregister", "promotion", id, "err", err)
-	}
-	s.release(ctx, []string{id})
 }
 
 // release gives up this instance's leases of rooms.

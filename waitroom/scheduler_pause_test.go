@@ -145,7 +145,7 @@ func TestSchedulerSkipsPausedRoom(t *testing.T) {
 			got []string
 		)
 		rooms, err := New(tp.Client(t), Config{
-			Prefix: f.prefix, Keys: testKeys, Instance: "a", TickInterval: 20 * time.Millisecond,
+			Prefix: f.prefix, Keys: testKeys, Instance: "a", TickInterval: 20 * time.Millisecond, Known: f.known,
 			OnAdmit: func(_ string, as []Admission) {
 				mu.Lock()
 				defer mu.Unlock()

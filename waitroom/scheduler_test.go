@@ -181,7 +181,7 @@ func TestSchedulerAdmitsAndHandsOver(t *testing.T) {
 		by := map[string][]string{} // instance → users it admitted
 		start := func(name string) *Scheduler {
 			rooms, err := New(tp.Client(t), Config{
-				Prefix: f.prefix, Keys: testKeys, Instance: name,
+				Prefix: f.prefix, Keys: testKeys, Instance: name, Known: f.known,
 				TickInterval: 50 * time.Millisecond, LeaseTTL: 200 * time.Millisecond,
 				OnAdmit: func(id string, as []Admission) {
 					mu.Lock()

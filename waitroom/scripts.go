@@ -238,27 +238,45 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 // tickScript advances admission to what Redis TIME allows.
 //
 // KEYS: see above. ARGV: the most places to examine, and the most expired
-// passes to reclaim, in this call.
+// passes to reclaim, in this call; the caller's tick interval (ms).
 //
 // It first reclaims expired unspent passes (marks them x; their units count
 // as available again at once, since only unexpired passes count as live).
-// Then, if the promotion is open, it lets in users in order of place until
-// admitted (the total of passes ever handed out) reaches
+// Then, if the promotion is open, it lets in users in order of place, up to
+// the room's allowance and the stock. The allowance, in thousandths of a
+// user, is
 //
-//	min(⌊rate × (now − open_ms) / 1000⌋, admitted + remaining − live)
+//	credit = rate × (now − open_ms) − 1000 × admitted
 //
-// where remaining = stock + voided − seq from the claim keys and live the
-// unspent unexpired passes. A paused promotion (an admin's pause or a
-// rebuild's) admits nobody; its first paused tick records held_ms = now,
-// and the first tick after the resume moves open_ms on by now − held_ms, so
-// the time of the pause adds nothing to the allowance and the resume is no
-// burst (the pause is counted from its first tick to the resume's, so up
-// to a tick on either side is off). A user reached who stopped checking in for
+// (open_ms is the opening until admission first moves it: from then on it
+// is the time the allowance counts from), capped at
+//
+//	cap = max(2 × rate × tick, rate × tick + 1000)
+//
+// — one tick's worth carried and the tick's own — so time when no tick ran
+// is not paid back at once. The tick lets in at most
+// min(⌊min(credit, cap) / 1000⌋, remaining − live) users, where remaining =
+// stock + voided − seq from the claim keys and live the unspent unexpired
+// passes. The allowance left is then what was not used, or, if admission
+// passed the last place (nobody waits), only its fraction of a user: no
+// allowance is banked while the line is empty. open_ms moves forward so
+// that credit is that allowance left at now, rounded down by less than one
+// ms of allowance; it never moves back. A tick whose allowance was neither
+// capped nor dropped leaves open_ms alone, so while users wait and ticks
+// come in time admission is exactly ⌊rate × (now − opening)⌋, as in v1.
+// In any span of T seconds a room admits at most rate × T + cap / 1000
+// users, whoever ticks it (proof in docs/waitroom.md).
+//
+// A paused promotion (an admin's pause or a rebuild's) admits nobody; its
+// first paused tick records held_ms = now, and the first tick after the
+// resume moves open_ms on by now − held_ms, so the time of the pause adds
+// nothing to the allowance. A user reached who stopped checking in for
 // abandon_ms, or who took a later place since, is skipped (counted in
-// skipped) and costs no admission. Since the count is a function of Redis
-// TIME and the stored total, a late tick catches up and concurrent ticks
-// never admit twice. Each admitted user gets the next pass id, expiring
-// ttl_ms after now.
+// skipped) and costs no admission. Since the allowance is a function of
+// Redis TIME and the stored open_ms and total, concurrent ticks never admit
+// twice. Each admitted user gets the next pass id, expiring ttl_ms after
+// now. The state is v1's (no field was added), so v1 ticking the same room
+// reads the allowance this version left, without the cap.
 //
 // With a prequeue not yet shuffled, a tick at or after open_ms first seals
 // it (pq open → sealed): pq_n = SCARD of Prequeue (frozen from then on),
@@ -270,9 +288,15 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 //
 // Returns {state, now, admitted, cursor, skipped, allowed, remaining, live,
 // then user, pass id, expiry (ms) for each user admitted by this call}, with
-// state one of open, paused, sold_out, ended; or {'not_found'} or
-// {'shuffle'}.
-var tickScript = rueidis.NewLuaScript(prelude + `
+// state one of open, paused, sold_out, ended and allowed the admissions the
+// capped allowance allows in total (admitted before the call + ⌊allowance⌋);
+// or {'not_found'} or {'shuffle'}.
+var tickScript = rueidis.NewLuaScript(tickSource)
+
+// tickSource is the tick script's source. Version 1, which had no header
+// line, admitted ⌊rate × (now − open_ms)⌋ in total with no cap (kept in
+// testdata/room_tick_v1.lua for the test of both side by side).
+const tickSource = "-- dibs:room_tick v2" + prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
@@ -317,15 +341,24 @@ elseif held > 0 then
   end
   redis.call('HDEL', KEYS[1], 'held_ms')
 end
-local allowed = 0
+local tick = tonumber(ARGV[3])
+local cap = math.max(2 * rate * tick, rate * tick + 1000)
+local credit, moved = 0, false
 if now > open then
-  local x = rate * (now - open)
-  allowed = (x - x % 1000) / 1000
+  if now - open > (cap + 1000 * admitted) / rate then
+    credit, moved = cap, true
+  else
+    credit = rate * (now - open) - 1000 * admitted
+    if credit > cap then credit, moved = cap, true end
+  end
 end
+local allowed = admitted
+if credit > 0 then allowed = admitted + (credit - credit % 1000) / 1000 end
 local out = {state, now, 0, 0, 0, allowed, remaining, 0}
 if state == 'open' then
   local want = math.min(allowed - admitted, remaining - live)
   local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local before = admitted
   local steps = 0
   while want > 0 and cursor < last and steps < batch do
     steps = steps + 1
@@ -353,6 +386,12 @@ if state == 'open' then
       skipped = skipped + 1
     end
   end
+  local left = credit - 1000 * (admitted - before)
+  if cursor >= last and left >= 1000 then left, moved = left % 1000, true end
+  if moved then
+    local from = now - math.floor((left + 1000 * admitted) / rate)
+    if from > open then redis.call('HSET', KEYS[1], 'open_ms', from) end
+  end
 end
 local mark = tonumber(m[9] or '0')
 if mark == 0 then
@@ -364,7 +403,7 @@ end
 redis.call('HSET', KEYS[1], 'admitted', admitted, 'cursor', cursor, 'skipped', skipped)
 out[3], out[4], out[5], out[8] = admitted, cursor, skipped, live
 return out
-`)
+`
 
 // PassLua is the Lua source of the single-use pass check, for the claim
 // script to include at its top so it spends a pass in the atomic step that

@@ -202,8 +202,19 @@ func (s *Service) start(ctx context.Context) error {
 	scfg.Hooks = pm.StreamHooks()
 	// The scheduler's ticks hand their admissions to the watcher, made
 	// once the rooms it reads exist; it is set before the scheduler starts.
-	var watcher *waitroom.Watcher
-	rooms, err := newRooms(client, cfg, log, func(id string, a []waitroom.Admission) { watcher.Admit(id, a) })
+	// The scheduler and the rooms' collector tick and report the rooms the
+	// manager knows from the database; it is set before either runs.
+	var (
+		watcher *waitroom.Watcher
+		mgr     *promotion.Manager
+	)
+	known := func() []waitroom.Known {
+		if mgr == nil {
+			return nil
+		}
+		return mgr.KnownRooms()
+	}
+	rooms, err := newRooms(client, cfg, log, known, func(id string, a []waitroom.Admission) { watcher.Admit(id, a) })
 	if err != nil {
 		return err
 	}
@@ -213,7 +224,7 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := promotion.New(client, st, promotion.Config{
+	mgr, err = promotion.New(client, st, promotion.Config{
 		Issuers:  kinds,
 		Rooms:    rooms,
 		Prefix:   KeyPrefix,
@@ -404,7 +415,7 @@ func (s *Service) stopWatcher(ctx context.Context) {
 // in to onAdmit, signing entry tokens with the configured keys or, without
 // any, a random key made now (whose passes verify on this instance only,
 // which is logged).
-func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, onAdmit func(string, []waitroom.Admission)) (*waitroom.Rooms, error) {
+func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, known func() []waitroom.Known, onAdmit func(string, []waitroom.Admission)) (*waitroom.Rooms, error) {
 	var keys []waitroom.Key
 	if cfg.WaitingRoom.Secret != "" {
 		var err error
@@ -423,6 +434,7 @@ func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, onAdmit func(
 		Instance:     cfg.Instance,
 		TickInterval: time.Duration(cfg.WaitingRoom.TickMS) * time.Millisecond,
 		Workers:      cfg.WaitingRoom.Workers,
+		Known:        known,
 		OnAdmit:      onAdmit,
 		Logger:       log,
 	})
