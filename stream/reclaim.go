@@ -14,7 +14,7 @@ import (
 // looks at up to callSlice pending entries, only among those old enough to
 // be idle (stream ids are the time an entry was added, so an entry added
 // less than ReclaimMinIdle ago cannot have been idle that long), and takes
-// over the idle ones. A cursor carries the scan from slice to slice and,
+// over the idle ones, up to reclaimTake. A cursor carries the scan from slice to slice and,
 // when a pass ends before the scan does, on to the next pass; a scan that
 // reaches the entries too young to be idle is done, and the next one
 // starts over at the oldest pending entry.
@@ -53,7 +53,7 @@ func (p *Pool) reclaim(c *consumer) {
 // c lost its lease. The caller holds reclaimMu.
 func (p *Pool) reclaimScan(c *consumer) bool {
 	ctx := p.hardCtx
-	count := min(p.cfg.BatchSize, callSlice)
+	count, take := callSlice, min(p.cfg.BatchSize, reclaimTake)
 	if p.reclaimFrom == "" {
 		p.reclaimFrom = reclaimStart
 	}
@@ -61,7 +61,7 @@ func (p *Pool) reclaimScan(c *consumer) bool {
 		if _, ok := p.holdLease(c, false); !ok {
 			return false
 		}
-		s, err := p.reclaimSlice(ctx, c.name, p.reclaimFrom, count)
+		s, err := p.reclaimSlice(ctx, c.name, p.reclaimFrom, count, take)
 		if err != nil {
 			if !p.halted() {
 				p.hookFailure(FailureRedis)
@@ -69,7 +69,7 @@ func (p *Pool) reclaimScan(c *consumer) bool {
 			}
 			return true
 		}
-		next, done := advance(s.last, s.scanned, count)
+		next, done := advance(s.last, s.scanned, count, len(s.msgs)+len(s.deleted), take)
 		p.reclaimFrom = next
 		if len(s.deleted) > 0 {
 			p.deadLetterDeleted(ctx, s.deleted)

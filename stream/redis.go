@@ -116,11 +116,13 @@ return redis.call('XTRIM', KEYS[1], 'MINID', '~', low, 'LIMIT', ARGV[1])
 // after id) up to the newest id that can be idle: an entry's id is the
 // Redis time it was added (XADD *), at or before every delivery of it, so
 // an entry idle for at least ARGV[3] ms has an id no newer than Redis TIME
-// less ARGV[3] ms. Of those it takes over, for consumer ARGV[2], the ones
-// idle for at least ARGV[3] ms (XCLAIM, which counts a delivery). Entries
-// deleted from the stream while pending cannot be taken: XCLAIM drops them
-// from the pending list, and the script acknowledges them to be sure
-// (older servers kept them). KEYS[1] is the stream.
+// less ARGV[3] ms. It takes over, for consumer ARGV[2], the ones idle for
+// at least ARGV[3] ms (XCLAIM, which counts a delivery), up to ARGV[6] of
+// them: it stops looking at the one that makes ARGV[6] (XCLAIM costs Redis
+// a walk through the entry's stream node per entry, a few microseconds
+// each). Entries deleted from the stream while pending cannot be taken:
+// XCLAIM drops them from the pending list, and the script acknowledges
+// them to be sure (older servers kept them). KEYS[1] is the stream.
 //
 // Returns {scanned, last, entries, deliveries, deleted}: how many pending
 // entries it looked at, the id of the last of them ("" if none), the entries
@@ -132,15 +134,17 @@ local idle = tonumber(ARGV[3])
 local upto = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - idle
 if upto < 0 then return {0, '', {}, {}, {}} end
 local rows = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[4], string.format('%.0f', upto), tonumber(ARGV[5]))
-local ids, dlv = {}, {}
+local take = tonumber(ARGV[6])
+local ids, dlv, scanned, last = {}, {}, 0, ''
 for _, r in ipairs(rows) do
+  scanned = scanned + 1
+  last = r[1]
   if r[3] >= idle then
     ids[#ids + 1] = r[1]
     dlv[r[1]] = r[4]
+    if #ids >= take then break end
   end
 end
-local last = ''
-if #rows > 0 then last = rows[#rows][1] end
 local got, counts, gone = {}, {}, {}
 if #ids > 0 then
   got = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
@@ -154,7 +158,7 @@ if #ids > 0 then
   end
   if #gone > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(gone)) end
 end
-return {#rows, last, got, counts, gone}
+return {scanned, last, got, counts, gone}
 `)
 
 // groupInfo is what XINFO GROUPS says about one group.
@@ -394,13 +398,13 @@ type reclaimed struct {
 }
 
 // reclaimSlice runs reclaimScript for consumer from cursor, looking at up to
-// count pending entries.
-func (p *Pool) reclaimSlice(ctx context.Context, consumer, cursor string, count int) (reclaimed, error) {
+// count pending entries and taking over up to take of them.
+func (p *Pool) reclaimSlice(ctx context.Context, consumer, cursor string, count, take int) (reclaimed, error) {
 	fail := func(err error) (reclaimed, error) {
 		return reclaimed{}, fmt.Errorf("stream: reclaim %s: %w", p.spec.Stream, err)
 	}
 	res, err := reclaimScript.Exec(ctx, p.client, []string{p.spec.Stream}, []string{p.spec.Group, consumer,
-		strconv.FormatInt(p.cfg.ReclaimMinIdle.Milliseconds(), 10), cursor, strconv.Itoa(count)}).ToArray()
+		strconv.FormatInt(p.cfg.ReclaimMinIdle.Milliseconds(), 10), cursor, strconv.Itoa(count), strconv.Itoa(take)}).ToArray()
 	if err != nil {
 		return fail(err)
 	}

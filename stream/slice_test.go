@@ -76,21 +76,25 @@ func TestReadCount(t *testing.T) {
 }
 
 func TestAdvance(t *testing.T) {
+	const from = "1700000000000-5"
 	cases := []struct {
-		last           string
-		scanned, count int
-		next           string
-		done           bool
+		last                        string
+		scanned, count, taken, take int
+		next                        string
+		done                        bool
 	}{
-		{"", 0, 100, reclaimStart, true},                         // nothing old enough to be idle
-		{"1700000000000-5", 40, 100, reclaimStart, true},         // the range ended within the slice
-		{"1700000000000-5", 100, 100, "(1700000000000-5", false}, // a full slice: go on after its last
-		{"", 100, 100, reclaimStart, true},                       // no last id: start over
+		{"", 0, 100, 0, 50, reclaimStart, true},     // nothing old enough to be idle
+		{from, 40, 100, 3, 50, reclaimStart, true},  // the range ended within the slice
+		{from, 100, 100, 3, 50, "(" + from, false},  // cut by count: go on after its last
+		{from, 60, 100, 50, 50, "(" + from, false},  // cut by take: go on after its last
+		{from, 100, 100, 50, 50, "(" + from, false}, // cut by both
+		{"", 100, 100, 0, 50, reclaimStart, true},   // no last id: start over
 	}
 	for _, c := range cases {
-		next, done := advance(c.last, c.scanned, c.count)
+		next, done := advance(c.last, c.scanned, c.count, c.taken, c.take)
 		if next != c.next || done != c.done {
-			t.Errorf("advance(%q, %d, %d) = %q, %v; want %q, %v", c.last, c.scanned, c.count, next, done, c.next, c.done)
+			t.Errorf("advance(%q, %d, %d, %d, %d) = %q, %v; want %q, %v",
+				c.last, c.scanned, c.count, c.taken, c.take, next, done, c.next, c.done)
 		}
 	}
 }
