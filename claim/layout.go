@@ -144,19 +144,24 @@ type Sighted struct {
 // a query spread wider reads the bytes rank by rank.
 const sightSpan = 4096
 
+// fieldChunk bounds the fields of one HMGET of Sightings.
+const fieldChunk = 100
+
 // Sightings reads, for each query, what Redis holds of its claims, in one
 // pipelined round trip of plain reads, whatever the promotion's layout: per
 // query, its meta hash's mode, the ranks' fields of the status hash, the
-// users' fields of byuser and the ranks' status bytes (one GETRANGE over
-// the ranks' span, or one per rank if the ranks are spread far apart).
-// Keep a query's claims to about a thousand. A query whose reads failed
-// gets nil and its error.
+// users' fields of byuser (one HMGET per fieldChunk fields, so no read holds
+// Redis long) and the ranks' status bytes (one GETRANGE over the ranks'
+// span, or one per rank if the ranks are spread far apart). Keep a query's
+// claims to about a thousand. A query whose reads failed gets nil and its
+// error.
 func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []error) {
 	out, errs := make([][]Sighting, len(qs)), make([]error, len(qs))
 	type span struct {
 		from   int   // index of the query's first command
+		reads  int   // its commands
 		lo     int64 // lowest rank; -1 when the bytes are read rank by rank
-		ranges int   // GETRANGE commands
+		chunks int   // HMGETs of each hash
 	}
 	spans := make([]span, len(qs))
 	var cmds rueidis.Commands
@@ -171,19 +176,23 @@ func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []err
 		for _, r := range q.Ranks {
 			lo, hi = min(lo, r), max(hi, r)
 		}
-		spans[i] = span{from: len(cmds), lo: lo, ranges: 1}
-		cmds = append(cmds,
-			g.client.B().Hget().Key(k.Meta()).Field("mode").Build(),
-			g.client.B().Hmget().Key(k.Status()).Field(ranks...).Build(),
-			g.client.B().Hmget().Key(k.ByUser()).Field(q.Users...).Build())
+		spans[i] = span{from: len(cmds), lo: lo, chunks: (len(ranks) + fieldChunk - 1) / fieldChunk}
+		cmds = append(cmds, g.client.B().Hget().Key(k.Meta()).Field("mode").Build())
+		for _, part := range fieldChunks(ranks) {
+			cmds = append(cmds, g.client.B().Hmget().Key(k.Status()).Field(part...).Build())
+		}
+		for _, part := range fieldChunks(q.Users) {
+			cmds = append(cmds, g.client.B().Hmget().Key(k.ByUser()).Field(part...).Build())
+		}
 		if hi-lo <= sightSpan+16*int64(len(q.Ranks)) {
 			cmds = append(cmds, g.client.B().Getrange().Key(k.StatusBytes()).Start(lo).End(hi).Build())
-			continue
+		} else {
+			spans[i].lo = -1
+			for _, r := range q.Ranks {
+				cmds = append(cmds, g.client.B().Getrange().Key(k.StatusBytes()).Start(r).End(r).Build())
+			}
 		}
-		spans[i].lo, spans[i].ranges = -1, len(q.Ranks)
-		for _, r := range q.Ranks {
-			cmds = append(cmds, g.client.B().Getrange().Key(k.StatusBytes()).Start(r).End(r).Build())
-		}
+		spans[i].reads = len(cmds) - spans[i].from
 	}
 	if len(cmds) == 0 {
 		return out, errs
@@ -193,7 +202,8 @@ func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []err
 		if errs[i] != nil {
 			continue
 		}
-		ss, err := sightings(q, res[spans[i].from:spans[i].from+3+spans[i].ranges], spans[i].lo)
+		sp := spans[i]
+		ss, err := sightings(q, res[sp.from:sp.from+sp.reads], sp.chunks, sp.lo)
 		if err != nil {
 			errs[i] = fmt.Errorf("claims of %s: %w", q.ID, err)
 			continue
@@ -203,26 +213,51 @@ func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []err
 	return out, errs
 }
 
+// fieldChunks cuts fields into pieces of at most fieldChunk, in order.
+func fieldChunks(fields []string) [][]string {
+	var out [][]string
+	for len(fields) > 0 {
+		n := min(len(fields), fieldChunk)
+		out = append(out, fields[:n:n])
+		fields = fields[n:]
+	}
+	return out
+}
+
+// joinArrays reads replies that are arrays as one array.
+func joinArrays(res []rueidis.RedisResult) ([]rueidis.RedisMessage, error) {
+	var out []rueidis.RedisMessage
+	for _, r := range res {
+		vs, err := r.ToArray()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
 // sightings reads the replies of one query of Sightings: mode, the status
-// hash's fields, byuser's fields, then one GETRANGE from rank lo, or one
-// per rank if lo is -1.
-func sightings(q Sighted, res []rueidis.RedisResult, lo int64) ([]Sighting, error) {
+// hash's fields and byuser's fields (chunks HMGETs each), then one GETRANGE
+// from rank lo, or one per rank if lo is -1.
+func sightings(q Sighted, res []rueidis.RedisResult, chunks int, lo int64) ([]Sighting, error) {
 	mode, err := res[0].ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return nil, err
 	}
-	statuses, err1 := res[1].ToArray()
-	lists, err2 := res[2].ToArray()
+	statuses, err1 := joinArrays(res[1 : 1+chunks])
+	lists, err2 := joinArrays(res[1+chunks : 1+2*chunks])
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
 	}
+	bytesAt := 1 + 2*chunks // the first GETRANGE's reply
 	if len(statuses) != len(q.Ranks) || len(lists) != len(q.Users) {
 		return nil, errors.New("short reply")
 	}
 	compact := strings.HasSuffix(mode, LayoutCompact.suffix())
 	var bytes string
 	if compact && lo >= 0 {
-		if bytes, err = res[3].ToString(); err != nil {
+		if bytes, err = res[bytesAt].ToString(); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +272,7 @@ func sightings(q Sighted, res []rueidis.RedisResult, lo int64) ([]Sighting, erro
 				s.Status = bytes[at : at+1]
 			}
 		default:
-			if s.Status, err = res[3+n].ToString(); err != nil {
+			if s.Status, err = res[bytesAt+n].ToString(); err != nil {
 				return nil, err
 			}
 		}

@@ -1,6 +1,12 @@
 package claim
 
-import "github.com/redis/rueidis"
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+
+	"github.com/redis/rueidis"
+)
 
 // Every script's source starts with a line that names it and its version,
 // "-- dibs:<name> v<n>" (see the package documentation): scripts are loaded
@@ -12,10 +18,39 @@ import "github.com/redis/rueidis"
 // scriptSources holds the source of every script of the package.
 var scriptSources []string
 
+// scriptSHAs maps every script made by newScript to the SHA1 of its source
+// (written while the package initialises, read-only afterwards).
+var scriptSHAs = map[*rueidis.Lua]string{}
+
 // newScript returns the script of src (EVALSHA, with EVAL on a miss).
 func newScript(src string) *rueidis.Lua {
 	scriptSources = append(scriptSources, src)
-	return rueidis.NewLuaScript(src)
+	l := rueidis.NewLuaScript(src)
+	sum := sha1.Sum([]byte(src))
+	scriptSHAs[l] = hex.EncodeToString(sum[:])
+	return l
+}
+
+// execPipelined runs script s (made by newScript) once per exec, in one
+// round trip of EVALSHAs; a call the server answers NOSCRIPT (it did not
+// run) runs again with s.Exec, which loads the script. Every key of one
+// exec must be in one Cluster slot; the execs may be in different ones.
+func execPipelined(ctx context.Context, c rueidis.Client, s *rueidis.Lua, execs []rueidis.LuaExec) []rueidis.RedisResult {
+	if len(execs) == 1 {
+		return []rueidis.RedisResult{s.Exec(ctx, c, execs[0].Keys, execs[0].Args)}
+	}
+	sha := scriptSHAs[s]
+	cmds := make(rueidis.Commands, len(execs))
+	for i, e := range execs {
+		cmds[i] = c.B().Evalsha().Sha1(sha).Numkeys(int64(len(e.Keys))).Key(e.Keys...).Arg(e.Args...).Build()
+	}
+	res := c.DoMulti(ctx, cmds...)
+	for i, r := range res {
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+			res[i] = s.Exec(ctx, c, execs[i].Keys, execs[i].Args)
+		}
+	}
+	return res
 }
 
 // newReadOnlyScript is newScript for a script that writes nothing
@@ -195,8 +230,8 @@ return 1
 // and one HSET (classic layout) or one GETRANGE and one SETRANGE over the
 // batch's ranks (compact layout: ranks of one batch are close together; a
 // batch spread wider than ackSpan is written rank by rank) mark them;
-// callers send at most ackChunk entries per call, well inside Lua's stack
-// for unpack.
+// callers send at most ackChunk entries per call (Gate.Ack cuts bigger
+// batches), so one call holds Redis for a bounded time.
 var ackScript = newScript(`-- dibs:ack v3` + layoutLua + `
 local m = redis.call('HMGET', KEYS[3], 'stock', 'confirmed', 'mode')
 st_mode(m[3], KEYS[1], KEYS[4])

@@ -66,8 +66,10 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // the functions are called synchronously from consumer goroutines and must be
 // fast.
 type Hooks struct {
-	// Read is called after every XREADGROUP of new entries with the number of
-	// entries returned (0 for an empty read).
+	// Read is called after every read of new entries with the number of
+	// entries returned (0 for an empty read). A read is one XREADGROUP, or
+	// several in a row when BatchSize is over 100 (no XREADGROUP asks for
+	// more than 100 entries).
 	Read func(stream string, entries int)
 	// Ack is called after entries were acknowledged as handled.
 	Ack func(stream string, entries int)
@@ -88,8 +90,10 @@ type Hooks struct {
 // the dibs configuration; durations are whole milliseconds (or seconds where
 // the name says so) in YAML.
 type Config struct {
-	// BatchSize is the XREADGROUP COUNT: the most entries one read hands to the
-	// handler. Defaults to 100.
+	// BatchSize is the most entries one read hands to the handler. One
+	// XREADGROUP asks for at most 100 entries (its COUNT), so a bigger batch
+	// is read with several in a row, without blocking, while each comes back
+	// full. Defaults to 100.
 	BatchSize int `yaml:"batch_size"`
 	// BatchWait lets batches fill under a steady load: after a read that
 	// returned some entries but fewer than BatchSize, the consumer waits
@@ -117,10 +121,11 @@ type Config struct {
 	// waiting for their batch are not reclaimed. Defaults to 5ms (in
 	// DefaultConfig; the zero Config leaves it off).
 	BatchWait time.Duration `yaml:"-"`
-	// TrimAcked trims acknowledged entries with XTRIM MINID below the oldest
-	// pending or undelivered entry of every group, on each reclaim pass.
-	// Unfinished entries are never trimmed. Defaults to true (in DefaultConfig;
-	// the zero Config leaves it off).
+	// TrimAcked trims acknowledged entries with XTRIM MINID ~ below the oldest
+	// pending or undelivered entry of every group, on each reclaim pass:
+	// whole stream nodes, at most 5,000 entries per XTRIM and 64 XTRIMs per
+	// pass. Unfinished entries are never trimmed. Defaults to true (in
+	// DefaultConfig; the zero Config leaves it off).
 	TrimAcked bool `yaml:"trim_acked"`
 	// ReadMode is ReadBlock or ReadPoll. Defaults to ReadBlock.
 	ReadMode ReadMode `yaml:"read_mode"`
@@ -151,12 +156,13 @@ type Config struct {
 	// StopConsumerMinInterval is the least time between two consumer stops by
 	// scaling. Defaults to 60s.
 	StopConsumerMinInterval time.Duration `yaml:"-"`
-	// ReclaimMinIdle is the XAUTOCLAIM min-idle-time: an entry pending this
+	// ReclaimMinIdle is the reclaim's min-idle-time: an entry pending this
 	// long is taken over (from a dead consumer, or retried after a failure).
-	// Defaults to 30s.
+	// The reclaim looks only at pending entries added at least this long
+	// ago by Redis's clock (see the package documentation). Defaults to 30s.
 	ReclaimMinIdle time.Duration `yaml:"-"`
-	// ReclaimInterval is how often a pool runs XAUTOCLAIM (and trims, and
-	// samples lag). Defaults to ReclaimMinIdle / 6.
+	// ReclaimInterval is how often a pool runs its reclaim pass (and trims,
+	// and samples lag). Defaults to ReclaimMinIdle / 6.
 	ReclaimInterval time.Duration `yaml:"-"`
 	// MaxDeliveries is how many handler calls for an entry may fail with an
 	// error of no kind (or panic) before it is dead-lettered; the count is

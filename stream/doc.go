@@ -27,8 +27,8 @@
 //     meanwhile; a full read is handled at once;
 //   - acknowledges an entry only after its handler succeeded; on start each
 //     consumer first handles its own pending entries (id 0), then new ones;
-//   - reclaims entries left idle by dead consumers (XAUTOCLAIM), and
-//     dead-letters an entry (a callback, then a dead-letter stream capped at
+//   - reclaims entries left idle by dead consumers, and dead-letters an
+//     entry (a callback, then a dead-letter stream capped at
 //     about DeadLetterMaxLen entries, then XACK) when it is malformed, fails
 //     permanently, or its handler failed MaxDeliveries times;
 //   - classifies handler errors: [Transient] pauses the pool with backoff and
@@ -43,14 +43,58 @@
 //     handler is never reclaimed while it runs, and the dead-letter
 //     callbacks of one read the same deadline, so a stalled database never
 //     holds a consumer for good;
-//   - trims acknowledged entries with XTRIM MINID, never past an unfinished
-//     entry of any group;
+//   - trims acknowledged entries with XTRIM MINID ~, never past an
+//     unfinished entry of any group;
 //   - scales between MinConsumers and MaxConsumers with the policy of Spring
 //     AMQP's SimpleMessageListenerContainer ([ScalePolicy]);
 //   - stops itself after IdleTimeout without messages once its group has
 //     nothing pending and no lag, and then makes no Redis calls at all.
 //
 // The runtime needs Redis 7.0 or newer on every node; [CheckServer] checks.
+//
+// # Bounded commands
+//
+// Redis runs one command at a time, so every command the runtime sends holds
+// up every other client of the server (at the peak, the claims) for as long
+// as it runs. The runtime's commands are therefore bounded: none carries
+// more than 100 ids or fields, or asks for more than 100 entries.
+//
+//   - Reads: one XREADGROUP asks for at most 100 entries; a BatchSize over
+//     100 is read with several in a row, without blocking, while each comes
+//     back full, and handed to the handler as one batch.
+//   - Acknowledgements, failure counts: XACK, HMGET, HDEL and XCLAIM carry
+//     at most 100 ids each; a bigger batch is sent as several commands in
+//     one round trip. [Spec.Ack] gets the whole batch and should do the
+//     same (the dibs ack script takes 100 entries a call).
+//   - Reclaim: XAUTOCLAIM walks the pending list from where it is told to
+//     start, whatever the entries' age, so a pool under load, whose pending
+//     list holds thousands of entries in flight, paid for looking at all of
+//     them on every pass. The runtime uses instead that a stream id is the
+//     Redis time its entry was added (XADD *), at or before every delivery
+//     of it: an entry pending for at least ReclaimMinIdle has an id no newer
+//     than Redis TIME less ReclaimMinIdle. A reclaim slice is one script
+//     call: XPENDING from a cursor up to that id, at most 100 entries, then
+//     XCLAIM of those idle at least ReclaimMinIdle, at most 25 (XCLAIM
+//     finds each entry by walking its stream node: 25 entries cost Redis
+//     about 0.25 ms, 100 over 1 ms; fewer if BatchSize is smaller), which
+//     counts a delivery; entries deleted from the stream while pending are
+//     dropped from the pending list and dead-lettered, as XAUTOCLAIM did.
+//     The cursor moves past the last entry a slice looked at; a slice that
+//     looked at fewer than 100 entries and took fewer than 25 ends the
+//     scan, so the next one starts over at the oldest pending entry. A pass
+//     runs up to 64 slices (handling what each took before the next), and
+//     one that used them up leaves the cursor where it stopped for the next
+//     pass. Under load the range holds only the entries really left behind,
+//     so a pass usually costs one short slice.
+//     Entry ids given by the application (XADD with an explicit id) must be
+//     no newer than the time they are added, or those entries are reclaimed
+//     late.
+//   - Trim: XTRIM MINID ~ with LIMIT 5000 removes whole stream nodes (about
+//     100 entries or 4 kB each) below the oldest unfinished entry, at most
+//     5,000 entries a call; a pass calls it again while it trims something,
+//     up to 64 times (64 × 5,000 entries per pass, 64,000 entries a second
+//     at the default interval of 5s). Acknowledged entries in the node of
+//     the oldest unfinished one stay until that node is finished.
 //
 // Handlers get every entry of one read ([Handler]) and return one result per
 // entry, so a database writer can insert a batch in one statement; or use

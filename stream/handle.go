@@ -112,25 +112,32 @@ func (p *Pool) ack(ctx context.Context, msgs []Message) {
 	}
 }
 
-// xack acknowledges msgs with a plain XACK and deletes the failure counts of
-// counted in the same round trip.
+// xack acknowledges msgs with plain XACKs and deletes the failure counts of
+// counted in the same round trip: one XACK and one HDEL per callSlice ids.
 func (p *Pool) xack(ctx context.Context, msgs []Message, counted []string) error {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
 	cl := p.client
-	cmds := rueidis.Commands{cl.B().Xack().Key(p.spec.Stream).Group(p.spec.Group).Id(ids...).Build()}
-	if len(counted) > 0 {
-		cmds = append(cmds, cl.B().Hdel().Key(p.failuresKey).Field(counted...).Build())
+	acks := chunks(ids, callSlice)
+	cmds := make(rueidis.Commands, 0, len(acks)+len(counted)/callSlice+1)
+	for _, part := range acks {
+		cmds = append(cmds, cl.B().Xack().Key(p.spec.Stream).Group(p.spec.Group).Id(part...).Build())
+	}
+	for _, part := range chunks(counted, callSlice) {
+		cmds = append(cmds, cl.B().Hdel().Key(p.failuresKey).Field(part...).Build())
 	}
 	res := cl.DoMulti(ctx, cmds...)
-	if err := res[0].Error(); err != nil {
-		return fmt.Errorf("stream: XACK %s: %w", p.spec.Stream, err)
+	for _, r := range res[:len(acks)] {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("stream: XACK %s: %w", p.spec.Stream, err)
+		}
 	}
-	if len(res) > 1 {
-		if err := res[1].Error(); err != nil {
+	for _, r := range res[len(acks):] {
+		if err := r.Error(); err != nil {
 			p.log.Warn("stream failure counts not deleted; the reclaim pass will", "err", err)
+			break
 		}
 	}
 	return nil

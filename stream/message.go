@@ -15,7 +15,7 @@ type Message struct {
 	// deleted from the stream while it was pending.
 	Fields map[string]string
 	// Deliveries is how many times Redis has delivered the entry: 1 on first
-	// delivery, the count kept by Redis (XPENDING/XAUTOCLAIM) on redelivery.
+	// delivery, the count kept by Redis (XPENDING, XCLAIM) on redelivery.
 	// It rises with every redelivery, whatever its cause (a restart draining
 	// the consumer's own pending entries, a reclaim, a failed handler), so
 	// it says nothing about how close the entry is to the dead letters; see

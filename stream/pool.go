@@ -161,6 +161,9 @@ type Pool struct {
 	nextReclaim atomic.Int64                // unix ns when the next reclaim pass is due: written by the consumer that takes the pass (CAS), read by every consumer
 	pausedUntil atomic.Int64                // unix ns until which no consumer reads: written by a consumer that met a transient failure, read by every consumer
 
+	reclaimMu   sync.Mutex // held (TryLock) by the consumer running a reclaim pass: one pass at a time
+	reclaimFrom string     // where the reclaim scan goes on ("-" or "(id"); the reclaim pass's, under reclaimMu
+
 	leaseMu sync.Mutex    // serialises the heartbeat's renewal passes with lease releases by exiting consumers
 	renewMu sync.Mutex    // guards renewed
 	renewed chan struct{} // closed and replaced by the heartbeat after each pass; read by consumers waiting in holdLease

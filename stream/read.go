@@ -196,9 +196,37 @@ func (p *Pool) readNew(c *consumer, block time.Duration) ([]rueidis.XRangeEntry,
 	return p.read(c, ">", block, p.cfg.BatchSize)
 }
 
-// read reads up to count entries after id, blocking up to block if
-// positive.
-func (p *Pool) read(c *consumer, id string, block time.Duration, count int) ([]rueidis.XRangeEntry, error) {
+// read reads up to want entries after id, blocking up to block if
+// positive: one XREADGROUP of up to callSlice entries, then, while each
+// came back full and the batch is not, more without blocking (after the
+// last entry read, for an id other than ">"). A later read that fails ends
+// the batch with the entries read so far; they are delivered, so they go to
+// the handler.
+func (p *Pool) read(c *consumer, id string, block time.Duration, want int) ([]rueidis.XRangeEntry, error) {
+	var out []rueidis.XRangeEntry
+	for n := readCount(want, 0); n > 0; n = readCount(want, len(out)) {
+		es, err := p.readOnce(c, id, block, n)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		out = append(out, es...)
+		if len(es) < n {
+			break
+		}
+		block = 0
+		if id != ">" {
+			id = es[len(es)-1].ID
+		}
+	}
+	return out, nil
+}
+
+// readOnce is one XREADGROUP of up to count entries after id, blocking up
+// to block if positive.
+func (p *Pool) readOnce(c *consumer, id string, block time.Duration, count int) ([]rueidis.XRangeEntry, error) {
 	cl := p.client
 	var cmd rueidis.Completed
 	if block > 0 {

@@ -70,9 +70,16 @@ return 1
 // trimScript trims entries every group has finished with: XTRIM MINID at the
 // smallest of, over all groups, the oldest pending id and the last delivered
 // id. Entries from there on (pending, undelivered, and the last delivered one)
-// stay, so XAUTOCLAIM never meets a trimmed pending entry. KEYS[1] is the
+// stay, so a reclaim never meets a trimmed pending entry. It trims with ~ and
+// LIMIT ARGV[1]: Redis then removes only whole stream nodes whose every entry
+// lies below that id, never more than ARGV[1] entries, so one call holds
+// Redis for a bounded time (a node of a stream holds about 100 entries or
+// 4 kB); callers call it again while it trims something. KEYS[1] is the
 // stream. Returns the number of entries trimmed.
-var trimScript = rueidis.NewLuaScript(`
+//
+// v1 (earlier releases) trimmed exactly, with no LIMIT: one call removed
+// every finished entry, however many.
+var trimScript = rueidis.NewLuaScript(`-- dibs:stream_trim v2
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
@@ -101,7 +108,57 @@ for _, g in ipairs(groups) do
   if low == nil or less(cand, low) then low = cand end
 end
 if low == '0-0' then return 0 end
-return redis.call('XTRIM', KEYS[1], 'MINID', low)
+return redis.call('XTRIM', KEYS[1], 'MINID', '~', low, 'LIMIT', ARGV[1])
+`)
+
+// reclaimScript is one slice of a reclaim scan. It looks at up to ARGV[5]
+// pending entries of group ARGV[1], from ARGV[4] ("-", or "(id" to start
+// after id) up to the newest id that can be idle: an entry's id is the
+// Redis time it was added (XADD *), at or before every delivery of it, so
+// an entry idle for at least ARGV[3] ms has an id no newer than Redis TIME
+// less ARGV[3] ms. It takes over, for consumer ARGV[2], the ones idle for
+// at least ARGV[3] ms (XCLAIM, which counts a delivery), up to ARGV[6] of
+// them: it stops looking at the one that makes ARGV[6] (XCLAIM costs Redis
+// a walk through the entry's stream node per entry, a few microseconds
+// each). Entries deleted from the stream while pending cannot be taken:
+// XCLAIM drops them from the pending list, and the script acknowledges
+// them to be sure (older servers kept them). KEYS[1] is the stream.
+//
+// Returns {scanned, last, entries, deliveries, deleted}: how many pending
+// entries it looked at, the id of the last of them ("" if none), the entries
+// taken over (as XCLAIM returns them), their delivery counts after the
+// takeover (in the same order), and the ids of the deleted ones.
+var reclaimScript = rueidis.NewLuaScript(`-- dibs:stream_reclaim v1
+local t = redis.call('TIME')
+local idle = tonumber(ARGV[3])
+local upto = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - idle
+if upto < 0 then return {0, '', {}, {}, {}} end
+local rows = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[4], string.format('%.0f', upto), tonumber(ARGV[5]))
+local take = tonumber(ARGV[6])
+local ids, dlv, scanned, last = {}, {}, 0, ''
+for _, r in ipairs(rows) do
+  scanned = scanned + 1
+  last = r[1]
+  if r[3] >= idle then
+    ids[#ids + 1] = r[1]
+    dlv[r[1]] = r[4]
+    if #ids >= take then break end
+  end
+end
+local got, counts, gone = {}, {}, {}
+if #ids > 0 then
+  got = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
+  local seen = {}
+  for i, e in ipairs(got) do
+    seen[e[1]] = true
+    counts[i] = dlv[e[1]] + 1
+  end
+  for _, id in ipairs(ids) do
+    if not seen[id] then gone[#gone + 1] = id end
+  end
+  if #gone > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(gone)) end
+end
+return {scanned, last, got, counts, gone}
 `)
 
 // groupInfo is what XINFO GROUPS says about one group.
@@ -153,18 +210,23 @@ func toMessages(entries []rueidis.XRangeEntry, deliveries int64) []Message {
 
 // deliveryCounts fills in Deliveries from XPENDING, one pipelined query per
 // entry, and Failures from the failures hash, in the same round trip (only
-// on the recovery paths: own-PEL drain and reclaim).
+// on the own-PEL drain, after a restart).
 func (p *Pool) deliveryCounts(ctx context.Context, msgs []Message) error {
 	c := p.client
-	cmds := make(rueidis.Commands, len(msgs), len(msgs)+1)
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		cmds[i] = c.B().Xpending().Key(p.spec.Stream).Group(p.spec.Group).Start(m.ID).End(m.ID).Count(1).Build()
 		ids[i] = m.ID
 	}
-	cmds = append(cmds, c.B().Hmget().Key(p.failuresKey).Field(ids...).Build())
+	parts := chunks(ids, callSlice)
+	cmds := make(rueidis.Commands, len(msgs), len(msgs)+len(parts))
+	for i, m := range msgs {
+		cmds[i] = c.B().Xpending().Key(p.spec.Stream).Group(p.spec.Group).Start(m.ID).End(m.ID).Count(1).Build()
+	}
+	for _, part := range parts {
+		cmds = append(cmds, c.B().Hmget().Key(p.failuresKey).Field(part...).Build())
+	}
 	res := c.DoMulti(ctx, cmds...)
-	counts, err := parseCounts(res[len(msgs)], len(msgs))
+	counts, err := parseChunkedCounts(res[len(msgs):], parts)
 	if err != nil {
 		return fmt.Errorf("stream: HMGET %s: %w", p.failuresKey, err)
 	}
@@ -193,13 +255,35 @@ func (p *Pool) deliveryCounts(ctx context.Context, msgs []Message) error {
 	return nil
 }
 
-// failureCounts reads the counted failures of ids from the failures hash.
+// failureCounts reads the counted failures of ids from the failures hash:
+// one HMGET per callSlice ids, pipelined.
 func (p *Pool) failureCounts(ctx context.Context, ids []string) ([]int64, error) {
 	c := p.client
-	r := c.Do(ctx, c.B().Hmget().Key(p.failuresKey).Field(ids...).Build())
-	counts, err := parseCounts(r, len(ids))
+	parts := chunks(ids, callSlice)
+	cmds := make(rueidis.Commands, len(parts))
+	for i, part := range parts {
+		cmds[i] = c.B().Hmget().Key(p.failuresKey).Field(part...).Build()
+	}
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	counts, err := parseChunkedCounts(c.DoMulti(ctx, cmds...), parts)
 	if err != nil {
 		return nil, fmt.Errorf("stream: HMGET %s: %w", p.failuresKey, err)
+	}
+	return counts, nil
+}
+
+// parseChunkedCounts reads the replies of one HMGET per part, in order, as
+// one list of counts.
+func parseChunkedCounts(res []rueidis.RedisResult, parts [][]string) ([]int64, error) {
+	var counts []int64
+	for i, part := range parts {
+		cs, err := parseCounts(res[i], len(part))
+		if err != nil {
+			return nil, err
+		}
+		counts = append(counts, cs...)
 	}
 	return counts, nil
 }
@@ -245,14 +329,21 @@ func (p *Pool) countFailures(ctx context.Context, msgs []Message) ([]int64, erro
 }
 
 // forgetFailures deletes the failure counts of ids (acknowledged or
-// dead-lettered entries).
+// dead-lettered entries): one HDEL per callSlice ids, pipelined.
 func (p *Pool) forgetFailures(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	c := p.client
-	if err := c.Do(ctx, c.B().Hdel().Key(p.failuresKey).Field(ids...).Build()).Error(); err != nil {
-		return fmt.Errorf("stream: HDEL %s: %w", p.failuresKey, err)
+	parts := chunks(ids, callSlice)
+	cmds := make(rueidis.Commands, len(parts))
+	for i, part := range parts {
+		cmds[i] = c.B().Hdel().Key(p.failuresKey).Field(part...).Build()
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("stream: HDEL %s: %w", p.failuresKey, err)
+		}
 	}
 	return nil
 }
@@ -298,59 +389,68 @@ func (p *Pool) sweepFailures(ctx context.Context) (int, error) {
 	return len(stale), nil
 }
 
-// xautoclaim takes over up to count entries idle for at least minIdle into
-// consumer, starting at cursor. It returns the entries, the ids Redis dropped
-// from the PEL because their entries were deleted (Redis 7), and the next
-// cursor ("0-0" when the scan is complete).
-func (p *Pool) xautoclaim(ctx context.Context, consumer, cursor string) ([]Message, []string, string, error) {
-	c := p.client
-	cmd := c.B().Xautoclaim().Key(p.spec.Stream).Group(p.spec.Group).Consumer(consumer).
-		MinIdleTime(strconv.FormatInt(p.cfg.ReclaimMinIdle.Milliseconds(), 10)).Start(cursor).
-		Count(int64(p.cfg.BatchSize)).Build()
-	res, err := c.Do(ctx, cmd).ToArray()
+// reclaimed is what one reclaim slice found.
+type reclaimed struct {
+	scanned int       // pending entries looked at
+	last    string    // id of the last of them; "" if none
+	msgs    []Message // entries taken over, with their delivery counts
+	deleted []string  // ids dropped from the pending list: their entries were deleted
+}
+
+// reclaimSlice runs reclaimScript for consumer from cursor, looking at up to
+// count pending entries and taking over up to take of them.
+func (p *Pool) reclaimSlice(ctx context.Context, consumer, cursor string, count, take int) (reclaimed, error) {
+	fail := func(err error) (reclaimed, error) {
+		return reclaimed{}, fmt.Errorf("stream: reclaim %s: %w", p.spec.Stream, err)
+	}
+	res, err := reclaimScript.Exec(ctx, p.client, []string{p.spec.Stream}, []string{p.spec.Group, consumer,
+		strconv.FormatInt(p.cfg.ReclaimMinIdle.Milliseconds(), 10), cursor, strconv.Itoa(count), strconv.Itoa(take)}).ToArray()
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+		return fail(err)
 	}
-	if len(res) < 2 {
-		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: unexpected reply of %d elements", p.spec.Stream, len(res))
+	if len(res) != 5 {
+		return fail(fmt.Errorf("unexpected reply of %d elements", len(res)))
 	}
-	next, err := res[0].ToString()
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+	var s reclaimed
+	scanned, err1 := res[0].AsInt64()
+	last, err2 := res[1].ToString()
+	entries, err3 := res[2].AsXRange()
+	counts, err4 := res[3].AsIntSlice()
+	deleted, err5 := res[4].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return fail(err)
 	}
-	entries, err := res[1].AsXRange()
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("stream: XAUTOCLAIM %s: %w", p.spec.Stream, err)
+	if len(counts) != len(entries) {
+		return fail(fmt.Errorf("%d delivery counts for %d entries", len(counts), len(entries)))
 	}
-	var deleted []string
-	if len(res) > 2 {
-		deleted, _ = res[2].AsStrSlice()
+	s.scanned, s.last, s.deleted = int(scanned), last, deleted
+	s.msgs = make([]Message, len(entries))
+	for i, e := range entries {
+		s.msgs[i] = Message{ID: e.ID, Fields: e.FieldValues, Deliveries: counts[i]}
 	}
-	msgs := make([]Message, 0, len(entries))
-	for _, e := range entries {
-		if e.FieldValues == nil {
-			// Older servers report a deleted entry inline.
-			deleted = append(deleted, e.ID)
-			continue
-		}
-		msgs = append(msgs, Message{ID: e.ID, Fields: e.FieldValues})
-	}
-	return msgs, deleted, next, nil
+	return s, nil
 }
 
 // touch resets the idle time of entries this consumer still works on, so the
 // reclaim pass of another process leaves them alone while the pool backs off.
-// XCLAIM JUSTID does not count a delivery.
+// XCLAIM JUSTID does not count a delivery. One XCLAIM per callSlice ids,
+// pipelined.
 func (p *Pool) touch(ctx context.Context, consumer string, msgs []Message) error {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
 	c := p.client
-	err := c.Do(ctx, c.B().Xclaim().Key(p.spec.Stream).Group(p.spec.Group).Consumer(consumer).
-		MinIdleTime("0").Id(ids...).Justid().Build()).Error()
-	if err != nil {
-		return fmt.Errorf("stream: XCLAIM %s: %w", p.spec.Stream, err)
+	parts := chunks(ids, callSlice)
+	cmds := make(rueidis.Commands, len(parts))
+	for i, part := range parts {
+		cmds[i] = c.B().Xclaim().Key(p.spec.Stream).Group(p.spec.Group).Consumer(consumer).
+			MinIdleTime("0").Id(part...).Justid().Build()
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("stream: XCLAIM %s: %w", p.spec.Stream, err)
+		}
 	}
 	return nil
 }

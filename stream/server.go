@@ -12,9 +12,9 @@ import (
 )
 
 // MinServerVersion is the oldest Redis version the runtime works with. It
-// relies on XINFO GROUPS reporting a group's lag and on XAUTOCLAIM reporting
-// the pending ids whose entries were deleted, both new in Redis 7.0; on an
-// older server a pool reads its group as never drained. Valkey reports a
+// relies on XINFO GROUPS reporting a group's lag, new in Redis 7.0 (on an
+// older server a pool reads its group as never drained), and on XPENDING's
+// IDLE and exclusive ranges and XTRIM's MINID and LIMIT, new in 6.2. Valkey reports a
 // Redis-compatible redis_version (7.2.4 for every Valkey release so far), so it
 // passes too.
 const MinServerVersion = "7.0"
