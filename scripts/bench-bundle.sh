@@ -32,7 +32,8 @@
 #   --ld-library-path where that binary's shared libraries are [REDIS_LD_LIBRARY_PATH]
 #   --db              the database of every dibs run (default: a fresh SQLite
 #                     file per run; postgres://... to measure PostgreSQL) [DB]
-#   --out             also write the table to this file [OUT]
+#   --out             also write the table to this file, and the raw results
+#                     (one JSON line per run) to FILE.jsonl [OUT]
 #
 # Environment (all optional):
 #   SMOKE=1           seconds-long run: tiny rates, 1 s per step (what make test runs)
@@ -288,7 +289,7 @@ if [ "$EMBEDDED" = 1 ]; then
 	emb=$(sed -n 's/.*"msg":"started private redis-server".*"addr":"\([^"]*\)".*/\1/p' "$TMP/emb.log" | head -n 1)
 	# Its redis-server is dibs's child: move it (every thread) to Redis's CPU.
 	for stat in /proc/[0-9]*/stat; do
-		read -r cpid _ <"$stat" 2>/dev/null || continue
+		cpid=${stat#/proc/} cpid=${cpid%/stat}
 		ppid=$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "$stat" 2>/dev/null) || continue
 		if [ "$ppid" = "$DIBS_PID" ] && [ "$TASKSET" = 1 ]; then taskset -a -p -c "$R" "$cpid" >/dev/null; fi
 	done
@@ -344,3 +345,4 @@ fi
 	echo
 	"$CC" table -dibs-cores "$DIBS_CORES" -load-cores "$LOAD_CORES" "$RES"
 } | tee "${OUT:-/dev/null}"
+[ -z "$OUT" ] || cp "$RES" "$OUT.jsonl"

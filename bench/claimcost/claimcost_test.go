@@ -27,7 +27,11 @@ func TestSlowText(t *testing.T) {
 	if got := slowText(map[string]int64{}, 0); got != "none" {
 		t.Errorf("slowText of nothing = %q, want none", got)
 	}
-	if got, want := slowText(map[string]int64{"xadd": 1, "evalsha": 3}, 812), "evalsha 3, xadd 1 (longest 812 µs)"; got != want {
+	if got, want := slowText(map[string]int64{"xadd": 1, "evalsha": 3}, 812), "4 (evalsha 3, xadd 1; longest 812 µs)"; got != want {
+		t.Errorf("slowText = %q, want %q", got, want)
+	}
+	many := map[string]int64{"evalsha": 40, "xadd": 8, "hget": 3, "get": 3, "incr": 1}
+	if got, want := slowText(many, 900), "55 (evalsha 40, xadd 8, get 3, 2 more; longest 900 µs)"; got != want {
 		t.Errorf("slowText = %q, want %q", got, want)
 	}
 }
@@ -53,7 +57,7 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{
 		"| dibs, max | closed, 256 conns | 40000 |",
 		"| open, 32000/s due, 7 late |",
-		"| evalsha 2 (longest 700 µs) | –",
+		"| 2 (evalsha 2; longest 700 µs) | –",
 		"| 1.5 s |",
 		"| segments 3 | 50000 |",
 		"| 12.0 · 11.0 · 13.0 | 13.0 | 76923/s |",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -140,16 +141,29 @@ func writeRuns(w io.Writer, rows []loadResult) {
 	}
 }
 
-// slowText is "none" or "evalsha 3, xreadgroup 1 (longest 812 µs)".
+// slowShown is how many commands a SLOWLOG cell names; the rest are summed.
+const slowShown = 3
+
+// slowText is "none" or "412 (evalsha 400, xadd 8, hget 3, 1 more; longest
+// 812 µs)": the total, the commands with the most entries, the longest.
 func slowText(counts map[string]int64, longest int64) string {
 	if len(counts) == 0 {
 		return "none"
 	}
+	names := slices.Sorted(maps.Keys(counts))
+	slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(counts[b], counts[a]) })
+	var total int64
 	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(counts)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	for i, k := range names {
+		total += counts[k]
+		if i < slowShown {
+			parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+		}
 	}
-	return fmt.Sprintf("%s (longest %d µs)", strings.Join(parts, ", "), longest)
+	if len(names) > slowShown {
+		parts = append(parts, fmt.Sprintf("%d more", len(names)-slowShown))
+	}
+	return fmt.Sprintf("%d (%s; longest %d µs)", total, strings.Join(parts, ", "), longest)
 }
 
 func writeSegments(w io.Writer, rows []loadResult) {
