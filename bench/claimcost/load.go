@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/dibsio/dibs/internal/benchcpu"
 )
 
@@ -207,9 +209,7 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	res.ClaimsPerSecond = n / f.elapsed.Seconds()
 	res.ServerCPUus = float64((self1 - self0).Microseconds()) / n
 	res.LoadCPUus /= n
-	q := func(p float64) float64 { return float64(f.hist.ValueAtQuantile(p)) / 1000 }
-	res.P50ms, res.P90ms, res.P99ms, res.P999ms = q(50), q(90), q(99), q(99.9)
-	res.MaxMs = float64(f.hist.Max()) / 1000
+	res.setLatency(f.hist)
 	probe.fill(&res, before, after, n)
 	if cfg.slowlog > 0 {
 		res.Slowlog, res.SlowlogMaxUs, err = probe.slowlog(ctx)
@@ -221,6 +221,13 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		res.MemoryBytes = float64(probe.memoryOnceTrimmed(ctx, cfg.prefix+"{"+id+"}:claims")-before.memory) / n
 	}
 	return res, nil
+}
+
+// setLatency sets the latency percentiles from hist (µs).
+func (res *loadResult) setLatency(hist *hdrhistogram.Histogram) {
+	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }
+	res.P50ms, res.P90ms, res.P99ms, res.P999ms = q(50), q(90), q(99), q(99.9)
+	res.MaxMs = float64(hist.Max()) / 1000
 }
 
 // issuedWait is how the wait for issuance ended.
