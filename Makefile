@@ -7,10 +7,10 @@ FAULTS_TIMEOUT ?= 30m
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@latest")
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build image test test-k8s test-race test-short fuzz faults lint bench demo clean
+.PHONY: help deps build image test test-k8s test-race test-short fuzz faults lint bench bench-bundle demo clean
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 deps: ## Install redis-server, PostgreSQL, chromium and promtool if missing (apt-get)
 	@scripts/deps.sh
@@ -21,7 +21,7 @@ build: ## Build bin/dibs
 image: ## Build the container image dibs:dev with deploy/Dockerfile (needs docker; VERSION= sets the version)
 	docker build -f deploy/Dockerfile -t dibs:dev --build-arg VERSION=$(or $(VERSION),devel) .
 
-test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too; the bench/watermill module is vetted)
+test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too, the benchmark bundle's smoke run included; the bench/watermill module is vetted)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) test-k8s
@@ -58,6 +58,9 @@ lint: ## Check formatting, go vet and staticcheck
 bench: deps ## Run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s $(PKGS)
 	CHART=docs/img/claim-cost.svg scripts/bench-claim.sh
+
+bench-bundle: ## Build the benchmark bundle for a big Linux machine with no Go toolchain (OUT=, GOARCH=; BUNDLE_REDIS=1 adds this machine's redis-server and its libraries); see docs/benchmarks.md
+	@scripts/bench-bundle-build.sh
 
 demo: ## Run the seed scenario against a throw-away server
 	@scripts/deps.sh --redis-only

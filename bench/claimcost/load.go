@@ -13,41 +13,58 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/internal/benchcpu"
 )
 
 // loadResult is what one load run measured; per-claim figures divide by the
-// accepted claims.
+// accepted claims (by the rejections with -sold-out).
 type loadResult struct {
+	Label           string           `json:"label,omitempty"`
+	Role            string           `json:"role,omitempty"`
 	Target          string           `json:"target"`
+	Mode            string           `json:"mode"` // "closed" or "open"
+	TargetRate      float64          `json:"target_rate,omitempty"`
+	Connections     int              `json:"connections"`
+	Segments        int              `json:"segments,omitempty"`
 	Accepted        int64            `json:"accepted"`
 	Refused         int64            `json:"refused"`
+	Failed          int64            `json:"failed,omitempty"`
+	Unsent          int64            `json:"unsent,omitempty"`
+	Late            int64            `json:"late,omitempty"`
 	Seconds         float64          `json:"seconds"`
 	ClaimsPerSecond float64          `json:"claims_per_second"`
 	ServerCPUus     float64          `json:"server_cpu_us_per_claim"`
+	LoadCPUus       float64          `json:"load_cpu_us_per_claim"`
 	RedisCPUus      float64          `json:"redis_cpu_us_per_claim,omitempty"`
+	RedisNodesCPUus []float64        `json:"redis_node_cpu_us_per_claim,omitempty"`
 	RedisCommands   float64          `json:"redis_commands_per_claim,omitempty"`
 	Commands        map[string]int64 `json:"redis_commands,omitempty"`
 	MemoryBytes     float64          `json:"redis_memory_bytes_per_claim,omitempty"`
 	DBCPUus         float64          `json:"db_cpu_us_per_claim,omitempty"`
 	IssuedAfterMs   float64          `json:"issued_after_ms,omitempty"`
+	Issued          int64            `json:"issued,omitempty"`
+	IssueTimedOut   bool             `json:"issue_timed_out,omitempty"`
+	Slowlog         map[string]int64 `json:"slowlog,omitempty"`
+	SlowlogMaxUs    int64            `json:"slowlog_max_us,omitempty"`
 	P50ms           float64          `json:"p50_ms"`
+	P90ms           float64          `json:"p90_ms"`
 	P99ms           float64          `json:"p99_ms"`
+	P999ms          float64          `json:"p999_ms"`
+	MaxMs           float64          `json:"max_ms"`
 }
 
 type loadConfig struct {
 	target, redis, token, prefix string
-	dbComm                       string
-	pid, n, c                    int
+	dbComm, label, role          string
+	pid, n, c, segments          int
 	rate                         float64
-	soldOut                      bool
+	duration, issueTimeout       time.Duration
+	slowlog                      time.Duration
+	soldOut, memory              bool
 }
 
 func load(args []string) error {
@@ -55,16 +72,29 @@ func load(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.StringVar(&cfg.target, "target", "", "base URL of the server")
 	fs.IntVar(&cfg.pid, "pid", 0, "process id of the server, whose CPU time is measured")
-	fs.StringVar(&cfg.redis, "redis", "", "host:port of the server's Redis (empty: Redis is not measured)")
+	fs.StringVar(&cfg.redis, "redis", "", "host:port of the server's Redis, or host:port,host:port,... for every master of a Cluster (empty: Redis is not measured)")
 	fs.StringVar(&cfg.token, "admin-token", "", "admin token of a dibs server: create a promotion and wait for issuance (empty: a floor server)")
 	fs.StringVar(&cfg.prefix, "prefix", "dibs:", "key prefix of the dibs server")
 	fs.StringVar(&cfg.dbComm, "db-comm", "", "command name of the database server's processes, whose CPU time is measured too (postgres, say; empty: not measured)")
-	fs.IntVar(&cfg.n, "n", 50000, "claims to post, one per new user")
-	fs.IntVar(&cfg.c, "c", 64, "claims in flight")
-	fs.Float64Var(&cfg.rate, "rate", 0, "claims per second to pace the run at (0: as fast as answered)")
+	fs.IntVar(&cfg.n, "n", 50000, "claims to post, one per new user (ignored when -duration is given)")
+	fs.IntVar(&cfg.c, "c", 64, "claims in flight: the connections of a closed-loop run, the pool of senders of an open-loop run")
+	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: claims due per second, each timed from when it was due (0: closed loop, as fast as answered)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "run this long: an open-loop run posts rate × duration claims, a closed-loop one posts until the time is up (0: -n claims)")
+	fs.IntVar(&cfg.segments, "segments", 0, "with -admin-token: the promotion's segments (0: the server's default)")
 	fs.BoolVar(&cfg.soldOut, "sold-out", false, "with -admin-token: claim a promotion whose only unit is taken, and count per rejection")
+	fs.BoolVar(&cfg.memory, "memory", true, "with -admin-token and one Redis: wait for the stream's trim and report Redis memory per claim")
+	fs.DurationVar(&cfg.issueTimeout, "issue-timeout", 5*time.Minute, "with -admin-token: how long to wait for every accepted claim to be issued; past it the run is reported as it stands")
+	fs.DurationVar(&cfg.slowlog, "slowlog", 0, "count the Redis SLOWLOG entries slower than this during the run, per command (0: not counted); sets slowlog-log-slower-than")
+	fs.StringVar(&cfg.label, "label", "", "label of the run, copied into the result")
+	fs.StringVar(&cfg.role, "role", "", "role of the run in a table (claimcost table), copied into the result")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cfg.duration > 0 {
+		cfg.n = 1_000_000_000
+		if cfg.rate > 0 {
+			cfg.n = max(1, int(cfg.rate*cfg.duration.Seconds()))
+		}
 	}
 	if cfg.target == "" || cfg.pid <= 0 || cfg.n <= 0 || cfg.c <= 0 {
 		return errors.New("load needs -target, -pid, -n > 0 and -c > 0")
@@ -78,143 +108,79 @@ func load(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// redisProbe reads Redis's CPU, memory and command counts.
-type redisProbe struct{ c rueidis.Client }
-
-func (p redisProbe) info(ctx context.Context, section string) map[string]string {
-	out := map[string]string{}
-	if p.c == nil {
-		return out
-	}
-	s, err := p.c.Do(ctx, p.c.B().Info().Section(section).Build()).ToString()
-	if err != nil {
-		return out
-	}
-	for line := range strings.Lines(s) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
+// newHTTPClient keeps one connection per claim in flight, and no more.
+func newHTTPClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 16,
+		MaxIdleConnsPerHost: conns + 16,
+		MaxConnsPerHost:     conns + 16,
+		IdleConnTimeout:     time.Minute,
+	}}
 }
 
-// memory is used_memory, in bytes.
-func (p redisProbe) memory(ctx context.Context) int64 {
-	n, _ := strconv.ParseInt(p.info(ctx, "memory")["used_memory"], 10, 64)
-	return n
-}
-
-// commands returns the calls of every command so far (INFO commandstats).
-func (p redisProbe) commands(ctx context.Context) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range p.info(ctx, "commandstats") {
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-		out[name], _ = strconv.ParseInt(calls, 10, 64)
+// createPromotion creates the run's promotion and, with -sold-out, takes
+// its only unit.
+func createPromotion(ctx context.Context, hc *http.Client, cfg loadConfig, id string) error {
+	stock := min(2*cfg.n, 1_000_000_000)
+	if cfg.soldOut {
+		stock = 1
 	}
-	return out
+	body := fmt.Sprintf(`{"id":%q,"stock":%d,"per_user_limit":1`, id, stock)
+	if cfg.segments > 0 {
+		body += fmt.Sprintf(`,"segments":%d`, cfg.segments)
+	}
+	body += "}"
+	if code, raw, err := post(ctx, hc, cfg.target+"/v1/promotions", body, cfg.token); err != nil || code != http.StatusCreated {
+		return fmt.Errorf("create promotion: %d %s %v", code, raw, err)
+	}
+	if cfg.soldOut {
+		url := cfg.target + "/v1/promotions/" + id + "/claims"
+		if code, raw, err := post(ctx, hc, url, `{"user_id":"first"}`, ""); err != nil || code != http.StatusAccepted {
+			return fmt.Errorf("take the only unit: %d %s %v", code, raw, err)
+		}
+	}
+	return nil
 }
 
 func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
-	res := loadResult{Target: cfg.target}
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.c + 16,
-		MaxIdleConnsPerHost: cfg.c + 16,
-		IdleConnTimeout:     time.Minute,
-	}}
+	res := loadResult{Target: cfg.target, Label: cfg.label, Role: cfg.role, Connections: cfg.c, Segments: cfg.segments}
+	hc := newHTTPClient(cfg.c)
 	defer hc.CloseIdleConnections()
-	var probe redisProbe
-	if cfg.redis != "" {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.redis}, DisableCache: true, ForceSingleClient: true})
-		if err != nil {
-			return res, err
-		}
-		defer c.Close()
-		probe.c = c
+	probe, err := newRedisProbe(cfg.redis)
+	if err != nil {
+		return res, err
 	}
+	defer probe.close()
 	id := "cost" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if cfg.token != "" {
-		stock := 2 * cfg.n
-		if cfg.soldOut {
-			stock = 1
-		}
-		body := fmt.Sprintf(`{"id":%q,"stock":%d,"per_user_limit":1}`, id, stock)
-		if code, raw, err := post(ctx, hc, cfg.target+"/v1/promotions", body, cfg.token); err != nil || code != http.StatusCreated {
-			return res, fmt.Errorf("create promotion: %d %s %v", code, raw, err)
-		}
-		if cfg.soldOut {
-			url := cfg.target + "/v1/promotions/" + id + "/claims"
-			if code, raw, err := post(ctx, hc, url, `{"user_id":"first"}`, ""); err != nil || code != http.StatusAccepted {
-				return res, fmt.Errorf("take the only unit: %d %s %v", code, raw, err)
-			}
+		if err := createPromotion(ctx, hc, cfg, id); err != nil {
+			return res, err
 		}
 	}
-	mem0 := probe.memory(ctx)
-	cmd0 := probe.commands(ctx)
-	self0, redis0 := benchcpu.Process(cfg.pid), redisCPU(ctx, probe.c)
+	if cfg.slowlog > 0 {
+		if err := probe.resetSlowlog(ctx, cfg.slowlog); err != nil {
+			return res, err
+		}
+	}
+	before := probe.read(ctx)
+	self0, load0 := benchcpu.Process(cfg.pid), benchcpu.Process(os.Getpid())
 	var db0 time.Duration
 	if cfg.dbComm != "" {
 		db0 = benchcpu.Named(cfg.dbComm)
 	}
-	if self0 == 0 {
-		return res, fmt.Errorf("cannot read the CPU time of process %d", cfg.pid)
+	if _, err := os.Stat("/proc/" + strconv.Itoa(cfg.pid) + "/stat"); err != nil {
+		return res, fmt.Errorf("cannot read the CPU time of process %d: %w", cfg.pid, err)
 	}
 
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-	var mu sync.Mutex
-	var next, accepted, refused atomic.Int64
 	url := cfg.target + "/v1/promotions/" + id + "/claims"
-	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, cfg.c)
-	for range cfg.c {
-		wg.Go(func() {
-			local := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-			defer func() {
-				mu.Lock()
-				hist.Merge(local)
-				mu.Unlock()
-			}()
-			for {
-				i := next.Add(1)
-				if i > int64(cfg.n) {
-					return
-				}
-				if cfg.rate > 0 {
-					due := start.Add(time.Duration(float64(i-1) / cfg.rate * float64(time.Second)))
-					if d := time.Until(due); d > 0 {
-						time.Sleep(d) // an open-loop pacer: each claim waits for its slot
-					}
-				}
-				t0 := time.Now()
-				code, raw, err := post(ctx, hc, url, `{"user_id":"u`+strconv.FormatInt(i, 10)+`"}`, "")
-				if err != nil {
-					errc <- err
-					return
-				}
-				_ = local.RecordValue(max(time.Since(t0).Microseconds(), 1))
-				if code == http.StatusAccepted {
-					accepted.Add(1)
-				} else {
-					if refused.Add(1) == 1 && !cfg.soldOut {
-						fmt.Fprintf(os.Stderr, "claimcost: claim answered %d %s\n", code, raw)
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	select {
-	case err := <-errc:
+	f, err := fire(ctx, hc, cfg, url)
+	if err != nil {
 		return res, err
-	default:
 	}
-	res.Accepted, res.Refused = accepted.Load(), refused.Load()
+	res.LoadCPUus = float64((benchcpu.Process(os.Getpid()) - load0).Microseconds())
+	res.Mode, res.TargetRate = f.mode, cfg.rate
+	res.Accepted, res.Refused, res.Failed, res.Unsent, res.Late = f.accepted, f.refused, f.failed, f.unsent, f.late
 	counted := res.Accepted
 	if cfg.soldOut {
 		counted = res.Refused // per-claim figures are per rejection
@@ -223,74 +189,68 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		}
 	}
 	if counted == 0 {
-		return res, errors.New("no claim was accepted")
+		return res, fmt.Errorf("no claim was accepted (%d refused, %d failed: %v)", res.Refused, res.Failed, f.err)
 	}
 	if cfg.token != "" && !cfg.soldOut {
-		after, err := waitIssued(ctx, hc, cfg.target, id, res.Accepted)
-		if err != nil {
-			return res, err
+		w := waitIssued(ctx, hc, cfg.target, id, res.Accepted, cfg.issueTimeout)
+		if w.err != nil {
+			return res, w.err
 		}
-		res.IssuedAfterMs = float64(after.Microseconds()) / 1000
+		res.IssuedAfterMs = float64(w.after.Microseconds()) / 1000
+		res.Issued, res.IssueTimedOut = w.issued, w.timedOut
 	}
-	self1, redis1 := benchcpu.Process(cfg.pid), redisCPU(ctx, probe.c)
+	self1 := benchcpu.Process(cfg.pid)
+	after := probe.read(ctx)
 	if cfg.dbComm != "" {
 		res.DBCPUus = float64((benchcpu.Named(cfg.dbComm) - db0).Microseconds()) / float64(counted)
 	}
-	cmd1 := probe.commands(ctx)
 	n := float64(counted)
-	res.Seconds = elapsed.Seconds()
-	res.ClaimsPerSecond = n / elapsed.Seconds()
+	res.Seconds = f.elapsed.Seconds()
+	res.ClaimsPerSecond = n / f.elapsed.Seconds()
 	res.ServerCPUus = float64((self1 - self0).Microseconds()) / n
-	res.P50ms = float64(hist.ValueAtQuantile(50)) / 1000
-	res.P99ms = float64(hist.ValueAtQuantile(99)) / 1000
-	if probe.c != nil {
-		res.RedisCPUus = float64((redis1 - redis0).Microseconds()) / n
-		res.Commands = map[string]int64{}
-		var total int64
-		for k, v := range cmd1 {
-			if d := v - cmd0[k]; d > 0 && k != "info" {
-				res.Commands[k] = d
-				total += d
-			}
+	res.LoadCPUus /= n
+	res.setLatency(f.hist)
+	probe.fill(&res, before, after, n)
+	if cfg.slowlog > 0 {
+		res.Slowlog, res.SlowlogMaxUs, err = probe.slowlog(ctx)
+		if err != nil {
+			return res, err
 		}
-		res.RedisCommands = float64(total) / n
 	}
-	if probe.c != nil && cfg.token != "" && !cfg.soldOut {
-		// Memory once issued: wait (bounded) for the stream's housekeeping
-		// to trim the acknowledged entries, then read used_memory.
-		key := cfg.prefix + "{" + id + "}:claims"
-		deadline := time.Now().Add(90 * time.Second)
-		for time.Now().Before(deadline) {
-			if l, err := probe.c.Do(ctx, probe.c.B().Xlen().Key(key).Build()).AsInt64(); err != nil || l == 0 {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		res.MemoryBytes = float64(probe.memory(ctx)-mem0) / n
+	if cfg.memory && len(probe.nodes) == 1 && cfg.token != "" && !cfg.soldOut {
+		res.MemoryBytes = float64(probe.memoryOnceTrimmed(ctx, cfg.prefix+"{"+id+"}:claims")-before.memory) / n
 	}
 	return res, nil
 }
 
-func redisCPU(ctx context.Context, c rueidis.Client) time.Duration {
-	if c == nil {
-		return 0
-	}
-	return benchcpu.Redis(ctx, c)
+// setLatency sets the latency percentiles from hist (µs).
+func (res *loadResult) setLatency(hist *hdrhistogram.Histogram) {
+	q := func(p float64) float64 { return float64(hist.ValueAtQuantile(p)) / 1000 }
+	res.P50ms, res.P90ms, res.P99ms, res.P999ms = q(50), q(90), q(99), q(99.9)
+	res.MaxMs = float64(hist.Max()) / 1000
 }
 
-// waitIssued polls the promotion until every accepted claim is issued and
-// returns how long that took.
-func waitIssued(ctx context.Context, hc *http.Client, target, id string, accepted int64) (time.Duration, error) {
+// issuedWait is how the wait for issuance ended.
+type issuedWait struct {
+	after    time.Duration
+	issued   int64
+	timedOut bool
+	err      error
+}
+
+// waitIssued polls the promotion until every accepted claim is issued, or
+// until timeout, and says how long that took.
+func waitIssued(ctx context.Context, hc *http.Client, target, id string, accepted int64, timeout time.Duration) issuedWait {
 	start := time.Now()
-	deadline := start.Add(5 * time.Minute)
+	deadline := start.Add(timeout)
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/v1/promotions/"+id, nil)
 		if err != nil {
-			return 0, err
+			return issuedWait{err: err}
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			return 0, err
+			return issuedWait{err: err}
 		}
 		var p struct {
 			Counts struct {
@@ -300,16 +260,17 @@ func waitIssued(ctx context.Context, hc *http.Client, target, id string, accepte
 		err = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
 		if err != nil {
-			return 0, fmt.Errorf("read promotion: %w", err)
+			return issuedWait{err: fmt.Errorf("read promotion: %w", err)}
 		}
 		if p.Counts.Issued >= accepted && p.Counts.Pending == 0 {
-			return time.Since(start), nil
+			return issuedWait{after: time.Since(start), issued: p.Counts.Issued}
 		}
 		if p.Counts.Failed > 0 {
-			return 0, fmt.Errorf("%d claims failed", p.Counts.Failed)
+			return issuedWait{err: fmt.Errorf("%d claims failed", p.Counts.Failed)}
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("after 5 minutes %d of %d claims issued", p.Counts.Issued, accepted)
+			fmt.Fprintf(os.Stderr, "claimcost: after %v %d of %d claims issued\n", timeout, p.Counts.Issued, accepted)
+			return issuedWait{after: time.Since(start), issued: p.Counts.Issued, timedOut: true}
 		}
 		// Each look counts the promotion's rows in the database, work
 		// of the server's that is the measurement's, not the claims':

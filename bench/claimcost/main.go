@@ -1,28 +1,43 @@
 // Command claimcost measures what one claim costs the processes that serve
 // it: the CPU time of the server process and of Redis per accepted claim,
-// latency, and the Redis memory each claim leaves behind once issued. It has
-// three subcommands:
+// latency, and the Redis memory each claim leaves behind once issued. Its
+// subcommands:
 //
 //	claimcost floor -addr 127.0.0.1:0
 //	    a bare net/http server that decodes the claim body as dibs does and
 //	    answers a claim-shaped 202: the HTTP floor. It prints "listening
 //	    ADDR" on standard output.
-//	claimcost load -target URL -pid PID [-redis HOST:PORT] [-admin-token T]
-//	    [-n 50000] [-c 64] [-rate 0] [-prefix dibs:]
-//	    posts n claims for new users, c in flight (paced to rate claims/s
-//	    when rate > 0), reads the CPU time of process PID from /proc and of
-//	    Redis from INFO cpu before and after, and prints one JSON line. With
-//	    an admin token it first creates a promotion, and after the claims
-//	    waits until every accepted claim is issued and the work stream is
-//	    trimmed, so the CPU and memory of issuance are counted too. With
-//	    -sold-out the promotion's only unit is taken first, and the figures
-//	    are per rejection (sold_out).
+//	claimcost load -target URL -pid PID [-redis HOST:PORT[,HOST:PORT...]]
+//	    [-admin-token T] [-n 50000] [-c 64] [-rate 0] [-duration 0]
+//	    [-segments 0] [-slowlog 0] [-prefix dibs:] [-label L] [-role R]
+//	    posts claims for new users and prints one JSON line. Closed loop
+//	    (-rate 0): c connections, each sending its next claim when the last
+//	    is answered, n claims or for -duration. Open loop (-rate > 0): claims
+//	    due at t0 + i/rate, sent by a pool of c workers, each timed from when
+//	    it was due (bench/openloop). It reads the CPU time of process PID
+//	    from /proc and of each Redis node from INFO cpu before and after.
+//	    With an admin token it first creates a promotion, and after the
+//	    claims waits until every accepted claim is issued (and, with one
+//	    Redis, the work stream trimmed), so the CPU and memory of issuance
+//	    are counted too. With -sold-out the promotion's only unit is taken
+//	    first, and the figures are per rejection. -slowlog 500us counts the
+//	    Redis SLOWLOG entries slower than that, per command.
+//	claimcost redis -addr HOST:PORT [-wait 5s] COMMAND [ARGS...]
+//	    runs one Redis command and prints its answer (no redis-cli needed).
+//	claimcost cluster -addrs A,B,C
+//	    forms a Redis Cluster of masters from empty cluster-enabled nodes.
+//	claimcost get FILE MEMBER
+//	    prints a member of the last JSON line of FILE.
+//	claimcost table [-dibs-cores N] [-load-cores N] FILE
+//	    prints the Markdown table of the runs in FILE (JSON lines of load)
+//	    and the model of where the maximum comes from.
 //	claimcost chart -out FILE.svg < rows.tsv
 //	    writes a horizontal bar chart (SVG) of the rows "label<TAB>value"
 //	    read from standard input; a first line "# title<TAB>unit" names it.
 //
 // scripts/bench-claim.sh runs it against `dibs serve` and against the floor
-// in the same rounds.
+// in the same rounds; scripts/bench-bundle.sh, the script of the benchmark
+// bundle (make bench-bundle), runs all of it pinned to cores.
 package main
 
 import (
@@ -32,7 +47,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|chart [flags]")
+		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|redis|cluster|get|table|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -41,10 +56,18 @@ func main() {
 		err = floor(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
+	case "redis":
+		err = redisCmd(os.Args[2:], os.Stdout)
+	case "cluster":
+		err = clusterCmd(os.Args[2:])
+	case "get":
+		err = getCmd(os.Args[2:], os.Stdout)
+	case "table":
+		err = tableCmd(os.Args[2:], os.Stdout)
 	case "chart":
 		err = chart(os.Args[2:], os.Stdin)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (floor, load or chart)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (floor, load, redis, cluster, get, table or chart)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "claimcost:", err)
