@@ -18,8 +18,8 @@ deps: ## Install redis-server, PostgreSQL, chromium and promtool if missing (apt
 build: ## Build bin/dibs
 	$(GO) build -o bin/dibs ./cmd/dibs
 
-image: ## Build the container image dibs:dev with deploy/Dockerfile (needs docker; VERSION= sets the version)
-	docker build -f deploy/Dockerfile -t dibs:dev --build-arg VERSION=$(or $(VERSION),devel) .
+image: ## Build the container image IMAGE:VERSION (default dibs:dev) with deploy/Dockerfile; needs docker; push it to your registry yourself
+	docker build -f deploy/Dockerfile -t $(or $(IMAGE),dibs):$(or $(VERSION),dev) --build-arg VERSION=$(or $(VERSION),devel) .
 
 test: deps ## Vet, then run every test with the race detector (the deploy/k8stest module's too, the benchmark bundle's smoke run included; the bench/watermill module is vetted)
 	$(GO) vet $(PKGS)

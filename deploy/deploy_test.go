@@ -569,6 +569,13 @@ func TestAlertRulesUnitTests(t *testing.T) {
 	}
 }
 
+// deadLetterCount is a fixed count of unhandled dead letters.
+type deadLetterCount map[string]int64
+
+func (c deadLetterCount) UnhandledDeadLetters(context.Context) (map[string]int64, error) {
+	return c, nil
+}
+
 // exportedMetrics returns the dibs_ metric names in an exposition.
 func exportedMetrics(text string) map[string]bool {
 	names := map[string]bool{}
@@ -632,6 +639,10 @@ func TestDashboardAndAlertsQueryExportedMetrics(t *testing.T) {
 	if code := post("/v1/promotions/dash/claims", `{"user_id":"u1"}`); code != http.StatusAccepted {
 		t.Fatalf("claim: %d", code)
 	}
+	// A waiting room, for the dibs_waitroom_* series of its row.
+	if code := post("/v1/promotions", `{"id":"room","stock":5,"waiting_room":{"enabled":true}}`); code != http.StatusCreated {
+		t.Fatalf("create promotion with a waiting room: %d", code)
+	}
 	var text string
 	wait.For(t, 30*time.Second, "the claim issued and the stream's lag sampled", func() bool {
 		resp, err := client.Get(base + "/metrics")
@@ -642,7 +653,8 @@ func TestDashboardAndAlertsQueryExportedMetrics(t *testing.T) {
 		resp.Body.Close()
 		text = string(b)
 		return strings.Contains(text, "dibs_issued_total 1") && strings.Contains(text, `dibs_stream_lag{promotion="dash"}`) &&
-			strings.Contains(text, `dibs_pending_claims{promotion="dash"}`)
+			strings.Contains(text, `dibs_pending_claims{promotion="dash"}`) &&
+			strings.Contains(text, `dibs_waitroom_waiting{promotion="room"}`)
 	})
 	exported := exportedMetrics(text)
 
@@ -652,6 +664,7 @@ func TestDashboardAndAlertsQueryExportedMetrics(t *testing.T) {
 	pm := promotion.NewMetrics(reg, "")
 	pm.Requeued("p", 1)
 	pm.Halted("p", true)
+	pm.CountDeadLetters(deadLetterCount{"p": 1})
 	h := pm.StreamHooks()
 	h.Failure("dibs:{p}:claims", stream.FailureRedis)
 	h.DeadLetter("dibs:{p}:claims", "x")

@@ -125,6 +125,18 @@ type Config struct {
 	// OnMemoryAnswer, if set, is called for every claim answered from the
 	// sold-out memory, with the code answered ("sold_out" or "ended").
 	OnMemoryAnswer func(promotionID, code string)
+	// OnRemaining, if set, is called with the stock a claim of a promotion
+	// without segments left, as its answer tells it: after every accepted
+	// claim (not a replay), and with 0 after every claim answered sold out
+	// (from Redis or from memory). It is called on the claim path and must
+	// be fast.
+	OnRemaining func(promotionID string, remaining int64)
+	// OnHandling, if set, is called by the issuer with what one consumer of
+	// a promotion's confirmation pool holds (see Handling): when it takes a
+	// batch and when it is done with it. consumer names the consumer among
+	// every pool of the promotion on this instance (its segments' too). It
+	// is called from the pools' goroutines and must be fast.
+	OnHandling func(promotionID, consumer string, h Handling)
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }

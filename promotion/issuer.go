@@ -24,14 +24,26 @@ import (
 type issuer struct {
 	m           *Manager
 	promotionID string
-	promo       store.Promotion
+	// keyID names the Redis keys of the stream the issuer's pool reads
+	// (the promotion's own, or one of its segments').
+	keyID string
+	promo store.Promotion
 	// segmented: the promotion has segments, whose ranks no rebuild
 	// restores; a conflict is a dead letter (see conflict).
 	segmented bool
 }
 
-// Handle implements stream.Handler.
-func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) []error {
+// Handle implements stream.Handler: it issues msgs, telling
+// Config.OnHandling what the consumer holds before and after.
+func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) (errs []error) {
+	if done := h.reportHandling(ctx, msgs); done != nil {
+		defer func() { done(errs) }()
+	}
+	return h.handle(ctx, msgs)
+}
+
+// handle issues msgs.
+func (h *issuer) handle(ctx context.Context, msgs []stream.Message) []error {
 	errs := make([]error, len(msgs))
 	decoded := make([]store.Issue, len(msgs))
 	for i, msg := range msgs {

@@ -2,6 +2,7 @@ package promotion
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,14 +11,18 @@ import (
 )
 
 // Metrics export the confirmation path to Prometheus: claims issued and
-// dead-lettered, each promotion's backlog and halt, the claims the journal
-// put back or dropped, and (through StreamHooks) the activity of the
-// promotions' pools, whose dibs_stream_* series are labelled by promotion. Each method named after a Config hook is that hook:
-// plug m.Issued into Config.OnIssued, m.DeadLetter into OnDeadLetter,
-// m.Backlog into OnBacklog, m.Halted into OnHalted, m.Requeued into
-// OnRequeued, m.JournalDropped into OnJournalDropped, m.MemoryAnswer into
-// OnMemoryAnswer, m.Drained into OnDrained, and m.StreamHooks() into the
-// Stream config's Hooks.
+// dead-lettered, each promotion's backlog, the age of its oldest claim not
+// yet issued, its remaining stock and its halt, the claims the journal put
+// back or dropped, and (through StreamHooks) the activity of the
+// promotions' pools, whose dibs_stream_* series are labelled by promotion.
+// Each method named after a Config hook is that hook: plug m.Issued into
+// Config.OnIssued, m.DeadLetter into OnDeadLetter, m.Backlog into
+// OnBacklog, m.Halted into OnHalted, m.Requeued into OnRequeued,
+// m.JournalDropped into OnJournalDropped, m.MemoryAnswer into
+// OnMemoryAnswer, m.Remaining into OnRemaining, m.Handling into
+// OnHandling, m.Drained into OnDrained, and m.StreamHooks() into the
+// Stream config's Hooks. CountDeadLetters adds the dead letters waiting
+// for an operator, read from the database.
 type Metrics struct {
 	issued      prometheus.Counter
 	deadLetters prometheus.Counter
@@ -26,8 +31,14 @@ type Metrics struct {
 	requeued    *prometheus.CounterVec
 	dropped     prometheus.Counter
 	fromMemory  *prometheus.CounterVec
+	remaining   *prometheus.GaugeVec
+	oldest      *oldestPending
 	streams     *stream.Metrics
+	reg         prometheus.Registerer
 	prefix      string // the Redis key prefix, which names the streams
+	// now is the clock of the series computed at scrape time; set before
+	// any hook is called or any scrape.
+	now func() time.Time
 }
 
 // NewMetrics creates the confirmation path's series, its pools' included,
@@ -60,10 +71,18 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 			Name: "dibs_claims_answered_from_memory_total",
 			Help: "Claims this instance answered from its sold-out memory without a Redis call, by promotion and code (sold_out or ended).",
 		}, []string{"promotion", "code"}),
+		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dibs_remaining",
+			Help: "Stock left, by promotion, as this instance's last claim answer of it told (an accepted claim's remaining, 0 for sold out).",
+		}, []string{"promotion"}),
+		reg:    reg,
 		prefix: prefix,
+		now:    time.Now,
 	}
+	m.oldest = newOldestPending(func() time.Time { return m.now() })
 	m.streams = stream.NewMetricsBy(reg, "promotion", m.promotionOf)
-	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.fromMemory)
+	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.fromMemory,
+		m.remaining, m.oldest)
 	return m
 }
 
@@ -123,11 +142,27 @@ func (m *Metrics) MemoryAnswer(promotionID, code string) {
 	m.fromMemory.WithLabelValues(promotionID, code).Inc()
 }
 
+// Remaining sets the promotion's stock left as a claim's answer told it;
+// it is an OnRemaining hook.
+func (m *Metrics) Remaining(promotionID string, remaining int64) {
+	m.remaining.WithLabelValues(promotionID).Set(float64(remaining))
+}
+
+// Handling records what one consumer of the promotion's pool holds, for
+// dibs_oldest_pending_seconds; it is an OnHandling hook.
+func (m *Metrics) Handling(promotionID, consumer string, h Handling) {
+	m.oldest.report(promotionID, consumer, h)
+}
+
 // Drained deletes the series of a drained promotion, which costs nothing
-// afterwards: its backlog and halt gauges, its counts of claims put back
-// and answered from memory, and every series of its stream. It is an OnDrained hook.
+// afterwards: its backlog, oldest pending claim, remaining stock and halt
+// gauges, its counts of claims put back and answered from memory, and
+// every series of its stream (its unhandled dead letters stay until they
+// are handled). It is an OnDrained hook.
 func (m *Metrics) Drained(promotionID string) {
 	m.pending.DeleteLabelValues(promotionID)
+	m.remaining.DeleteLabelValues(promotionID)
+	m.oldest.forget(promotionID)
 	m.halted.DeleteLabelValues(promotionID)
 	m.requeued.DeleteLabelValues(promotionID)
 	m.fromMemory.DeletePartialMatch(prometheus.Labels{"promotion": promotionID})

@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,8 +14,8 @@ import (
 )
 
 // TestDrainedPromotionSeriesAreDropped: once a promotion is drained, its
-// pending and halt gauges, its count of claims put back and every series of
-// its stream leave /metrics; other
+// pending, oldest pending, remaining and halt gauges, its count of claims
+// put back and every series of its stream leave /metrics; other
 // promotions' series stay.
 func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	t.Parallel()
@@ -25,6 +26,8 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	for _, id := range []string{"gone", "kept"} {
 		s := claim.KeysFor(prefix, id).Stream()
 		m.Backlog(id, 3)
+		m.Remaining(id, 5)
+		m.Handling(id, "k/c-1", promotion.Handling{Oldest: time.Now()})
 		m.Halted(id, id == "gone")
 		m.Requeued(id, 2)
 		m.JournalDropped(id, 1)
@@ -51,7 +54,7 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		"dibs_pending_claims", "dibs_promotion_halted", "dibs_claims_requeued_total", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
+		"dibs_pending_claims", "dibs_remaining", "dibs_oldest_pending_seconds", "dibs_promotion_halted", "dibs_claims_requeued_total", "dibs_stream_reads_total", "dibs_stream_messages_total", "dibs_stream_acks_total",
 		"dibs_stream_failures_total", "dibs_stream_dead_letters_total", "dibs_stream_consumers",
 		"dibs_stream_lag", "dibs_stream_pending",
 	} {

@@ -228,6 +228,7 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 		// A sold-out or ended promotion, answered from memory (soldout.go).
 		h := (*m.known.Load())[id]
 		if err := m.remembered(id, userID, h == nil || h.room); err != nil {
+			m.reportRemaining(id, Claimed{}, err)
 			return Claimed{}, err
 		}
 	}
@@ -248,6 +249,7 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
 			err = fmt.Errorf("%w: %w", err, refused)
 		}
+		m.reportRemaining(id, Claimed{}, err)
 		return Claimed{}, domainErr(err)
 	}
 	m.fences.raise(id, res.Rank)
@@ -255,7 +257,24 @@ func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token
 	if !res.Replayed {
 		m.journalAccepted(id, userID, idemKey, res)
 	}
+	m.reportRemaining(id, Claimed(res), nil)
 	return Claimed(res), nil
+}
+
+// reportRemaining hands Config.OnRemaining the stock a claim's answer
+// tells of: an accepted claim's Remaining, none for a sold-out answer. A
+// replayed claim, and any other answer, tells nothing. Only for a promotion
+// without segments: a segmented claim tells of its segment's stock.
+func (m *Manager) reportRemaining(id string, c Claimed, err error) {
+	if m.cfg.OnRemaining == nil {
+		return
+	}
+	switch {
+	case err == nil && !c.Replayed && c.Remaining >= 0:
+		m.cfg.OnRemaining(id, c.Remaining)
+	case errors.Is(err, claim.ErrSoldOut):
+		m.cfg.OnRemaining(id, 0)
+	}
 }
 
 // onGate runs a gate call for promotion id. If Redis does not know the

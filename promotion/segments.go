@@ -124,7 +124,7 @@ func (m *Manager) poolSpec(p Promotion, keyID string, expected int64, h *handle)
 		Logger:           log,
 		Stream:           k.Stream(),
 		Group:            claim.Group,
-		Handler:          &liveIssuer{h: h, base: issuer{m: m, promotionID: p.ID, segmented: p.segmented()}},
+		Handler:          &liveIssuer{h: h, base: issuer{m: m, promotionID: p.ID, keyID: keyID, segmented: p.segmented()}},
 		Ack:              m.acker(keyID),
 		OnDeadLetter:     m.deadLettererOn(p.ID, keyID),
 		DeadLetterStream: k.DeadLetters(),

@@ -515,4 +515,10 @@ type Store interface {
 	// recorded as done and that moved before movedBefore, oldest move first
 	// (ties by claim_id). A limit of zero or less returns none.
 	ListUnappliedDeadLetters(ctx context.Context, movedBefore time.Time, limit int) ([]DeadLetter, error)
+	// UnhandledDeadLetters returns, for each promotion that has any, how
+	// many of its dead letters are in state DeadFailed — those
+	// ListDeadLetters lists, waiting for an admin to replay or void them —
+	// leaving out retired promotions, whose dead letters can no longer be
+	// handled. One query over every promotion.
+	UnhandledDeadLetters(ctx context.Context) (map[string]int64, error)
 }

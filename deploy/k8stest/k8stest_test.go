@@ -9,12 +9,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -43,6 +45,7 @@ type objects struct {
 	configMap  *corev1.ConfigMap
 	secret     *corev1.Secret
 	job        *batchv1.Job
+	ingress    *networkingv1.Ingress
 }
 
 func decodeAll(t *testing.T) objects {
@@ -80,6 +83,9 @@ func decodeAll(t *testing.T) objects {
 			case "Job":
 				o.job = &batchv1.Job{}
 				dst = o.job
+			case "Ingress":
+				o.ingress = &networkingv1.Ingress{}
+				dst = o.ingress
 			case "Kustomization":
 				continue
 			default:
@@ -177,6 +183,43 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	}
 	if o.job != nil && (len(o.job.Spec.Template.Spec.Containers) != 1 || o.job.Spec.Template.Spec.Containers[0].Args[0] != "migrate") {
 		t.Errorf("the migration Job does not run dibs migrate")
+	}
+	if !versionedImage.MatchString(c.Image) {
+		t.Errorf("the Deployment runs image %q: want a version tag (name:vX.Y.Z), never latest", c.Image)
+	}
+	if o.job != nil && o.job.Spec.Template.Spec.Containers[0].Image != c.Image {
+		t.Errorf("the migration Job runs %q, the Deployment %q: one build migrates and serves", o.job.Spec.Template.Spec.Containers[0].Image, c.Image)
+	}
+	checkIngress(t, o)
+}
+
+// versionedImage is an image named with a version tag.
+var versionedImage = regexp.MustCompile(`^[^:@]+(:[0-9]+)?/[^:@]+:v[0-9]+\.[0-9]+\.[0-9]+$`)
+
+// checkIngress: the example Ingress routes to the Service's port and turns
+// off what breaks dibs behind NGINX: response buffering (server-sent event
+// streams) and the body size limit (grant uploads).
+func checkIngress(t *testing.T, o objects) {
+	t.Helper()
+	in := o.ingress
+	if in == nil {
+		t.Fatal("no Ingress in deploy/kubernetes")
+	}
+	for k, v := range map[string]string{
+		"nginx.ingress.kubernetes.io/proxy-buffering": "off",
+		"nginx.ingress.kubernetes.io/proxy-body-size": "0",
+	} {
+		if in.Annotations[k] != v {
+			t.Errorf("the Ingress sets %s to %q, want %q", k, in.Annotations[k], v)
+		}
+	}
+	for _, r := range in.Spec.Rules {
+		for _, p := range r.HTTP.Paths {
+			b := p.Backend.Service
+			if b == nil || b.Name != o.service.Name || (b.Port.Name != o.service.Spec.Ports[0].Name && b.Port.Number != o.service.Spec.Ports[0].Port) {
+				t.Errorf("the Ingress routes %s to %+v, not to the Service %s's port", p.Path, b, o.service.Name)
+			}
+		}
 	}
 }
 

@@ -198,6 +198,7 @@ func (s *Service) start(ctx context.Context) error {
 		buildinfo.Collector(buildinfo.Get()))
 	apiMetrics := httpapi.NewMetrics(reg)
 	pm := promotion.NewMetrics(reg, KeyPrefix)
+	pm.CountDeadLetters(st)
 	scfg := cfg.Stream
 	scfg.Hooks = pm.StreamHooks()
 	// The scheduler's ticks hand their admissions to the watcher, made
@@ -245,6 +246,8 @@ func (s *Service) start(ctx context.Context) error {
 		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
 		ClassicClaims:    cfg.Promotions.ClassicClaims,
 		OnMemoryAnswer:   pm.MemoryAnswer,
+		OnRemaining:      pm.Remaining,
+		OnHandling:       pm.Handling,
 	})
 	if err != nil {
 		return err

@@ -97,6 +97,7 @@ func TestMetricsAreTheDocumentedOnes(t *testing.T) {
 		// Per-promotion, per-stream and per-subscriber vectors have no
 		// series without a promotion or a webhook subscriber.
 		perPromotion := strings.HasPrefix(name, "dibs_stream_") || name == "dibs_pending_claims" || name == "dibs_promotion_halted" || name == "dibs_claims_requeued_total" ||
+			name == "dibs_oldest_pending_seconds" || name == "dibs_remaining" || name == "dibs_dead_letters_unhandled" ||
 			strings.HasPrefix(name, "dibs_waitroom_") && name != "dibs_waitroom_metrics_errors_total" ||
 			strings.HasPrefix(name, "dibs_events_") && name != "dibs_events_pruned_total"
 		if !exported[name] && !perPromotion {

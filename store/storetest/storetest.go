@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadLetterMismatch", testDeadLetterMismatch},
 		{"TransitionConcurrent", testTransitionConcurrent},
 		{"UnappliedDeadLetters", testUnappliedDeadLetters},
+		{"UnhandledDeadLetters", testUnhandledDeadLetters},
 		{"VoidSkipsIssued", testVoidSkipsIssued},
 		{"IssueSkipsVoided", testIssueSkipsVoided},
 		{"CountsSkipNonClaims", testCountsSkipNonClaims},
