@@ -53,14 +53,19 @@ const lockOutboxSQL = `SELECT now() FROM (SELECT pg_advisory_xact_lock_shared($1
 // insertEventRows writes evs inside tx, which holds the outbox lock (see
 // lockOutbox), and reports how many rows it wrote.
 func insertEventRows(ctx context.Context, tx pgx.Tx, evs []store.Event) (int64, error) {
+	tag, err := tx.Exec(ctx, insertEvents, eventArrays(evs)...)
+	return tag.RowsAffected(), err
+}
+
+// eventArrays returns insertEvents' arguments for evs.
+func eventArrays(evs []store.Event) []any {
 	n := len(evs)
 	ids, types, promos, claims, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
 	for i, e := range evs {
 		ids[i], types[i], ats[i], promos[i], claims[i], data[i] = e.ID, e.Type, pgTime(e.At), e.PromotionID, e.ClaimID, sqlstore.EventData(e)
 	}
-	tag, err := tx.Exec(ctx, insertEvents, ids, types, ats, promos, claims, data)
-	return tag.RowsAffected(), err
+	return []any{ids, types, ats, promos, claims, data}
 }
 
 // writeEvents takes the outbox lock and writes evs, inside tx; it reports

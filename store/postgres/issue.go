@@ -45,7 +45,7 @@ const insertIssued = `INSERT INTO issued (claim_id, promotion_id, user_id, rank,
 // insert is retried. Before inserting, the batch takes its claims' advisory
 // locks (see claimLocks), which a void of one of them takes too, and the
 // outbox lock (see outboxLockKey), in the same round trip as the insert
-// (see lockAndInsert). The inserted claims' claim.accepted and claim.issued
+// (see issueTx). The inserted claims' claim.accepted and claim.issued
 // events are written last, in the same transaction.
 func (s *Store) IssueBatch(ctx context.Context, issues []store.Issue) ([]store.Outcome, error) {
 	if len(issues) == 0 {
@@ -82,33 +82,8 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 
 	var outcomes *sqlstore.Outcomes
 	for attempt := 1; ; attempt++ {
-		// The claims' locks are taken first, and the insert runs as a new
-		// statement after it: a void of one of them either committed before
-		// (and the insert skips the claim) or waits for this transaction
-		// (and then skips the issued claim), whether or not the claim's
-		// dead letter existed when this transaction began.
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			issuedAt, written, err := lockAndInsert(ctx, tx, claimIDs, promos, users, ranks, slots, accepted)
-			if err != nil {
-				return err
-			}
-			outcomes = sqlstore.NewOutcomes(issues)
-			for _, k := range written {
-				if err := outcomes.Inserted(k); err != nil {
-					return err
-				}
-			}
-			inserted := outcomes.InsertedIssues()
-			if err := writeGrants(ctx, tx, inserted); err != nil || len(inserted) == 0 {
-				return err
-			}
-			evs, err := sqlstore.IssueEvents(inserted, issuedAt)
-			if err != nil {
-				return err
-			}
-			_, err = insertEventRows(ctx, tx, evs)
-			return err
-		})
+		var err error
+		outcomes, err = s.issueTx(ctx, issues, issueArgs{claimIDs, promos, users, ranks, slots, accepted})
 		if err == nil {
 			break
 		}
@@ -139,39 +114,6 @@ func (s *Store) issueBatch(ctx context.Context, issues []store.Issue) ([]store.O
 		stored[k.ClaimID] = k
 	}
 	return outcomes.Settle(stored), nil
-}
-
-// lockAndInsert takes the claims' locks (see claimLocks) and the outbox
-// lock (see outboxLockKey), then inserts the issued rows, in tx, with one
-// round trip: the three statements travel as one pipeline and run one
-// after the other, so the insert, a statement of its own, sees every row
-// a void of one of the claims committed before it released its lock. It
-// returns the transaction's now(), the rows' issued_at and their events'
-// issue time, and the key of each row written. The outbox lock is held
-// from here to the commit, a few statements longer than the events need.
-func lockAndInsert(ctx context.Context, tx pgx.Tx, claimIDs, promos, users []string, ranks []int64, slots []int32,
-	accepted []time.Time) (time.Time, []sqlstore.IssueKey, error) {
-	b := &pgx.Batch{}
-	b.Queue(lockClaimsSQL, lockClaimsArgs(promos, claimIDs)...)
-	b.Queue(lockOutboxSQL, outboxLockKey)
-	b.Queue(insertIssued, claimIDs, promos, users, ranks, slots, accepted)
-	br := tx.SendBatch(ctx, b)
-	var now time.Time
-	_, err := br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&now)
-	}
-	var written []sqlstore.IssueKey
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			written, err = pgx.CollectRows(rows, scanKey)
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return now.UTC(), written, err
 }
 
 // The grant inserts. Rows travel as arrays, like insertIssued's. A code
@@ -215,7 +157,7 @@ var (
 // and returns the claim ids served. When the skipping take serves none,
 // the waiting one runs: it returns none only if no code is free once the
 // transactions holding them are done.
-func takePool(ctx context.Context, tx pgx.Tx, id string, issues []store.Issue) ([]string, error) {
+func takePool(ctx context.Context, tx pgConn, id string, issues []store.Issue) ([]string, error) {
 	claims, values := make([]string, len(issues)), make([]int64, len(issues))
 	for i, is := range issues {
 		claims[i], values[i] = is.ClaimID, is.Grant.Value
@@ -234,9 +176,13 @@ func takePool(ctx context.Context, tx pgx.Tx, id string, issues []store.Issue) (
 }
 
 // writeGrants writes the codes and ledger entries of the issues just
-// inserted, inside tx.
-func writeGrants(ctx context.Context, tx pgx.Tx, inserted []store.Issue) error {
+// inserted, inside tx. pools says, for the promotions it names, whether
+// they have a code pool; the others are asked.
+func writeGrants(ctx context.Context, tx pgConn, inserted []store.Issue, pools map[string]bool) error {
 	coded, err := sqlstore.TakePoolCodes(inserted, func(id string) (bool, error) {
+		if ok, known := pools[id]; known {
+			return ok, nil
+		}
 		var ok bool
 		err := tx.QueryRow(ctx, hasPool, id).Scan(&ok)
 		return ok, err

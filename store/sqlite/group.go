@@ -145,6 +145,7 @@ collect:
 	if failed == nil {
 		failed = tx.Commit()
 		if failed == nil {
+			s.ckpt.committed(n)
 			for i, r := range group {
 				r.done <- results[i]
 			}
@@ -171,6 +172,9 @@ collect:
 			return err
 		})
 		s.groups.Add(1)
+		if err == nil {
+			s.ckpt.committed(len(r.issues))
+		}
 		r.done <- issueRes{out: out, err: err}
 	}
 }

@@ -194,3 +194,42 @@ func TestClosedStore(t *testing.T) {
 		t.Fatalf("IssueBatch on a closed store: %v, want ErrClosed", err)
 	}
 }
+
+// The group writer asks for a checkpoint every CheckpointClaims claims it
+// commits, and the checkpointer runs it on its own connection.
+func TestCheckpointerRuns(t *testing.T) {
+	t.Parallel()
+	s, err := New(t.Context(), Config{Path: filepath.Join(t.TempDir(), "dibs.db"), CheckpointClaims: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IssueBatch(t.Context(), issues(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ckpt.runs.Load(); n != 0 {
+		t.Fatalf("%d checkpoints after 10 claims, want none before 20", n)
+	}
+	if _, err := s.IssueBatch(t.Context(), issues(11, 30)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "a checkpoint after 30 claims", func() bool { return s.ckpt.runs.Load() > 0 })
+	var busy, logged, copied int
+	if err := s.w.QueryRowContext(t.Context(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if busy != 0 || copied != logged {
+		t.Fatalf("checkpoint after the checkpointer's: busy %d, %d of %d frames copied", busy, copied, logged)
+	}
+}
+
+func TestConfigCheckpointClaims(t *testing.T) {
+	t.Parallel()
+	_, err := New(t.Context(), Config{Path: filepath.Join(t.TempDir(), "dibs.db"), CheckpointClaims: -1})
+	if err == nil {
+		t.Fatal("New with CheckpointClaims -1: no error")
+	}
+}

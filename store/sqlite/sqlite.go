@@ -35,6 +35,10 @@ const (
 	DefaultMaxGroupIssues = 4096
 )
 
+// writerCacheKiB is the writer connection's page cache, in KiB (SQLite's
+// default is 2,000).
+const writerCacheKiB = 32768
+
 // Values of [Config.Synchronous].
 const (
 	// SynchronousNormal syncs the write-ahead log only at checkpoints: a
@@ -67,6 +71,10 @@ type Config struct {
 	// MaxGroupIssues bounds the issues of the IssueBatch calls that one
 	// transaction groups together. Defaults to DefaultMaxGroupIssues (4096).
 	MaxGroupIssues int
+	// CheckpointClaims is how many claims the group writer commits between
+	// two checkpoints, which a goroutine of their own runs beside the
+	// writer (see checkpoint.go). Defaults to DefaultCheckpointClaims (2048).
+	CheckpointClaims int
 }
 
 func (c Config) withDefaults() Config {
@@ -85,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxGroupIssues == 0 {
 		c.MaxGroupIssues = DefaultMaxGroupIssues
+	}
+	if c.CheckpointClaims == 0 {
+		c.CheckpointClaims = DefaultCheckpointClaims
 	}
 	return c
 }
@@ -110,6 +121,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxGroupIssues < 0 {
 		return fmt.Errorf("sqlite: Config.MaxGroupIssues must not be negative, got %d", c.MaxGroupIssues)
+	}
+	if c.CheckpointClaims < 0 {
+		return fmt.Errorf("sqlite: Config.CheckpointClaims must not be negative, got %d", c.CheckpointClaims)
 	}
 	return nil
 }
@@ -180,6 +194,8 @@ type Store struct {
 	reqs           chan *issueReq
 	maxGroupIssues int
 	life           startstop.Base  // runs the group loop
+	ckpt           *checkpointer   // runs the checkpoints on a connection of its own
+	ckptLife       startstop.Base  // runs ckpt's loop
 	inserts        *insertStmts    // the loop's prepared inserts; closed by Close
 	loopCtx        context.Context // cancelled by Close: aborts a running group
 	stopLoop       context.CancelFunc
@@ -207,8 +223,22 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			// journal of the pages it changes; in memory rather than in
 			// a temporary file, it costs no system calls.
 			"temp_store(MEMORY)",
+			// The checkpointer copies the log back; the writer does only
+			// when it fell far behind (see checkpoint.go).
+			"wal_autocheckpoint(" + strconv.Itoa(writerAutocheckpoint) + ")",
+			// The issue path's keys (the users', the codes') take new
+			// entries at random places: a larger page cache keeps more of
+			// their pages, so fewer inserts read a page back from the file
+			// or the log. Pages are allotted only as they are used.
+			"cache_size(" + strconv.Itoa(-writerCacheKiB) + ")",
 		},
 		"_txlock": {"immediate"},
+	}.Encode()
+	ckptDSN := cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
+		},
 	}.Encode()
 	readDSN := cfg.Path + "?" + url.Values{
 		"_pragma": {
@@ -238,17 +268,31 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
+	c, err := sql.Open("sqlite", ckptDSN)
+	if err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	c.SetMaxOpenConns(1)
+	c.SetMaxIdleConns(1)
 	s := &Store{
 		w:              w,
 		r:              r,
 		reqs:           make(chan *issueReq, cfg.GroupQueue),
 		maxGroupIssues: cfg.MaxGroupIssues,
 		inserts:        newInsertStmts(w),
+		ckpt:           newCheckpointer(c, cfg.CheckpointClaims),
 	}
 	s.loopCtx, s.stopLoop = context.WithCancel(context.Background())
+	if err := s.ckptLife.Start(func(stopping <-chan struct{}) { s.ckpt.loop(s.loopCtx, stopping) }); err != nil {
+		s.stopLoop()
+		return nil, errors.Join(fmt.Errorf("sqlite: start the checkpointer: %w", err), c.Close(), r.Close(), w.Close())
+	}
 	if err := s.life.Start(s.groupLoop); err != nil {
 		s.stopLoop()
-		return nil, errors.Join(fmt.Errorf("sqlite: start the group writer: %w", err), r.Close(), w.Close())
+		_ = s.ckptLife.Stop(context.Background())
+		return nil, errors.Join(fmt.Errorf("sqlite: start the group writer: %w", err), c.Close(), r.Close(), w.Close())
 	}
 	return s, nil
 }
@@ -262,12 +306,13 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close stops the group writer, failing IssueBatch calls still waiting with
-// ErrClosed, and releases the connections. Closing twice is harmless.
+// ErrClosed, and the checkpointer, and releases the connections. Closing twice is harmless.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopLoop()
 		_ = s.life.Stop(context.Background()) // no deadline: the loop returns once its group is aborted
-		s.closeErr = errors.Join(s.inserts.close(), s.r.Close(), s.w.Close())
+		_ = s.ckptLife.Stop(context.Background())
+		s.closeErr = errors.Join(s.inserts.close(), s.ckpt.db.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }

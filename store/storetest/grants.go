@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,6 +399,45 @@ func benchGrants(b *testing.B, open func(tb testing.TB) store.Store) {
 			}
 		}
 		b.ReportMetric(float64(rank)/b.Elapsed().Seconds(), "claims/s")
+	})
+	// What the service does at full load: consumers hand batches of 100
+	// coupon claims, each with its code, to the store at the same time.
+	b.Run("batch=100/coupon/callers=8", func(b *testing.B) {
+		s := open(b)
+		ctx := context.Background()
+		p := promo("bench")
+		if err := s.CreatePromotion(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		codes, err := issuers.NewCodes(issuers.CodeConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		coupon := issuers.Coupon{Codes: codes}
+		at := now()
+		var next atomic.Int64
+		b.SetParallelism(8 / max(1, runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			batch := make([]store.Issue, 100)
+			for pb.Next() {
+				for i := range batch {
+					rank := next.Add(1)
+					batch[i] = issue(p.ID, rank, benchUser(rank), 1, at)
+					g, err := coupon.Grant(ctx, p, batch[i])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					batch[i].Grant = g
+				}
+				if _, err := s.IssueBatch(ctx, batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
 	})
 	for _, entries := range []int64{1000, 100_000} {
 		b.Run(fmt.Sprintf("balance/entries=%d", entries), func(b *testing.B) {
