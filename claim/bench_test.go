@@ -111,23 +111,23 @@ func TestClaimScriptSource(t *testing.T) {
 		if got, err := f.gate.Claim(ctx, "raw", "u1", ""); err != nil || got.Rank != 1 {
 			t.Fatalf("gate claim: %+v, %v", got, err)
 		}
-		evalsha := func(user string) []rueidis.RedisMessage {
+		evalsha := func(user string) *rueidis.RedisMessage {
 			t.Helper()
-			vals, err := f.client.Do(ctx, f.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).
-				Key(keys...).Arg(user, "", "raw").Build()).ToArray()
+			msg, err := f.client.Do(ctx, f.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).
+				Key(keys...).Arg(user, "", "raw").Build()).ToMessage()
 			if err != nil {
 				t.Fatalf("evalsha for %s: %v", user, err)
 			}
-			return vals
+			return &msg
 		}
-		vals := evalsha("u2")
+		vals, _ := evalsha("u2").ToArray()
 		if s, _ := vals[0].ToString(); s != "ok" || len(vals) != 6 {
 			t.Fatalf("evalsha reply %v, want ok with 6 elements", vals)
 		}
 		if rank, _ := vals[1].AsInt64(); rank != 2 {
 			t.Fatalf("evalsha rank %d, want 2 (after the gate's rank 1)", rank)
 		}
-		if s, _ := evalsha("u3")[0].ToString(); s != "sold_out" {
+		if s, _ := evalsha("u3").ToString(); s != "sold_out" {
 			t.Fatalf("third claim of a stock of 2: %q, want sold_out", s)
 		}
 		if _, err := f.gate.Claim(ctx, "raw", "u2", ""); !errors.Is(err, claim.ErrAlreadyClaimed) {
