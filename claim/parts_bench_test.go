@@ -89,34 +89,38 @@ func BenchmarkClaimScriptParts(b *testing.B) {
 	}
 	type script struct {
 		name, lua string
-		batch     int // users per call; 0: the claim script's ARGV
+		batch     int  // users per call; 0: the claim script's ARGV
+		claims    bool // every call takes a unit per user
 	}
-	scripts := []script{{"claim-v4", string(v4), 0}, {"claim-v5", claim.ClaimScriptSource(), 0}}
+	var scripts []script
 	for _, p := range claimParts {
-		scripts = append(scripts, script{p.name, p.lua, 0})
+		scripts = append(scripts, script{p.name, p.lua, 0, false})
 	}
-	scripts = append(scripts, script{"batch-4", claimBatch, 4}, script{"batch-16", claimBatch, 16})
+	scripts = append(scripts, script{"claim-v4", string(v4), 0, true}, script{"claim-v5", claim.ClaimScriptSource(), 0, true},
+		script{"batch-4", claimBatch, 4, true}, script{"batch-16", claimBatch, 16, true})
 	tp := redistest.Topologies(b)[0]
-	for _, s := range scripts {
+	c, p := tp.Client(b), redistest.Prefix(b)
+	f := fixture{gate: newGate(b, c, p), client: c, prefix: p, layout: claim.LayoutCompact}
+	for i, s := range scripts {
+		// Each run claims in a promotion of its own, all deleted at the
+		// end: freeing one run's keys would be counted in the next's.
+		id := "parts" + strconv.Itoa(i)
+		b.Cleanup(func() { f.drop(b, id) })
 		b.Run(s.name, func(b *testing.B) {
-			c, p := tp.Client(b), redistest.Prefix(b)
-			f := fixture{gate: newGate(b, c, p), client: c, prefix: p, layout: claim.LayoutCompact}
-			benchScript(b, f, rueidis.NewLuaScript(s.lua), s.batch)
+			benchScript(b, f, id, rueidis.NewLuaScript(s.lua), s.batch, s.claims)
 		})
 	}
 }
 
-// benchScript runs script b.N times (b.N × batch claims for a batch) on a
-// new promotion, as benchClaims runs Gate.Claim, and reports Redis's CPU
-// per claim.
-func benchScript(b *testing.B, f fixture, script *rueidis.Lua, batch int) {
+// benchScript runs script b.N times (b.N × batch claims for a batch) on
+// promotion id, as benchClaims runs Gate.Claim, and reports Redis's CPU
+// per claim; with claims, it fails unless every user took a unit.
+func benchScript(b *testing.B, f fixture, id string, script *rueidis.Lua, batch int, claims bool) {
 	ctx := context.Background()
-	const id = "parts"
 	if _, err := f.gate.Open(ctx, claim.Promotion{ID: id, Stock: 1_000_000_000, PerUserLimit: 1,
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { f.drop(b, id) })
 	keys := claim.ClaimScriptKeys(f.prefix, id)
 	if err := script.Exec(ctx, f.client, keys, []string{"warm", "", id, "0"}).Error(); err != nil && !rueidis.IsRedisNil(err) {
 		b.Fatal(err)
@@ -144,4 +148,7 @@ func benchScript(b *testing.B, f fixture, script *rueidis.Lua, batch int) {
 	})
 	b.StopTimer()
 	cpu.Report(b, users.Load())
+	if st, err := f.gate.State(ctx, id); err != nil || (claims && st.Seq < users.Load()) {
+		b.Fatalf("rank counter %d after %d claims: %v", st.Seq, users.Load(), err)
+	}
 }
