@@ -3,8 +3,11 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +60,7 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 		redis = f.client
 	}
 	cpu := benchcpu.Start(redis)
+	cmds := commandStats(b, redis)
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -71,6 +75,7 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(users.Load())/elapsed.Seconds(), "claims/s")
 	cpu.Report(b, users.Load())
+	reportCommands(b, cmds, commandStats(b, redis), users.Load())
 	st, err := f.gate.State(ctx, id)
 	if err != nil {
 		b.Fatal(err)
@@ -78,6 +83,66 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	if st.Seq != users.Load() {
 		b.Fatalf("rank counter %d after %d accepted claims", st.Seq, users.Load())
 	}
+}
+
+// cmdStat is one command's line of INFO commandstats: its calls and the
+// microseconds Redis spent running it (a script's commands are counted
+// apart from the script's call).
+type cmdStat struct{ calls, usec int64 }
+
+// commandStats reads INFO commandstats; nil when redis is nil.
+func commandStats(b *testing.B, redis rueidis.Client) map[string]cmdStat {
+	if redis == nil {
+		return nil
+	}
+	info, err := redis.Do(context.Background(), redis.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]cmdStat{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st cmdStat
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "usec":
+				st.usec = n
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return out
+}
+
+// reportCommands reports the commands Redis ran per claim between two
+// readings of commandStats (redis-cmds/claim, every command a script runs
+// included) and logs, per command, its calls and its microseconds per
+// claim (-v shows them).
+func reportCommands(b *testing.B, before, after map[string]cmdStat, claims int64) {
+	if after == nil || claims == 0 {
+		return
+	}
+	var total int64
+	var lines []string
+	for name, a := range after {
+		d := cmdStat{a.calls - before[name].calls, a.usec - before[name].usec}
+		if name == "info" || d.calls == 0 {
+			continue
+		}
+		total += d.calls
+		lines = append(lines, fmt.Sprintf("%s %.2f calls %.2f µs", name,
+			float64(d.calls)/float64(claims), float64(d.usec)/float64(claims)))
+	}
+	sort.Strings(lines)
+	b.ReportMetric(float64(total)/float64(claims), "redis-cmds/claim")
+	b.Logf("per claim: %s", strings.Join(lines, "; "))
 }
 
 // drop deletes every key of promotion id, so repeated benchmark runs do not
@@ -111,23 +176,23 @@ func TestClaimScriptSource(t *testing.T) {
 		if got, err := f.gate.Claim(ctx, "raw", "u1", ""); err != nil || got.Rank != 1 {
 			t.Fatalf("gate claim: %+v, %v", got, err)
 		}
-		evalsha := func(user string) []rueidis.RedisMessage {
+		evalsha := func(user string) *rueidis.RedisMessage {
 			t.Helper()
-			vals, err := f.client.Do(ctx, f.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).
-				Key(keys...).Arg(user, "", "raw").Build()).ToArray()
+			msg, err := f.client.Do(ctx, f.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).
+				Key(keys...).Arg(user, "", "raw").Build()).ToMessage()
 			if err != nil {
 				t.Fatalf("evalsha for %s: %v", user, err)
 			}
-			return vals
+			return &msg
 		}
-		vals := evalsha("u2")
+		vals, _ := evalsha("u2").ToArray()
 		if s, _ := vals[0].ToString(); s != "ok" || len(vals) != 6 {
 			t.Fatalf("evalsha reply %v, want ok with 6 elements", vals)
 		}
 		if rank, _ := vals[1].AsInt64(); rank != 2 {
 			t.Fatalf("evalsha rank %d, want 2 (after the gate's rank 1)", rank)
 		}
-		if s, _ := evalsha("u3")[0].ToString(); s != "sold_out" {
+		if s, _ := evalsha("u3").ToString(); s != "sold_out" {
 			t.Fatalf("third claim of a stock of 2: %q, want sold_out", s)
 		}
 		if _, err := f.gate.Claim(ctx, "raw", "u2", ""); !errors.Is(err, claim.ErrAlreadyClaimed) {

@@ -247,7 +247,14 @@ func (g *Gate) ClaimRoomed(ctx context.Context, id, userID, idemKey string, fenc
 
 // claim runs a claim script and decodes its reply.
 func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string, keys, args []string) (Result, error) {
-	vals, err := script.Exec(ctx, g.client, keys, args).ToArray()
+	msg, err := script.Exec(ctx, g.client, keys, args).ToMessage()
+	if err != nil {
+		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
+	}
+	if status, err := msg.ToString(); err == nil { // an outcome, answered by its name alone
+		return Result{}, outcome(id, userID, status)
+	}
+	vals, err := msg.ToArray()
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
 	}
@@ -266,10 +273,7 @@ func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string
 		return Result{}, fmt.Errorf("%w (pass: %s)", ErrNotAdmitted, reason)
 	}
 	if status != "ok" {
-		if e, ok := outcomes[status]; ok {
-			return Result{}, e
-		}
-		return Result{}, fmt.Errorf("claim %s for %s: unexpected outcome %q", id, userID, status)
+		return Result{}, outcome(id, userID, status)
 	}
 	if len(vals) < 5 {
 		return Result{}, fmt.Errorf("claim %s for %s: short script reply", id, userID)
@@ -298,6 +302,14 @@ func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string
 		res.AcceptedAt = time.UnixMilli(at).UTC()
 	}
 	return res, nil
+}
+
+// outcome is the error of a claim script's outcome other than a claim.
+func outcome(id, userID, status string) error {
+	if e, ok := outcomes[status]; ok {
+		return e
+	}
+	return fmt.Errorf("claim %s for %s: unexpected outcome %q", id, userID, status)
 }
 
 // GrantResult counts what Grant did.

@@ -70,14 +70,14 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // its own answers, its issuance and the database's highest rank). A rank
 // counter below it means Redis lost writes: the script pauses the promotion
 // (every instance then answers rebuilding until it is rebuilt) and returns
-// {"lost", seq} before anything else, so no rank the caller knows of is
-// handed out twice.
+// "lost" before anything else, so no rank the caller knows of is handed out
+// twice.
 //
 // Returns {"ok", rank, 0, slot, remaining, at} on acceptance (at: Redis
 // TIME in unix ms, as the entry's at field holds it), {"ok", rank, 1, slot,
-// -1} for a retry answered with its original claim, or
-// {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended,
-// not_started, held, already_claimed, sold_out. held: an admin paused the
+// -1} for a retry answered with its original claim, or the outcome's name
+// as a bare string: one of not_found, wrong_mode, lost, rebuilding, voided,
+// ended, not_started, held, already_claimed, sold_out. held: an admin paused the
 // promotion (meta field held = 1, see Gate.Patch), checked after the window. A promotion paused while its
 // counters are rebuilt (meta field paused = 1) answers rebuilding to every
 // claim, retries included, since its counters cannot be trusted yet. A

@@ -1,0 +1,6 @@
+package claim
+
+// ClaimRoomScriptSource is the source of the claim script of promotions
+// with a waiting room, for the tests that run it beside the previous
+// release's.
+const ClaimRoomScriptSource = claimRoomScriptSource
