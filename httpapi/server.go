@@ -122,6 +122,11 @@ type Config struct {
 	// route. Its AdminToken, KeyPrefix, Logger and Problem are set by New.
 	// Defaults to all of it off.
 	Edge edge.Config
+	// Tally counts this instance's claim answers and issues for the
+	// dashboard's charts and the report's refusals; pass the one whose
+	// Issued the manager's promotion.Config.OnIssued calls. Defaults to a
+	// new one (issues then go uncounted by instance).
+	Tally *ui.Tally
 }
 
 // Server is the dibs HTTP API as an http.Handler.
@@ -186,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.edge = e
-	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log}); err != nil {
+	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log, Tally: cfg.Tally}); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.routes()
