@@ -142,6 +142,7 @@ type Server struct {
 	edge         *edge.Edge
 	tokens       []AdminToken // the configured admin tokens; read-only
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
+	started      time.Time    // when New made the server: the start of its tally
 	fails        failureLogs  // written by request goroutines, through its atomics
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
@@ -180,6 +181,7 @@ func New(cfg Config) (*Server, error) {
 
 		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
 		streams:      make(chan struct{}, cfg.MaxStreams),
+		started:      time.Now(),
 	}
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
@@ -347,6 +349,8 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))}, "POST")
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))}, "GET")
+	s.route("/v1/promotions/{id}/report", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getReport))})
+	s.route("/v1/promotions/{id}/timeline", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getTimeline))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
