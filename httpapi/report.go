@@ -223,10 +223,10 @@ func newReport(v promotion.View, sum store.ClaimSummary, tot ui.Totals, since ti
 		GeneratedAt: formatTime(time.Now()), Accepted: v.Counts.Accepted, Issued: sum.Issued, Revoked: sum.Revoked,
 		Pending: v.Counts.Pending, DeadLetters: sum.DeadLetters,
 		FirstAcceptedAt: optTime(sum.FirstAcceptedAt), LastAcceptedAt: optTime(sum.LastAcceptedAt),
-		LastIssuedAt: optTime(sum.LastIssuedAt),
-		IssueLag: lagOut{P50MS: sum.LagP50.Milliseconds(), P99MS: sum.LagP99.Milliseconds(), MaxMS: sum.LagMax.Milliseconds()},
+		LastIssuedAt:    optTime(sum.LastIssuedAt),
+		IssueLag:        lagOut{P50MS: sum.LagP50.Milliseconds(), P99MS: sum.LagP99.Milliseconds(), MaxMS: sum.LagMax.Milliseconds()},
 		ClaimsPerSecond: rateOut{BucketSeconds: 1, Buckets: []bucketOut{}},
-		Rejected: rejectedOut{Scope: "instance", Since: formatTime(since), Total: tot.RejectedSum(), ByCode: tot.Rejected},
+		Rejected:        rejectedOut{Scope: "instance", Since: formatTime(since), Total: tot.RejectedSum(), ByCode: tot.Rejected},
 		Notes: []string{"rejected counts the claims this instance refused since it started; other instances, " +
 			"and this one before a restart, are not in it"},
 	}
