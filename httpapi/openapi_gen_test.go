@@ -370,6 +370,11 @@ func schemas() J {
 			"balance": integer("the sum of what point claims credited"),
 			"entries": integer("ledger entries, one per issued point claim"),
 		}),
+		"ClaimLookup": object("one claim found by its id", []string{"promotion_id", "user_id", "claim"}, J{
+			"promotion_id": str("its promotion"),
+			"user_id":      str("its user"),
+			"claim":        schema("UserClaim"),
+		}),
 		"TimeBucket": object("what happened to a promotion's claims in one bucket of time (settled claims only: issued rows and dead letters)",
 			[]string{"at", "accepted", "issued", "max_lag_ms", "dead_lettered"}, J{
 				"at":            timeStr("the bucket's start"),
@@ -699,6 +704,14 @@ func paths() map[string]map[string]op {
 				desc:   "With user tokens on, only to that user's token or the admin token.",
 				params: []J{id, user}, ok: J{"200": answer("the user's claims", "UserClaims")},
 				problems: inPromo.with(httpapi.CodeUnauthorized)},
+		},
+		"/v1/claims/{claim_id}": {
+			"GET": {id: "getClaim", tag: "claims", summary: "One claim by its id", security: adminSecurity,
+				desc: "The id is <promotion>#<rank> (escape # as %23), found through the database's row of that rank, or <promotion>@<user> (a grant). " +
+					"404 not_found for an unknown promotion, or a rank the database holds nothing for yet: a pending claim is found through its user (GET /v1/promotions/{id}/claims/{user_id}).",
+				params:   []J{{"name": "claim_id", "in": "path", "required": true, "description": "the claim id", "schema": J{"type": "string", "minLength": 1, "maxLength": 200}}},
+				ok:       J{"200": answer("the claim and whose it is", "ClaimLookup")},
+				problems: admin.with(httpapi.CodeInvalidRequest, httpapi.CodeNotFound)},
 		},
 		"/v1/promotions/{id}/claims/revoke": {
 			"POST": {id: "revokeClaims", tag: "claims", summary: "Revoke issued claims", security: adminSecurity,

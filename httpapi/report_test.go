@@ -98,3 +98,40 @@ func TestReport(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimLookup: GET /v1/claims/{claim_id} finds a first-come claim by
+// its rank and a grant by its user, with the status the user's claims
+// tell; an unknown promotion, a rank the database does not hold and a
+// malformed id are 404s and a 400.
+func TestClaimLookup(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.create(t, `{"id":"look","stock":5}`)
+		e.create(t, `{"id":"gr@nt","mode":"grant","stock":2}`)
+		if r := e.claim(t, "look", "alice"); r.status != 202 {
+			t.Fatal(r.raw)
+		}
+		if r := e.admin(t, "POST", "/v1/promotions/gr@nt/grants", `{"user_ids":["b@b"]}`); r.status != 202 {
+			t.Fatalf("grant: %d %s", r.status, r.raw)
+		}
+		e.waitIssued(t, "look", 1)
+		e.waitIssued(t, "gr@nt", 1)
+		for _, c := range []struct{ id, promo, user string }{{"look#1", "look", "alice"}, {"gr@nt@b@b", "gr@nt", "b@b"}} {
+			r := e.admin(t, "GET", "/v1/claims/"+url.PathEscape(c.id), "")
+			cl, _ := r.body["claim"].(map[string]any)
+			if r.status != 200 || r.body["promotion_id"] != c.promo || r.body["user_id"] != c.user || cl["status"] != "issued" || cl["claim_id"] != c.id {
+				t.Fatalf("%s: %d %s", c.id, r.status, r.raw)
+			}
+		}
+		for _, c := range []struct {
+			id     string
+			status int
+		}{{"look#2", 404}, {"nope#1", 404}, {"nope@x", 404}, {"look#x", 400}, {"look", 404}} {
+			if r := e.admin(t, "GET", "/v1/claims/"+url.PathEscape(c.id), ""); r.status != c.status {
+				t.Errorf("%s: %d %s, want %d", c.id, r.status, r.raw, c.status)
+			}
+		}
+		if r := e.do(t, "GET", "/v1/claims/look%231", ""); r.status != 401 {
+			t.Errorf("without a token: %d", r.status)
+		}
+	})
+}

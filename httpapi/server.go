@@ -355,6 +355,7 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
+	s.route("/v1/claims/{claim_id}", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getClaim))})
 	s.route("/v1/events", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getEvents))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))}, "GET")
 	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})
