@@ -44,7 +44,7 @@ func browser(t *testing.T) context.Context {
 	// chromedp reports CDP events it does not know (newer chromium) as
 	// errors; they are not the page's.
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
-	ctx, cancelTime := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTime := context.WithTimeout(ctx, 120*time.Second)
 	t.Cleanup(func() {
 		cancelTime()
 		cancelTab()
