@@ -229,7 +229,10 @@ func TestDashboardBrowser(t *testing.T) {
 		waitJS(`document.querySelector('tr[data-promotion="closing"] td[data-field="state"]').textContent.startsWith('ended')`),
 	)
 	if err != nil {
-		t.Fatalf("close from the page: %v", err)
+		var seen string
+		_ = chromedp.Run(context.WithoutCancel(ctx), chromedp.Evaluate(`document.querySelector('tr[data-promotion="closing"]').innerText +
+			' | ' + document.querySelector('#notice').textContent + ' | ' + document.querySelector('#conn').textContent`, &seen))
+		t.Fatalf("close from the page: %v (the page: %s)", err, seen)
 	}
 	if r := e.do(t, "GET", "/v1/promotions/closing", ""); r.body["closed_at"] == nil || r.body["state"] != "ended" {
 		t.Fatalf("closed from the page: %s", r.raw)
