@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/issue"
@@ -162,6 +163,14 @@ func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix s
 	if tn.manager != nil {
 		tn.manager(&mcfg)
 	}
+	tally := new(ui.Tally)
+	onIssued := mcfg.OnIssued
+	mcfg.OnIssued = func(id string, n int) {
+		tally.Issued(id, n)
+		if onIssued != nil {
+			onIssued(id, n)
+		}
+	}
 	mgr, err := promotion.New(client, st, mcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +178,8 @@ func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix s
 	if err := mgr.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)}
+	cfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler),
+		Tally: tally}
 	if tn.api != nil {
 		tn.api(&cfg)
 	}
@@ -177,11 +187,15 @@ func startInstance(t *testing.T, client rueidis.Client, st store.Store, prefix s
 	if err != nil {
 		t.Fatal(err)
 	}
+	api.Start()
 	srv := httptest.NewServer(api)
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if err := api.Stop(ctx); err != nil {
+			t.Errorf("stop the dashboard's sampling: %v", err)
+		}
 		if err := mgr.Stop(ctx); err != nil {
 			t.Errorf("stop manager: %v", err)
 		}

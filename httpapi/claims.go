@@ -25,16 +25,17 @@ type claimOut struct {
 func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	outcome := "error"
+	id := r.PathValue("id")
 	defer func() {
 		s.m.claim(outcome)
+		s.hub.Tally().Answer(id, outcome)
 		s.m.ClaimSeconds.Observe(time.Since(start).Seconds())
 	}()
 	reject := func(pr *Problem) {
 		outcome = pr.Code
 		pr.write(w, r)
 	}
-	id, ok := pathID(w, r, "id")
-	if !ok {
+	if _, ok := pathID(w, r, "id"); !ok {
 		outcome = CodeInvalidRequest
 		return
 	}

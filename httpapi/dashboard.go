@@ -292,9 +292,17 @@ func (s *Server) uiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Start starts sampling the dashboard's charts every second, whether or
+// not a dashboard is open (see ui.Hub); Stop ends it. Without Start the
+// charts are sampled only while a dashboard is open.
+func (s *Server) Start() { s.hub.Start() }
+
+// Stop ends what Start started, waiting at most until ctx is done.
+func (s *Server) Stop(ctx context.Context) error { return s.hub.Stop(ctx) }
+
 // dashboardSource reads what the dashboard shows: the most recent
-// promotions that are not archived, with their counts, waiting rooms and
-// consumers. The Hub calls it once per interval, whatever the number of
+// promotions that are not archived, with their counts, waiting rooms,
+// issue lags (issueLags) and consumers. The Hub calls it once per interval, whatever the number of
 // dashboards.
 func (s *Server) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
 	vs, _, err := s.cfg.Manager.ListBy(ctx, promotion.ListQuery{Sort: promotion.SortCreatedAtDesc, Limit: UIMaxPromotions})
@@ -302,15 +310,20 @@ func (s *Server) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
 		return nil, err
 	}
 	out := make([]ui.Promotion, 0, len(vs))
+	segments := make([]int, 0, len(vs))
 	for _, v := range vs {
 		p := ui.Promotion{ID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, State: v.State, Stock: v.Stock,
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued, Failed: v.Counts.Failed,
-			Remaining: v.Counts.Remaining, Paused: v.Paused, Consumers: []ui.Consumers{}}
+			Remaining: v.Counts.Remaining, Paused: v.Paused, Consumers: []ui.Consumers{},
+			Drained: v.State == promotion.StateEnded && v.Counts.Pending == 0}
 		if v.WaitingRoom.Enabled {
-			p.Room = &ui.Room{Waiting: v.Room.Waiting, Admitted: v.Room.Admitted, AdmitPerSecond: v.WaitingRoom.AdmitPerSecond}
+			p.Room = &ui.Room{Waiting: v.Room.Waiting, Admitted: v.Room.Admitted, Abandoned: v.Room.Abandoned,
+				AdmitPerSecond: v.WaitingRoom.AdmitPerSecond}
 		}
 		out = append(out, p)
+		segments = append(segments, v.Segments)
 	}
+	s.issueLags(ctx, out, segments, time.Now())
 	cmds := make(rueidis.Commands, len(out))
 	for i, p := range out {
 		cmds[i] = s.cfg.Redis.B().XinfoConsumers().Key(claim.KeysFor(s.cfg.KeyPrefix, p.ID).Stream()).Group(claim.Group).Build()

@@ -48,7 +48,7 @@ func TestDashboardAuth(t *testing.T) {
 			!strings.Contains(r.raw, `<label for="token">`) {
 			t.Fatalf("page: %d %v %.200s", r.status, r.header, r.raw)
 		}
-		for _, f := range []string{"app.js", "app.css"} {
+		for _, f := range []string{"app.js", "charts.js", "app.css"} {
 			if r := e.do(t, "GET", "/ui/"+f, ""); r.status != 200 {
 				t.Fatalf("%s: %d", f, r.status)
 			}

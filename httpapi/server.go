@@ -122,6 +122,11 @@ type Config struct {
 	// route. Its AdminToken, KeyPrefix, Logger and Problem are set by New.
 	// Defaults to all of it off.
 	Edge edge.Config
+	// Tally counts this instance's claim answers and issues for the
+	// dashboard's charts and the report's refusals; pass the one whose
+	// Issued the manager's promotion.Config.OnIssued calls. Defaults to a
+	// new one (issues then go uncounted by instance).
+	Tally *ui.Tally
 }
 
 // Server is the dibs HTTP API as an http.Handler.
@@ -137,6 +142,7 @@ type Server struct {
 	edge         *edge.Edge
 	tokens       []AdminToken // the configured admin tokens; read-only
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
+	started      time.Time    // when New made the server: the start of its tally
 	fails        failureLogs  // written by request goroutines, through its atomics
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
@@ -175,6 +181,7 @@ func New(cfg Config) (*Server, error) {
 
 		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
 		streams:      make(chan struct{}, cfg.MaxStreams),
+		started:      time.Now(),
 	}
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
@@ -186,7 +193,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.edge = e
-	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log}); err != nil {
+	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log, Tally: cfg.Tally}); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s.routes()
@@ -342,10 +349,13 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
 	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))}, "POST")
 	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))}, "GET")
+	s.route("/v1/promotions/{id}/report", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getReport))})
+	s.route("/v1/promotions/{id}/timeline", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getTimeline))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
 	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
 	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
+	s.route("/v1/claims/{claim_id}", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getClaim))})
 	s.route("/v1/events", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getEvents))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))}, "GET")
 	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})

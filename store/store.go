@@ -346,6 +346,8 @@ type SchemaVersioner interface {
 // Store is the database behind dibs. Implementations are safe for concurrent use.
 type Store interface {
 	Admin
+	// Reports are the reads of a promotion's report and charts.
+	Reports
 	// EventLog is the outbox every change below writes its events to.
 	EventLog
 

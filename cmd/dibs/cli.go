@@ -37,6 +37,7 @@ func commands() []command {
 		{"dlq", "list, replay and void a promotion's dead letters", runDLQ, true},
 		{"status", "a live view of a promotion: counts, rates, progress to sold out", runStatus, true},
 		{"user", "a user's claims and standing across promotions", runUser, true},
+		{"report", "the summary of a drop: claims, refusals, sold-out time, claims/s, issue lag", runReport, true},
 		{"migrate", "apply the database schema and exit", runMigrate, false},
 		{"version", "print the version, the commit and the build date", runVersion, false},
 	}

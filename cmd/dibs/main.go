@@ -11,6 +11,7 @@
 //	dibs dlq      list, replay and void a promotion's dead letters
 //	dibs status   a live view of a promotion
 //	dibs user     a user's claims and standing across promotions
+//	dibs report   the summary of a drop, as Markdown or JSON
 //	dibs migrate  apply the database schema and exit
 //	dibs version  print the version, the commit and the build date (also dibs --version)
 package main

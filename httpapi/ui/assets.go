@@ -8,7 +8,7 @@ import (
 //go:embed static
 var static embed.FS
 
-// Assets are the dashboard's files: index.html, app.css and app.js, at the
+// Assets are the dashboard's files: index.html, app.css, charts.js and app.js, at the
 // root of the file system.
 var Assets fs.FS = mustSub(static, "static")
 

@@ -22,7 +22,7 @@ const (
 var ErrFull = errors.New("ui: too many dashboards open")
 
 // Promotion is one promotion as the dashboard shows it. Source fills in
-// everything but the rates, which the Hub computes from the snapshots it
+// everything but the rates, which the Hub computes from the samples it
 // took.
 type Promotion struct {
 	ID        string `json:"id"`
@@ -38,27 +38,34 @@ type Promotion struct {
 	Remaining *int64 `json:"remaining"`
 	// Paused is whether an admin paused the promotion's claims.
 	Paused bool `json:"paused"`
+	// Drained is whether the promotion ended and every claim of it is
+	// settled.
+	Drained bool `json:"drained"`
 	// Room is the waiting room's counts; nil without one.
 	Room *Room `json:"waiting_room,omitempty"`
 	// Consumers are the promotion's confirmation consumers by instance.
 	Consumers []Consumers `json:"consumers"`
+	// IssueLagSeconds is the age of the oldest claim accepted and not yet
+	// issued nor dead-lettered, read from its work stream: 0 when every
+	// accepted claim is settled. Set by Source.
+	IssueLagSeconds float64 `json:"issue_lag_seconds"`
 
 	// ClaimsPerSecond is the rate of accepted claims since the last
-	// snapshot. Set by the Hub.
+	// sample. Set by the Hub.
 	ClaimsPerSecond float64 `json:"claims_per_second"`
-	// IssueLagSeconds is how long ago the oldest claim not yet issued (nor
-	// dead-lettered) was accepted, as far as the snapshots tell: 0 when
-	// every accepted claim is settled. Set by the Hub.
-	IssueLagSeconds float64 `json:"issue_lag_seconds"`
+	// RejectedPerSecond is the rate of claims this instance refused (a
+	// code of RejectCodes) since the last sample. Set by the Hub.
+	RejectedPerSecond float64 `json:"rejected_per_second"`
 }
 
 // Room is a waiting room's counts.
 type Room struct {
 	Waiting        int64 `json:"waiting"`
 	Admitted       int64 `json:"admitted"`
+	Abandoned      int64 `json:"abandoned"`
 	AdmitPerSecond int   `json:"admit_per_second"`
 	// AdmittedPerSecond is the measured admission rate since the last
-	// snapshot. Set by the Hub.
+	// sample. Set by the Hub.
 	AdmittedPerSecond float64 `json:"admitted_per_second"`
 }
 
@@ -81,10 +88,13 @@ type Snapshot struct {
 
 // Event names of a Subscription.
 const (
-	// EventHistory carries the rates of the last HubConfig.History, per
+	// EventHistory carries the samples of the last HubConfig.History, per
 	// promotion: {"interval_ms": N, "series": {"<id>": [[unix_ms,
-	// claims_per_second, issue_lag_seconds, admitted_per_second], ...]}}.
-	// It is a subscription's first event.
+	// claims/s, rejected/s, settled/s, issue_lag_s, waiting, admitted/s,
+	// abandoned/s], ...]}}; the last four are null for a sample taken
+	// while no dashboard was open (they are read from Redis). A run of
+	// samples with nothing to draw is sent as its first and last. It is a
+	// subscription's first event.
 	EventHistory = "history"
 	// EventSnapshot carries a Snapshot.
 	EventSnapshot = "snapshot"
@@ -114,6 +124,10 @@ type HubConfig struct {
 	SourceTimeout time.Duration
 	// Logger receives Source's errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Tally is this instance's counts of answers and issues, sampled every
+	// Interval once Start was called, whether or not a dashboard is open.
+	// Defaults to a new Tally.
+	Tally *Tally
 }
 
 func (c HubConfig) withDefaults() HubConfig {
@@ -131,6 +145,9 @@ func (c HubConfig) withDefaults() HubConfig {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Tally == nil {
+		c.Tally = new(Tally)
 	}
 	return c
 }
@@ -151,22 +168,31 @@ func (c HubConfig) validate() error {
 	return nil
 }
 
-// Hub takes one snapshot of every promotion per interval and fans it out
+// Hub samples every promotion once per interval and fans the snapshot out
 // to every subscribed dashboard, however many there are: N dashboards cost
 // one read of the promotions per interval, not N.
 //
-// Its loop goroutine runs only while someone subscribes: the first
-// Subscribe starts it, and it returns once the last subscription is closed.
-// The loop owns the subscriber set, the last snapshot and the history of
-// rates; Subscribe and Close talk to it over channels.
+// Its loop goroutine owns the subscriber set, the last snapshot and the
+// rings of samples (HubConfig.History per promotion). Once Start is called
+// it runs until Stop, and samples the Tally every interval whether or not
+// anyone watches: the charts are there when a page opens. Source, which
+// reads Redis and the database, is called only while someone subscribes.
+// Without Start the loop runs only while someone subscribes. Subscribe,
+// Close, Start and Stop talk to it over channels.
 type Hub struct {
 	cfg HubConfig
 	// join and leave carry subscriptions to the loop; each holds up to
 	// MaxSubscribers, so sends under mu never block.
 	join, leave chan *Subscription
+	// wake asks the loop to check whether it may stop (after Stop).
+	wake chan struct{}
+	// hist belongs to the loop goroutine; it outlives a loop that stops, for
+	// the next one.
+	hist *history
 
-	mu      sync.Mutex // guards count and running, and orders sends on join and leave
+	mu      sync.Mutex // guards count, kept and running, and orders sends on join and leave
 	count   int        // open subscriptions
+	kept    bool       // Start was called and Stop was not
 	running bool       // whether the loop goroutine runs
 	done    chan struct{}
 }
@@ -178,7 +204,42 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 		return nil, err
 	}
 	return &Hub{cfg: cfg, join: make(chan *Subscription, cfg.MaxSubscribers),
-		leave: make(chan *Subscription, cfg.MaxSubscribers)}, nil
+		leave: make(chan *Subscription, cfg.MaxSubscribers), wake: make(chan struct{}, 1),
+		hist: newHistory(int(cfg.History/cfg.Interval)+1, cfg.Tally)}, nil
+}
+
+// Tally is the counts the Hub samples (HubConfig.Tally).
+func (h *Hub) Tally() *Tally { return h.cfg.Tally }
+
+// Start keeps the loop running until Stop, sampling the Tally every
+// interval. Safe to call twice.
+func (h *Hub) Start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.kept = true
+	h.runLocked()
+}
+
+// Stop undoes Start and waits, at most until ctx is done, for the loop to
+// return; a loop with subscribers open returns once the last one closes.
+func (h *Hub) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	h.kept = false
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	h.mu.Unlock()
+	return h.Wait(ctx)
+}
+
+// runLocked starts the loop unless it runs; h.mu is held.
+func (h *Hub) runLocked() {
+	if !h.running {
+		h.running = true
+		h.done = make(chan struct{})
+		go h.loop(h.done)
+	}
 }
 
 // Subscription is one dashboard's feed. Read C until done with it, then
@@ -203,11 +264,7 @@ func (h *Hub) Subscribe() (*Subscription, error) {
 		return nil, ErrFull
 	}
 	h.count++
-	if !h.running {
-		h.running = true
-		h.done = make(chan struct{})
-		go h.loop(h.done)
-	}
+	h.runLocked()
 	h.join <- s
 	return s, nil
 }
@@ -241,17 +298,22 @@ func (h *Hub) Wait(ctx context.Context) error {
 }
 
 // loop is the Hub's one goroutine: it owns subs, the last snapshot and the
-// history, and returns once no subscription is open.
+// history, and returns once no subscription is open and Start is not in
+// force.
 func (h *Hub) loop(done chan struct{}) {
 	defer close(done)
 	ticker := time.NewTicker(h.cfg.Interval)
 	defer ticker.Stop()
 	subs := map[*Subscription]bool{}
-	hist := newHistory(int(h.cfg.History / h.cfg.Interval))
 	var last Event
 	var lastAt time.Time
-	tick := func() {
-		last, lastAt = h.take(hist, last), time.Now()
+	// tick samples the Tally and, with read, the promotions too (Source).
+	tick := func(read bool) {
+		if !read {
+			h.hist.add(time.Now(), nil)
+			return
+		}
+		last, lastAt = h.take(last), time.Now()
 		for s := range subs {
 			s.send(last)
 		}
@@ -260,15 +322,16 @@ func (h *Hub) loop(done chan struct{}) {
 		select {
 		case s := <-h.join:
 			if lastAt.IsZero() || time.Since(lastAt) >= h.cfg.Interval {
-				tick()
+				tick(true)
 			}
 			subs[s] = true
-			s.send(Event{Name: EventHistory, Data: hist.marshal(h.cfg.Interval)})
+			s.send(Event{Name: EventHistory, Data: h.hist.marshal(h.cfg.Interval)})
 			s.send(last)
 		case s := <-h.leave:
 			delete(subs, s)
 		case <-ticker.C:
-			tick()
+			tick(len(subs) > 0)
+		case <-h.wake:
 		}
 		if len(subs) == 0 && h.stopIfIdle() {
 			return
@@ -276,12 +339,13 @@ func (h *Hub) loop(done chan struct{}) {
 	}
 }
 
-// stopIfIdle marks the loop stopped if no subscription is open, draining
-// the joins and leaves of subscriptions opened and closed meanwhile.
+// stopIfIdle marks the loop stopped if no subscription is open and Start
+// is not in force, draining the joins and leaves of subscriptions opened
+// and closed meanwhile.
 func (h *Hub) stopIfIdle() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.count > 0 {
+	if h.count > 0 || h.kept {
 		return false
 	}
 	for len(h.join) > 0 {
@@ -305,10 +369,10 @@ func (s *Subscription) send(e Event) {
 	}
 }
 
-// take reads the promotions, adds the rates from hist, and returns the
-// snapshot event; on a failed read, the last one's promotions with the
-// error.
-func (h *Hub) take(hist *history, last Event) Event {
+// take reads the promotions, records them with the Tally in the history
+// (which adds the rates), and returns the snapshot event; on a failed
+// read, the last one's promotions with the error.
+func (h *Hub) take(last Event) Event {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.SourceTimeout)
 	ps, err := h.cfg.Source(ctx)
 	cancel()
@@ -316,13 +380,14 @@ func (h *Hub) take(hist *history, last Event) Event {
 	snap := Snapshot{At: now.UTC(), Promotions: ps}
 	if err != nil {
 		h.cfg.Logger.Warn("dashboard snapshot failed", "err", err)
+		h.hist.add(now, nil)
 		var prev Snapshot
 		if last.Data != nil {
 			_ = json.Unmarshal(last.Data, &prev)
 		}
 		snap.Promotions, snap.Error = prev.Promotions, "the promotions could not be read: "+err.Error()
 	} else {
-		hist.add(now, snap.Promotions)
+		h.hist.add(now, snap.Promotions)
 	}
 	if snap.Promotions == nil {
 		snap.Promotions = []Promotion{}

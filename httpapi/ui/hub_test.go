@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -15,50 +16,158 @@ import (
 func TestRates(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	ser := series{
-		{at: at(0), accepted: 0},
-		{at: at(1), accepted: 100},
-		{at: at(2), accepted: 300},
-		{at: at(3), accepted: 400},
-	}
+	prev := sample{at: t0, accepted: 10, rejected: 5, issued: 8, watched: true, gAccepted: 100, gSettled: 90,
+		room: true, admitted: 50, abandoned: 2}
 	cases := []struct {
-		name              string
-		ser               series
-		s                 sample
-		wantRate, wantLag float64
+		name                    string
+		s                       sample
+		claims, rejects, issues float64
+		admits, abandons        float64
 	}{
-		{"first sample", nil, sample{at: at(0), accepted: 5}, 0, 0},
-		{"all settled", ser, sample{at: at(4), accepted: 400, settled: 400}, 0, 0},
-		{"rate from the last sample", ser, sample{at: at(5), accepted: 600, settled: 600}, 100, 0},
-		{"lag: settled reached the count of 2 s before", ser, sample{at: at(4), accepted: 400, settled: 300}, 0, 2},
-		{"lag: between samples counts the older one", ser, sample{at: at(4), accepted: 400, settled: 250}, 0, 3},
-		{"lag: older than the history", ser[1:], sample{at: at(4), accepted: 400, settled: 50}, 0, 3},
-		{"a count that fell is no negative rate", ser, sample{at: at(4), accepted: 10, settled: 10}, 0, 0},
+		{"both read: the promotion's own counts", sample{at: t0.Add(2 * time.Second), accepted: 12, rejected: 9, issued: 9,
+			watched: true, gAccepted: 140, gSettled: 110, room: true, admitted: 60, abandoned: 6}, 20, 2, 10, 5, 2},
+		{"not read: this instance's counts", sample{at: t0.Add(2 * time.Second), accepted: 16, rejected: 5, issued: 12},
+			3, 0, 2, 0, 0},
+		{"a count that fell is no negative rate", sample{at: t0.Add(time.Second), accepted: 1, rejected: 1, issued: 1,
+			watched: true, gAccepted: 3, gSettled: 3, room: true}, 0, 0, 0, 0, 0},
+		{"no time passed", sample{at: t0, accepted: 50}, 0, 0, 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := rates(c.ser, c.s)
-			if got.claimsPerSecond != c.wantRate || got.lag != c.wantLag {
-				t.Fatalf("rate %v lag %v, want %v %v", got.claimsPerSecond, got.lag, c.wantRate, c.wantLag)
+			got := rates(prev, c.s)
+			if got.claims != c.claims || got.rejects != c.rejects || got.issues != c.issues || got.admits != c.admits || got.abandons != c.abandons {
+				t.Fatalf("rates %v %v %v %v %v, want %v %v %v %v %v", got.claims, got.rejects, got.issues, got.admits, got.abandons,
+					c.claims, c.rejects, c.issues, c.admits, c.abandons)
 			}
 		})
 	}
 }
 
+// TestHistoryBounded: a ring keeps its size; a promotion idle for
+// ForgetAfter is forgotten with its Tally entry; one still counting is not.
 func TestHistoryBounded(t *testing.T) {
 	t.Parallel()
-	h := newHistory(3)
+	var tally Tally
+	h := newHistory(4, &tally)
+	t0 := time.Unix(1000, 0)
 	for i := range 10 {
-		h.add(time.Unix(int64(i), 0), []Promotion{{ID: "a", Accepted: int64(i)}, {ID: "b"}})
+		tally.Answer("a", "accepted")
+		tally.Answer("b", "sold_out")
+		h.add(t0.Add(time.Duration(i)*time.Second), []Promotion{{ID: "shown"}})
 	}
-	if n := len(h.by["a"]); n != 4 {
+	if n := h.by["a"].n; n != 4 {
 		t.Fatalf("kept %d samples, want 4", n)
 	}
-	h.add(time.Unix(11, 0), []Promotion{{ID: "a"}})
-	if _, ok := h.by["b"]; ok {
-		t.Fatal("a promotion no longer listed keeps its history")
+	last, _ := h.by["a"].last()
+	if last.accepted != 10 || last.claims != 1 {
+		t.Fatalf("last sample %+v", last)
 	}
+	later := t0.Add(ForgetAfter + 10*time.Second)
+	tally.Answer("a", "accepted")
+	h.add(later, nil)
+	if _, ok := h.by["b"]; ok {
+		t.Fatal("a promotion idle for a day keeps its ring")
+	}
+	if _, ok := h.by["shown"]; ok {
+		t.Fatal("a promotion no longer shown keeps its ring")
+	}
+	if tot := tally.Totals("b"); tot.RejectedSum() != 0 {
+		t.Fatalf("a forgotten promotion keeps its tally: %+v", tot)
+	}
+	if _, ok := h.by["a"]; !ok || tally.Totals("a").Accepted != 11 {
+		t.Fatal("a promotion still counting was forgotten")
+	}
+}
+
+// TestMarshalQuietRuns: a run of samples with nothing to draw is sent as
+// its ends; samples taken without a page carry no lag nor room.
+func TestMarshalQuietRuns(t *testing.T) {
+	t.Parallel()
+	var tally Tally
+	h := newHistory(100, &tally)
+	t0 := time.Unix(1000, 0)
+	tally.Answer("p", "accepted")
+	for i := range 10 {
+		if i == 5 {
+			tally.Answer("p", "accepted")
+		}
+		h.add(t0.Add(time.Duration(i)*time.Second), nil)
+	}
+	var out struct {
+		Series map[string][][]any `json:"series"`
+	}
+	if err := json.Unmarshal(h.marshal(time.Second), &out); err != nil {
+		t.Fatal(err)
+	}
+	var ts []float64
+	for _, pt := range out.Series["p"] {
+		ts = append(ts, (pt[0].(float64)-1e6)/1000)
+		if pt[4] != nil || pt[5] != nil {
+			t.Fatalf("a sample taken without a page carries Redis's figures: %v", pt)
+		}
+	}
+	if want := []float64{0, 4, 5, 6, 9}; !slices.Equal(ts, want) {
+		t.Fatalf("points at %v s, want %v", ts, want)
+	}
+}
+
+// TestHubSamplesUnwatched: once started, the hub samples the Tally every
+// interval without reading the promotions, so a page opened later gets
+// the rates of the seconds nobody watched; Stop ends the loop.
+func TestHubSamplesUnwatched(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int64
+		h, err := NewHub(HubConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Source: func(context.Context) ([]Promotion, error) {
+				reads.Add(1)
+				return []Promotion{{ID: "p", Accepted: 30}}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Start()
+		// Ten of each between two samples (the ticks at 1 s, 2 s, 3 s).
+		time.Sleep(500 * time.Millisecond)
+		for range 3 {
+			for range 10 {
+				h.Tally().Answer("p", "accepted")
+				h.Tally().Answer("p", "sold_out")
+				h.Tally().Answer("p", "not_found") // not the promotion's refusal
+			}
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if n := reads.Load(); n != 0 {
+			t.Fatalf("%d reads of the promotions with nobody watching", n)
+		}
+		s, err := h.Subscribe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		e := <-s.C
+		var hist struct {
+			Series map[string][][]any `json:"series"`
+		}
+		if err := json.Unmarshal(e.Data, &hist); err != nil || e.Name != EventHistory {
+			t.Fatalf("first event %q: %v", e.Name, err)
+		}
+		var claims, rejects float64
+		for _, pt := range hist.Series["p"] {
+			claims, rejects = max(claims, pt[1].(float64)), max(rejects, pt[2].(float64))
+		}
+		if claims != 10 || rejects != 10 {
+			t.Fatalf("unwatched peak %v claims/s, %v rejected/s; want 10 and 10: %v", claims, rejects, hist.Series["p"])
+		}
+		if tot := h.Tally().Totals("p"); tot.Accepted != 30 || tot.Rejected["sold_out"] != 30 || len(tot.Rejected) != 1 {
+			t.Fatalf("totals %+v", tot)
+		}
+		s.Close()
+		if err := h.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestHubFanOut: however many subscribers, the promotions are read once

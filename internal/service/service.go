@@ -33,6 +33,7 @@ import (
 	"github.com/dibsio/dibs/events"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/internal/buildinfo"
 	"github.com/dibsio/dibs/internal/redisserver"
 	"github.com/dibsio/dibs/issue"
@@ -75,6 +76,7 @@ type Service struct {
 	stopped     bool
 	ln          net.Listener
 	hs          *http.Server
+	api         *httpapi.Server // its dashboard sampling stops after the HTTP server
 	mgr         *promotion.Manager
 	sched       *waitroom.Scheduler     // stopped before the manager
 	watcher     *waitroom.Watcher       // stopped when the HTTP server shuts down, and after the scheduler
@@ -221,6 +223,9 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	reg.MustRegister(waitroom.NewCollector(rooms, 0, 0))
 	watcher = waitroom.NewWatcher(rooms, waitroom.WatcherConfig{Logger: log})
+	// The dashboard's per-instance counts: claims answered (the API) and
+	// issued (the manager's issuers).
+	tally := new(ui.Tally)
 	kinds, err := issue.Builtin(cfg.Issue)
 	if err != nil {
 		return err
@@ -234,6 +239,7 @@ func (s *Service) start(ctx context.Context) error {
 		Logger:   log,
 		OnIssued: func(id string, n int) {
 			pm.Issued(id, n)
+			tally.Issued(id, n)
 			s.crash(n)
 		},
 		OnDeadLetter:     pm.DeadLetter,
@@ -277,7 +283,7 @@ func (s *Service) start(ctx context.Context) error {
 	ecfg := cfg.Edge
 	ecfg.Metrics = edge.NewMetrics(reg)
 	hcfg := httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: KeyPrefix,
-		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg, Watcher: watcher}
+		Metrics: apiMetrics, Gatherer: reg, Logger: log, Edge: ecfg, Watcher: watcher, Tally: tally}
 	cfg.HTTP.apply(&hcfg)
 	if err := cfg.Admin.apply(&hcfg); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -286,6 +292,8 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	api.Start()
+	s.api = api
 	// Read and write deadlines are set per request by the API (a streamed
 	// request pushes them ahead as it goes), so the server sets none.
 	s.hs = &http.Server{
@@ -365,6 +373,11 @@ func (s *Service) Stop(ctx context.Context) error {
 	rep.requests = err == nil
 	cancel()
 	<-s.served
+	actx, cancel := context.WithTimeout(ctx, DrainTimeout)
+	if err := s.api.Stop(actx); err != nil {
+		s.log.Warn("stopping the dashboard's sampling", "err", err)
+	}
+	cancel()
 	rep.scheduler, rep.consumers = s.closeAll(ctx)
 	rep.log(s.log)
 	return ctx.Err()

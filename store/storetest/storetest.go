@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, adminTests...)
 	tests = append(tests, patchTests...)
 	tests = append(tests, eventTests...)
+	tests = append(tests, reportTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,14 +4,19 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const HISTORY_POINTS = 600; // ten minutes at one snapshot a second
+const HISTORY_MS = 600e3; // the charts' ten minutes
+const LAG_ALERT_S = 10; // an issue lag past this stands out
+const TIMELINE_EVERY_MS = 10e3; // how often the detail re-reads the database's timeline
 
 const state = {
   csrf: "",
   events: null,
   promos: new Map(), // id -> last snapshot entry
   rows: new Map(), // id -> <tr>
-  series: new Map(), // id -> [[unix_ms, claims/s, lag s, admitted/s], ...]
+  // id -> [[unix_ms, claims/s, rejected/s, settled/s, lag s|null, waiting|null,
+  // admitted/s|null, abandoned/s|null], ...]: the server's ring, then the snapshots.
+  series: new Map(),
+  timeline: { id: "", at: 0, buckets: [] }, // the database's last ten minutes of the selected promotion
   selected: "",
   dlFailed: -1, // the failed count the dead-letter list was read at
 };
@@ -120,6 +125,7 @@ function connect() {
 
 const fmt = new Intl.NumberFormat("en");
 const fmt1 = new Intl.NumberFormat("en", { maximumFractionDigits: 1 });
+const fmt3 = new Intl.NumberFormat("en", { maximumFractionDigits: 3 });
 
 function render(snap) {
   $("#conn").textContent = snap.error
@@ -132,8 +138,12 @@ function render(snap) {
     seen.add(p.id);
     state.promos.set(p.id, p);
     const ser = state.series.get(p.id) || [];
-    if (!ser.length || ser[ser.length - 1][0] < t) ser.push([t, p.claims_per_second, p.issue_lag_seconds, p.waiting_room ? p.waiting_room.admitted_per_second : 0]);
-    if (ser.length > HISTORY_POINTS) ser.splice(0, ser.length - HISTORY_POINTS);
+    const wr = p.waiting_room;
+    if (!ser.length || ser[ser.length - 1][0] < t) {
+      ser.push([t, p.claims_per_second, p.rejected_per_second, null, p.issue_lag_seconds,
+        wr ? wr.waiting : null, wr ? wr.admitted_per_second : null, null]);
+    }
+    while (ser.length && ser[0][0] < t - HISTORY_MS) ser.shift();
     state.series.set(p.id, ser);
     let tr = state.rows.get(p.id);
     if (!tr) {
@@ -157,7 +167,7 @@ function render(snap) {
 }
 
 const FIELDS = ["state", "stock", "accepted", "pending", "issued", "failed", "remaining",
-  "claims_per_second", "issue_lag_seconds", "waiting_room", "consumers"];
+  "claims_per_second", "rejected_per_second", "issue_lag_seconds", "waiting_room", "consumers"];
 
 function makeRow(p) {
   const tr = document.createElement("tr");
@@ -188,9 +198,16 @@ function makeRow(p) {
   const close = button("Close", "danger", () => confirmClose(p.id));
   close.dataset.action = "close";
   close.setAttribute("aria-label", "Close " + p.id);
-  const pause = button("Pause", "secondary", () => confirmPause(p.id, !(state.promos.get(p.id) || p).paused));
+  const pause = button("Pause", "secondary", () => confirmPause(p.id, true));
   pause.dataset.action = "pause";
-  act.append(details, pause, close);
+  pause.setAttribute("aria-label", "Pause " + p.id);
+  const resume = button("Resume", "secondary", () => confirmPause(p.id, false));
+  resume.dataset.action = "resume";
+  resume.setAttribute("aria-label", "Resume " + p.id);
+  const report = button("Report", "secondary", () => showReport(p.id));
+  report.dataset.action = "report";
+  report.setAttribute("aria-label", "Report of " + p.id);
+  act.append(details, report, pause, resume, close);
   tr.append(act);
   return tr;
 }
@@ -208,27 +225,50 @@ function cell(tr, f) { return tr.querySelector('td[data-field="' + f + '"]'); }
 
 function setText(td, text) { if (td.textContent !== text) td.textContent = text; }
 
+// roomText says where the room's users stand: waiting while the promotion
+// takes claims, told sold_out or ended once it no longer does.
+function roomText(p) {
+  const wr = p.waiting_room;
+  if (!wr) return "off";
+  if (p.state === "sold_out" || p.state === "ended") {
+    return fmt.format(wr.waiting) + " told " + p.state.replace("_", " ") + ", " + fmt.format(wr.admitted) + " admitted";
+  }
+  return fmt.format(wr.waiting) + " waiting, " + fmt1.format(wr.admitted_per_second) + "/s of " + fmt.format(wr.admit_per_second) + "/s";
+}
+
+// flag marks a cell that needs a look: a class (colour) and a text
+// marker, so it does not rest on colour alone.
+function flag(td, on, text) {
+  td.classList.toggle("alert", on);
+  setText(td, on ? "\u26a0 " + text : text);
+  if (on) td.title = td.dataset.field === "failed" ? "dead letters wait for replay or void" : "issue lag over " + LAG_ALERT_S + " s";
+  else td.removeAttribute("title");
+}
+
+// allowed is the actions p's state offers.
+function allowed(p) {
+  const takes = (p.state === "open" || p.state === "scheduled") && p.mode !== "grant";
+  return { pause: takes && !p.paused, resume: p.paused && p.state !== "ended", close: p.state !== "ended" };
+}
+
 function updateRow(tr, p) {
   const st = cell(tr, "state");
-  setText(st, p.state.replace("_", " "));
+  setText(st, p.state.replace("_", " ") + (p.paused ? " (paused)" : "") + (p.drained ? " (drained)" : ""));
   st.className = "state state-" + p.state;
-  for (const f of ["stock", "accepted", "pending", "issued", "failed"]) setText(cell(tr, f), fmt.format(p[f]));
+  for (const f of ["stock", "accepted", "pending", "issued"]) setText(cell(tr, f), fmt.format(p[f]));
+  flag(cell(tr, "failed"), p.failed > 0, fmt.format(p.failed));
   setText(cell(tr, "remaining"), p.remaining == null ? "—" : fmt.format(p.remaining));
   setText(cell(tr, "claims_per_second"), fmt1.format(p.claims_per_second));
-  setText(cell(tr, "issue_lag_seconds"), fmt1.format(p.issue_lag_seconds) + " s");
-  const wr = p.waiting_room;
-  setText(cell(tr, "waiting_room"), wr
-    ? fmt.format(wr.waiting) + " waiting, " + fmt1.format(wr.admitted_per_second) + "/s of " + fmt.format(wr.admit_per_second) + "/s"
-    : "off");
+  setText(cell(tr, "rejected_per_second"), fmt1.format(p.rejected_per_second));
+  flag(cell(tr, "issue_lag_seconds"), p.issue_lag_seconds > LAG_ALERT_S, fmt1.format(p.issue_lag_seconds) + " s");
+  setText(cell(tr, "waiting_room"), roomText(p));
   setText(cell(tr, "consumers"), p.consumers.length
     ? p.consumers.map((c) => c.instance + ": " + c.consumers + (c.pending ? " (" + c.pending + " pending)" : "")).join(", ")
     : "none");
-  tr.querySelector('[data-action="close"]').disabled = p.state === "ended";
-  const pause = tr.querySelector('[data-action="pause"]');
-  setText(pause, p.paused ? "Resume" : "Pause");
-  pause.setAttribute("aria-label", (p.paused ? "Resume " : "Pause ") + p.id);
-  pause.disabled = p.state === "ended" || p.mode === "grant";
-  if (p.paused) setText(st, p.state.replace("_", " ") + " (paused)");
+  const ok = allowed(p);
+  tr.querySelector('[data-action="pause"]').hidden = !ok.pause;
+  tr.querySelector('[data-action="resume"]').hidden = !ok.resume;
+  tr.querySelector('[data-action="close"]').hidden = !ok.close;
   tr.classList.toggle("selected", state.selected === p.id);
 }
 
@@ -240,52 +280,61 @@ function select(id) {
   for (const [rid, tr] of state.rows) tr.classList.toggle("selected", rid === id);
   $("#detail").hidden = !id;
   if (id) {
-    renderDetail();
     $("#detail-title").textContent = "Promotion " + id;
+    renderDetail();
   }
 }
+
+// loadTimeline reads the database's per-second claims of the last ten
+// minutes of the selected promotion: the charts are true for the time no
+// page was open, and across instances.
+async function loadTimeline(id) {
+  state.timeline = { id, at: Date.now(), buckets: state.timeline.id === id ? state.timeline.buckets : [] };
+  try {
+    const tl = await api("GET", "/v1/promotions/" + encodeURIComponent(id) + "/timeline");
+    if (state.selected !== id) return;
+    state.timeline.buckets = tl.buckets.map((b) => [Date.parse(b.at), b.accepted, b.issued, b.max_lag_ms / 1000]);
+    renderDetail();
+  } catch (e) {
+    notice("Could not read the timeline: " + e.message, true);
+  }
+}
+
+function col(ser, k) { return ser.map((pt) => [pt[0], pt[k]]); }
 
 function renderDetail() {
   const p = state.promos.get(state.selected);
   if (!p) return;
+  if (state.timeline.id !== p.id || Date.now() - state.timeline.at > TIMELINE_EVERY_MS) loadTimeline(p.id);
   const ser = state.series.get(p.id) || [];
-  chart("#c-claims", "#c-claims-cap", "Claims per second", ser, 1);
-  chart("#c-lag", "#c-lag-cap", "Issue lag (seconds)", ser, 2);
-  $("#f-admit").hidden = !p.waiting_room;
-  if (p.waiting_room) chart("#c-admit", "#c-admit-cap", "Waiting room admissions per second", ser, 3);
+  const db = state.timeline.id === p.id ? state.timeline.buckets : [];
+  const end = Date.now(), start = end - HISTORY_MS;
+  const claims = mergeSeries(true, col(ser, 1), col(db, 1));
+  const rejected = mergeSeries(true, col(ser, 2));
+  const issued = mergeSeries(true, col(ser, 3), col(db, 2));
+  const lag = mergeSeries(false, col(ser, 4), col(db, 3));
+  const last = (pts) => pts.length ? pts[pts.length - 1][1] : 0;
+  const peak = drawChart($("#c-claims"), [
+    { pts: claims, cls: "l-claims", label: "claims accepted per second" },
+    { pts: issued, cls: "l-issued", label: "claims issued per second" },
+    { pts: rejected, cls: "l-rejected", label: "claims refused per second" }], start, end, "/s");
+  $("#c-claims-cap").textContent = "Claims per second: accepted now " + fmt1.format(last(claims)) + ", refused now " +
+    fmt1.format(last(rejected)) + ", peak " + fmt1.format(peak);
+  const lagPeak = drawChart($("#c-lag"), [{ pts: lag, cls: "l-lag", label: "issue lag, seconds" }], start, end, "s");
+  $("#c-lag-cap").textContent = "Issue lag (seconds): now " + fmt1.format(p.issue_lag_seconds) + ", peak " + fmt3.format(lagPeak);
+  $("#c-lag-cap").classList.toggle("alert", p.issue_lag_seconds > LAG_ALERT_S);
+  $("#f-room").hidden = !p.waiting_room;
+  if (p.waiting_room) {
+    drawChart($("#c-room"), [{ pts: col(ser, 5).filter((x) => x[1] != null), cls: "l-waiting", label: "waiting" }], start, end, "");
+    drawChart($("#c-admit"), [
+      { pts: mergeSeries(true, col(ser, 6)), cls: "l-claims", label: "admitted per second" },
+      { pts: mergeSeries(true, col(ser, 7)), cls: "l-rejected", label: "abandoned per second" }], start, end, "/s");
+    $("#c-room-cap").textContent = "Waiting room: " + roomText(p);
+  }
   if (p.failed !== state.dlFailed) {
     state.dlFailed = p.failed;
     loadDeadLetters(p.id);
   }
-}
-
-// chart draws column k of ser as a line over the last ten minutes.
-function chart(svgSel, capSel, title, ser, k) {
-  const svg = $(svgSel);
-  const W = 600, H = 160;
-  const end = ser.length ? ser[ser.length - 1][0] : Date.now();
-  // The last ten minutes, or less while less is known (at least a minute).
-  const first = ser.length ? ser[0][0] : end;
-  const start = Math.max(end - HISTORY_POINTS * 1000, Math.min(first, end - 60000));
-  let top = 0;
-  for (const pt of ser) top = Math.max(top, pt[k]);
-  const scale = top > 0 ? top * 1.1 : 1;
-  const pts = ser.filter((pt) => pt[0] >= start)
-    .map((pt) => ((pt[0] - start) / (end - start) * W).toFixed(1) + "," + (H - pt[k] / scale * H).toFixed(1));
-  const last = ser.length ? ser[ser.length - 1][k] : 0;
-  $(capSel).textContent = title + ": now " + fmt1.format(last) + ", peak " + fmt1.format(top) + " (last " + Math.round((end - start) / 60000) + " min)";
-  const ns = "http://www.w3.org/2000/svg";
-  svg.replaceChildren();
-  for (const y of [H / 4, H / 2, 3 * H / 4]) {
-    const l = document.createElementNS(ns, "line");
-    l.setAttribute("class", "grid");
-    l.setAttribute("x1", 0); l.setAttribute("x2", W); l.setAttribute("y1", y); l.setAttribute("y2", y);
-    svg.append(l);
-  }
-  const pl = document.createElementNS(ns, "polyline");
-  pl.setAttribute("class", "line");
-  pl.setAttribute("points", pts.join(" "));
-  svg.append(pl);
 }
 
 async function loadDeadLetters(id) {
@@ -337,6 +386,139 @@ async function replay(id, claimIDs) {
     notice("Replay failed: " + e.message, true);
   }
 }
+
+// ---- search: one user, or one claim --------------------------------------
+
+const enc = encodeURIComponent;
+
+// runLimited runs the tasks, at most n at a time.
+async function runLimited(tasks, n) {
+  const out = new Array(tasks.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(n, tasks.length) }, async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      out[i] = await tasks[i]().catch((e) => ({ error: e.message }));
+    }
+  }));
+  return out;
+}
+
+function resultRow(cells) {
+  const tr = document.createElement("tr");
+  cells.forEach((v, i) => {
+    const td = document.createElement(i === 0 ? "th" : "td");
+    if (i === 0) td.scope = "row";
+    td.textContent = v == null ? "—" : String(v);
+    tr.append(td);
+  });
+  return tr;
+}
+
+// search finds a claim id (<promotion>#<rank>, <promotion>@<user>) with
+// GET /v1/claims/{id}; anything else is a user: their claims in every
+// promotion on the page and, where there is a room, their standing.
+async function search(q) {
+  const body = $("#search-table tbody");
+  body.replaceChildren();
+  $("#search-results").hidden = false;
+  $("#search-status").textContent = "Searching…";
+  let rows = 0;
+  if (/#\d+$/.test(q) || q.includes("@")) {
+    try {
+      const c = await api("GET", "/v1/claims/" + enc(q));
+      body.append(resultRow([c.promotion_id, c.user_id, c.claim.claim_id, c.claim.status,
+        c.claim.issued_at ? new Date(c.claim.issued_at).toLocaleString() : null, c.claim.code || null, null]));
+      rows++;
+    } catch (e) {
+      if (/#\d+$/.test(q)) {
+        $("#search-status").textContent = "No claim " + q + ": " + e.message;
+        return;
+      }
+    }
+  }
+  if (!rows) {
+    const promos = [...state.promos.values()];
+    const found = await runLimited(promos.map((p) => async () => {
+      const cl = await api("GET", "/v1/promotions/" + enc(p.id) + "/claims/" + enc(q));
+      let standing = null;
+      if (p.waiting_room) {
+        const st = await api("GET", "/v1/promotions/" + enc(p.id) + "/queue/" + enc(q)).catch(() => null);
+        if (st) standing = st.status + (st.position ? " (place " + fmt.format(st.position) + ")" : "");
+      }
+      return { p, cl, standing };
+    }), 6);
+    for (const f of found) {
+      if (!f || f.error) continue;
+      for (const c of f.cl.claims) {
+        body.append(resultRow([f.p.id, q, c.claim_id, c.status, c.issued_at ? new Date(c.issued_at).toLocaleString() : null,
+          c.code || null, f.standing]));
+        rows++;
+      }
+      if (!f.cl.claims.length && f.standing && f.standing !== "none") {
+        body.append(resultRow([f.p.id, q, null, "no claim", null, null, f.standing]));
+        rows++;
+      }
+    }
+  }
+  $("#search-status").textContent = rows ? rows + " result(s) for " + q + "." : "Nothing found for " + q + " in the promotions shown.";
+}
+
+$("#search-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const q = $("#search-q").value.trim();
+  if (q) search(q);
+});
+
+// ---- report ---------------------------------------------------------------
+
+async function showReport(id) {
+  let r;
+  try {
+    r = await api("GET", "/v1/promotions/" + enc(id) + "/report");
+  } catch (e) {
+    notice("Could not read the report: " + e.message, true);
+    return;
+  }
+  const sec = $("#report");
+  sec.hidden = false;
+  $("#report-title").textContent = "Report of " + id;
+  const ms = (v) => fmt.format(v) + " ms";
+  const when = (v) => v ? new Date(v).toLocaleString() : "—";
+  const figures = [
+    ["State", r.state], ["Stock", fmt.format(r.stock)], ["Accepted", fmt.format(r.accepted)],
+    ["Issued", fmt.format(r.issued)], ["Revoked", fmt.format(r.revoked)], ["Pending", fmt.format(r.pending)],
+    ["Refused (this instance)", fmt.format(r.rejected.total) + (r.rejected.total
+      ? " — " + Object.entries(r.rejected.by_code).map(([k, v]) => k + " " + fmt.format(v)).join(", ") : "")],
+    ["Dead letters", Object.keys(r.dead_letters).length
+      ? Object.entries(r.dead_letters).map(([k, v]) => k + " " + fmt.format(v)).join(", ") : "none"],
+    ["Sold out", when(r.sold_out_at)], ["First acceptance", when(r.first_accepted_at)],
+    ["Last acceptance", when(r.last_accepted_at)], ["Last issue", when(r.last_issued_at)],
+    ["Claims/s", "peak " + fmt1.format(r.claims_per_second.peak) + ", mean " + fmt1.format(r.claims_per_second.mean)],
+    ["Issue lag", "p50 " + ms(r.issue_lag.p50_ms) + ", p99 " + ms(r.issue_lag.p99_ms) + ", max " + ms(r.issue_lag.max_ms)],
+  ];
+  if (r.waiting_room) {
+    const w = r.waiting_room;
+    figures.push(["Waiting room", fmt.format(w.joins) + " joined, " + fmt.format(w.admitted) + " admitted, " +
+      fmt.format(w.abandoned) + " abandoned, " + fmt.format(w.waiting) + " never reached"]);
+  }
+  const body = $("#report-table tbody");
+  body.replaceChildren(...figures.map((f) => resultRow(f)));
+  const bs = r.claims_per_second.buckets, w = r.claims_per_second.bucket_seconds * 1000;
+  // Each bucket is a step over its width.
+  const steps = (sel) => bs.flatMap((b) => { const t = Date.parse(b.at); return [[t, sel(b)], [t + w - 1, sel(b)]]; });
+  const pts = steps((b) => b.accepted / r.claims_per_second.bucket_seconds);
+  const lag = steps((b) => b.issued > 0 ? b.max_lag_ms / 1000 : null);
+  const start = bs.length ? Date.parse(bs[0].at) : Date.now() - 60e3;
+  const end = bs.length ? Date.parse(bs[bs.length - 1].at) + w : Date.now();
+  drawChart($("#c-report"), [{ pts, cls: "l-claims", label: "claims accepted per second" }], start, end, "/s");
+  drawChart($("#c-report-lag"), [{ pts: lag, cls: "l-lag", label: "longest issue lag, seconds" }], start, end, "s");
+  $("#report-notes").replaceChildren(...r.notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
+  sec.scrollIntoView();
+  $("#report-title").focus();
+}
+
+$("#report-close").addEventListener("click", () => { $("#report").hidden = true; });
 
 // ---- confirmations ------------------------------------------------------
 

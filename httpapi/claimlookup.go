@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/dibsio/dibs/promotion"
+)
+
+// claimLookupOut is the answer of GET /v1/claims/{claim_id}.
+type claimLookupOut struct {
+	PromotionID string       `json:"promotion_id"`
+	UserID      string       `json:"user_id"`
+	Claim       userClaimOut `json:"claim"`
+}
+
+// getClaim finds one claim by its id, as an operator pastes it from a log
+// or a shop's ticket: <promotion>#<rank> (the database's row of that rank
+// names the user) or <promotion>@<user> (a grant). It answers the claim's
+// status as GET …/claims/{user_id} tells it. 404 not_found for an id of no
+// known promotion, or a rank the database holds nothing for yet (a claim
+// still pending is found through its user).
+func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("claim_id")
+	if id == "" || len(id) > 200 {
+		problem(CodeInvalidRequest, "claim_id must be 1-200 characters").withField("claim_id").write(w, r)
+		return
+	}
+	promo, user, ok := s.claimOwner(w, r, id)
+	if !ok {
+		return
+	}
+	cs, err := s.cfg.Manager.UserClaims(r.Context(), promo, user)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, c := range cs {
+		if c.ClaimID == id {
+			writeJSON(w, http.StatusOK, claimLookupOut{PromotionID: promo, UserID: user, Claim: userClaimOut{
+				ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt)}.withGrant(c.Grant)})
+			return
+		}
+	}
+	problem(CodeNotFound, "no claim of this id").write(w, r)
+}
+
+// claimOwner reads the promotion and user of claim id; ok false means the
+// answer was written.
+func (s *Server) claimOwner(w http.ResponseWriter, r *http.Request, id string) (promo, user string, ok bool) {
+	ctx := r.Context()
+	if i := strings.LastIndexByte(id, '#'); i > 0 {
+		rank, err := strconv.ParseInt(id[i+1:], 10, 64)
+		if err != nil || rank < 1 {
+			problem(CodeInvalidRequest, "a claim id is <promotion>#<rank> or <promotion>@<user>").withField("claim_id").write(w, r)
+			return "", "", false
+		}
+		promo = id[:i]
+		kcs, err := s.cfg.Manager.Store().ClaimsByRank(ctx, promo, rank-1, 1)
+		if err != nil {
+			s.fail(w, r, storeErr(err))
+			return "", "", false
+		}
+		if len(kcs) == 0 || kcs[0].Rank != rank {
+			if _, err := s.cfg.Manager.Store().GetPromotion(ctx, promo); err != nil {
+				s.fail(w, r, storeErr(err))
+				return "", "", false
+			}
+			problem(CodeNotFound, "the database holds no claim of this rank yet: a pending claim is found through its user").write(w, r)
+			return "", "", false
+		}
+		return promo, kcs[0].UserID, true
+	}
+	// <promotion>@<user>: either may hold an @ itself; the promotion is the
+	// first prefix the database knows.
+	for i := 0; i < len(id); i++ {
+		if id[i] != '@' || i == 0 || i == len(id)-1 {
+			continue
+		}
+		if !promotion.ValidID(id[:i]) || !promotion.ValidID(id[i+1:]) {
+			continue
+		}
+		if _, err := s.cfg.Manager.Store().GetPromotion(ctx, id[:i]); err == nil {
+			return id[:i], id[i+1:], true
+		}
+	}
+	problem(CodeNotFound, "no promotion of this claim id").write(w, r)
+	return "", "", false
+}

@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/dibsio/dibs/httpapi/ui"
+	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/store"
+)
+
+// reportBuckets are the bucket widths a report or timeline may ask for, by
+// name, narrowest first; a report without one takes the narrowest that
+// spans its drop in at most reportMaxBuckets.
+var reportBuckets = []struct {
+	name string
+	d    time.Duration
+}{{"1s", time.Second}, {"10s", 10 * time.Second}, {"1m", time.Minute}, {"10m", 10 * time.Minute}, {"1h", time.Hour}}
+
+// reportMaxBuckets is how many buckets a report's timeline aims at, at
+// most, when it picks the width.
+const reportMaxBuckets = 1000
+
+// timelineDefault is the span of a timeline asked for without from.
+const timelineDefault = 10 * time.Minute
+
+// bucketOut is one bucket of a timeline.
+type bucketOut struct {
+	At           string `json:"at"`
+	Accepted     int64  `json:"accepted"`
+	Issued       int64  `json:"issued"`
+	MaxLagMS     int64  `json:"max_lag_ms"`
+	DeadLettered int64  `json:"dead_lettered"`
+}
+
+// timelineOut is the answer of GET /v1/promotions/{id}/timeline.
+type timelineOut struct {
+	PromotionID   string      `json:"promotion_id"`
+	BucketSeconds int64       `json:"bucket_seconds"`
+	From          string      `json:"from"`
+	To            string      `json:"to"`
+	Buckets       []bucketOut `json:"buckets"`
+}
+
+// lagOut is the issue lag of a report, issued_at − accepted_at over the
+// issued rows, in milliseconds; zeros without any.
+type lagOut struct {
+	P50MS int64 `json:"p50_ms"`
+	P99MS int64 `json:"p99_ms"`
+	MaxMS int64 `json:"max_ms"`
+}
+
+// rateOut is a report's claims per second: the peak and mean over the
+// drop and the timeline they come from.
+type rateOut struct {
+	Peak          float64     `json:"peak"`
+	Mean          float64     `json:"mean"`
+	BucketSeconds int64       `json:"bucket_seconds"`
+	Buckets       []bucketOut `json:"buckets"`
+}
+
+// rejectedOut is the claims refused, by code, as this instance counted
+// them since it started: nothing else keeps them.
+type rejectedOut struct {
+	Scope  string           `json:"scope"`
+	Since  string           `json:"since"`
+	Total  int64            `json:"total"`
+	ByCode map[string]int64 `json:"by_code"`
+}
+
+// roomOut is a report's waiting room, from Redis while it holds it.
+type roomOut struct {
+	Joins     int64 `json:"joins"`
+	Admitted  int64 `json:"admitted"`
+	Abandoned int64 `json:"abandoned"`
+	Waiting   int64 `json:"waiting"`
+	Spent     int64 `json:"passes_spent"`
+}
+
+// reportOut is the answer of GET /v1/promotions/{id}/report.
+type reportOut struct {
+	PromotionID     string           `json:"promotion_id"`
+	Name            string           `json:"name"`
+	Mode            string           `json:"mode"`
+	Kind            string           `json:"kind"`
+	State           string           `json:"state"`
+	Stock           int64            `json:"stock"`
+	StartsAt        string           `json:"starts_at"`
+	EndsAt          string           `json:"ends_at"`
+	ClosedAt        *string          `json:"closed_at"`
+	GeneratedAt     string           `json:"generated_at"`
+	Accepted        int64            `json:"accepted"`
+	Issued          int64            `json:"issued"`
+	Revoked         int64            `json:"revoked"`
+	Pending         int64            `json:"pending"`
+	DeadLetters     map[string]int64 `json:"dead_letters"`
+	SoldOutAt       *string          `json:"sold_out_at"`
+	FirstAcceptedAt *string          `json:"first_accepted_at"`
+	LastAcceptedAt  *string          `json:"last_accepted_at"`
+	LastIssuedAt    *string          `json:"last_issued_at"`
+	IssueLag        lagOut           `json:"issue_lag"`
+	ClaimsPerSecond rateOut          `json:"claims_per_second"`
+	Rejected        rejectedOut      `json:"rejected"`
+	WaitingRoom     *roomOut         `json:"waiting_room"`
+	Notes           []string         `json:"notes"`
+}
+
+// bucketParam reads the query's bucket: one of reportBuckets, or the zero
+// duration when absent.
+func bucketParam(r *http.Request) (time.Duration, *Problem) {
+	v := r.URL.Query().Get("bucket")
+	if v == "" {
+		return 0, nil
+	}
+	for _, b := range reportBuckets {
+		if b.name == v {
+			return b.d, nil
+		}
+	}
+	return 0, problem(CodeInvalidRequest, "bucket must be one of 1s, 10s, 1m, 10m, 1h").withField("bucket")
+}
+
+// timeParam reads an RFC 3339 time from the query, def when absent.
+func timeParam(r *http.Request, name string, def time.Time) (time.Time, *Problem) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, problem(CodeInvalidRequest, name+" must be an RFC 3339 time").withField(name)
+	}
+	return t, nil
+}
+
+// getTimeline answers the promotion's settled claims per bucket between
+// from (default: ten minutes before to) and to (default: now), by accepted
+// and issued time, with the longest issue lag of each bucket.
+func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	bucket, pr := bucketParam(r)
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	to, pr := timeParam(r, "to", time.Now())
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	from, pr := timeParam(r, "from", to.Add(-timelineDefault))
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	q := store.TimelineQuery{From: from, To: to, Bucket: max(bucket, time.Second)}
+	bs, err := s.cfg.Manager.Timeline(r.Context(), id, q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, timelineOut{PromotionID: id, BucketSeconds: int64(q.Bucket / time.Second),
+		From: formatTime(from), To: formatTime(to), Buckets: bucketsOut(bs)})
+}
+
+func bucketsOut(bs []store.TimeBucket) []bucketOut {
+	out := make([]bucketOut, len(bs))
+	for i, b := range bs {
+		out[i] = bucketOut{At: formatTime(b.At), Accepted: b.Accepted, Issued: b.Issued,
+			MaxLagMS: b.MaxLag.Milliseconds(), DeadLettered: b.DeadLettered}
+	}
+	return out
+}
+
+// getReport answers the promotion's report: the morning-after summary of
+// a drop (see docs/contract.md). The figures of claims come from the
+// database, whatever instance wrote them; the refusals from this
+// instance's counts; the waiting room from Redis while it holds it.
+func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	bucket, pr := bucketParam(r)
+	if pr != nil {
+		pr.write(w, r)
+		return
+	}
+	ctx := r.Context()
+	v, err := s.cfg.Manager.Get(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sum, err := s.cfg.Manager.ClaimSummary(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := newReport(v, sum, s.hub.Tally().Totals(id), s.started)
+	if !sum.FirstAcceptedAt.IsZero() {
+		from, to := sum.FirstAcceptedAt, later(sum.LastAcceptedAt, sum.LastIssuedAt).Add(time.Second)
+		if bucket == 0 {
+			bucket = pickBucket(to.Sub(from))
+		}
+		bs, err := s.cfg.Manager.Timeline(ctx, id, store.TimelineQuery{From: from, To: to, Bucket: bucket})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.ClaimsPerSecond = claimRates(bs, bucket, sum)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// newReport fills in what needs no timeline.
+func newReport(v promotion.View, sum store.ClaimSummary, tot ui.Totals, since time.Time) reportOut {
+	out := reportOut{PromotionID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, State: v.State, Stock: v.Stock,
+		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt), ClosedAt: optTime(v.ClosedAt),
+		GeneratedAt: formatTime(time.Now()), Accepted: v.Counts.Accepted, Issued: sum.Issued, Revoked: sum.Revoked,
+		Pending: v.Counts.Pending, DeadLetters: sum.DeadLetters,
+		FirstAcceptedAt: optTime(sum.FirstAcceptedAt), LastAcceptedAt: optTime(sum.LastAcceptedAt),
+		LastIssuedAt:    optTime(sum.LastIssuedAt),
+		IssueLag:        lagOut{P50MS: sum.LagP50.Milliseconds(), P99MS: sum.LagP99.Milliseconds(), MaxMS: sum.LagMax.Milliseconds()},
+		ClaimsPerSecond: rateOut{BucketSeconds: 1, Buckets: []bucketOut{}},
+		Rejected:        rejectedOut{Scope: "instance", Since: formatTime(since), Total: tot.RejectedSum(), ByCode: tot.Rejected},
+		Notes: []string{"rejected counts the claims this instance refused since it started; other instances, " +
+			"and this one before a restart, are not in it"},
+	}
+	if v.Mode == promotion.ModeFirstCome && v.Counts.Remaining != nil && *v.Counts.Remaining <= 0 && !sum.LastAcceptedAt.IsZero() {
+		out.SoldOutAt = optTime(sum.LastAcceptedAt)
+	}
+	switch {
+	case v.WaitingRoom.Enabled && v.RetiredAt.IsZero():
+		rc := v.Room
+		out.WaitingRoom = &roomOut{Joins: rc.Waiting + rc.Admitted + rc.Abandoned, Admitted: rc.Admitted,
+			Abandoned: rc.Abandoned, Waiting: rc.Waiting, Spent: rc.PassesSpent}
+	case v.WaitingRoom.Enabled:
+		out.Notes = append(out.Notes, "the waiting room's counts were kept in Redis, which no longer holds them: "+
+			"the promotion was retired")
+	}
+	if out.Pending > 0 {
+		out.Notes = append(out.Notes, "claims are still pending: the lag and timeline cover the issued ones only")
+	}
+	return out
+}
+
+// claimRates is a report's claims per second from its timeline: the
+// busiest bucket's accepted claims over its width, and the issued claims
+// over the span from the first to the last acceptance.
+func claimRates(bs []store.TimeBucket, bucket time.Duration, sum store.ClaimSummary) rateOut {
+	out := rateOut{BucketSeconds: int64(bucket / time.Second), Buckets: bucketsOut(bs)}
+	for _, b := range bs {
+		out.Peak = max(out.Peak, float64(b.Accepted)/bucket.Seconds())
+	}
+	if span := sum.LastAcceptedAt.Sub(sum.FirstAcceptedAt).Seconds(); span >= 1 {
+		out.Mean = float64(sum.Issued) / span
+	} else {
+		out.Mean = float64(sum.Issued)
+	}
+	return out
+}
+
+// pickBucket is the narrowest of reportBuckets that spans d in at most
+// reportMaxBuckets.
+func pickBucket(d time.Duration) time.Duration {
+	for _, b := range reportBuckets {
+		if d/b.d < reportMaxBuckets {
+			return b.d
+		}
+	}
+	return reportBuckets[len(reportBuckets)-1].d * time.Duration(d/(reportBuckets[len(reportBuckets)-1].d*reportMaxBuckets)+1)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
