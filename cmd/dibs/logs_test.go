@@ -24,8 +24,9 @@ var instanceWarnings = []string{
 
 // TestServeLogsJSON: with --log-format json every line dibs serve writes to
 // standard error is one JSON object — the stream runtime's included — while
-// claims meet a webhook partner that is down, and every warning about a
-// promotion's work names the promotion; the log starts with the start line
+// claims meet a webhook partner that is down and Redis restarts empty (it
+// keeps nothing: AOF off), and every warning about a promotion's work names
+// the promotion; the log starts with the start line
 // and a SIGTERM ends it with the stopped line. A problem's request_id is on
 // the access log line of its request.
 func TestServeLogsJSON(t *testing.T) {
@@ -52,6 +53,15 @@ func TestServeLogsJSON(t *testing.T) {
 	_, err = c.GetPromotion(ctx, "nosuch")
 	wait.For(t, 30*time.Second, "the pool's warning about the partner", func() bool {
 		return strings.Contains(p.LogTail(1000), "stream handler reported a transient failure")
+	})
+	// Redis restarts with nothing kept; claims come back once the instance
+	// has rebuilt the promotion from the database.
+	if err := redis.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 60*time.Second, "a claim after Redis restarted", func() bool {
+		_, err := c.Claim(ctx, "hook", "u4")
+		return err == nil
 	})
 	p.Signal(syscall.SIGTERM)
 	p.WaitExit(servetest.KillTimeout)
