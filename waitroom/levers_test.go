@@ -282,3 +282,53 @@ func TestLeversValidation(t *testing.T) {
 		t.Fatal("Open with too high a difficulty succeeded")
 	}
 }
+
+// TestPreviousJoinAndStatusBesideThese: the previous release's join (v2)
+// and status (v1) scripts on a room with a message and a proof of work, as
+// during a rolling upgrade: they take no challenge and carry no message,
+// as documented, and each reads the places the other gave.
+func TestPreviousJoinAndStatusBesideThese(t *testing.T) {
+	t.Parallel()
+	join, err := os.ReadFile("testdata/join_v2.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("testdata/status_v1.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp, 10)
+		ctx := context.Background()
+		k := f.rooms.Keys(f.id)
+		old := func(src []byte, keys []string, args ...string) Standing {
+			t.Helper()
+			vals, err := f.c.Do(ctx, f.c.B().Eval().Script(string(src)).Numkeys(int64(len(keys))).Key(keys...).
+				Arg(args...).Build()).ToArray()
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := f.rooms.standing(f.id, args[0], vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		f.open(t, Settings{AdmitPerSecond: 10, Message: "hello", PowDifficulty: 4, OpensAt: later})
+		if st := old(join, k.join(), "u1"); st.Status != StatusWaiting || st.Place != 1 || st.Message != "" {
+			t.Fatalf("previous join: %+v; want place 1, no challenge, no message", st)
+		}
+		_, err := f.rooms.Join(ctx, f.id, "u2")
+		ce := challenged(t, err, ErrProofMissing, 4)
+		st, err := f.rooms.JoinWithProof(ctx, f.id, "u2", Proof{ce.Challenge, solve(t, ce.Challenge, 4)}, 4)
+		if err != nil || st.Place != 2 || st.Message != "hello" {
+			t.Fatalf("join: %+v, %v", st, err)
+		}
+		if st := old(status, k.room(), "u2", "1"); st.Status != StatusWaiting || st.Place != 2 || st.Message != "" {
+			t.Fatalf("previous status of u2: %+v", st)
+		}
+		if st, err := f.rooms.Status(ctx, f.id, "u1", true); err != nil || st.Place != 1 || st.Message != "hello" {
+			t.Fatalf("status of u1: %+v, %v", st, err)
+		}
+	})
+}
