@@ -168,7 +168,9 @@ func (r *Rooms) Unregister(ctx context.Context, id string) error {
 // StatusUsed at the limit. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
 // cannot join, and ErrNotStarted before a prequeue's opening moment. During
 // the opening moment the user is collected unordered (StatusPrequeue) and
-// gets a place from the shuffle.
+// gets a place from the shuffle. A room that asks for a proof of work
+// (Settings.PowDifficulty) refuses it with a *ChallengeError: see
+// JoinWithProof.
 func (r *Rooms) Join(ctx context.Context, id, userID string) (Standing, error) {
 	return r.JoinWithProof(ctx, id, userID, Proof{}, 0)
 }
