@@ -577,3 +577,52 @@ func TestTransportErrors(t *testing.T) {
 		t.Fatalf("a proxy's answer: %v", err)
 	}
 }
+
+// TestQueueLevers: a room's proof of work is answered by the Go solver
+// through the client (the challenge comes in the Problem), and PATCH
+// changes the room's levers, the message reaching the standing.
+func TestQueueLevers(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	ctx := t.Context()
+	pid := id(t, "lv")
+	start := time.Now().Add(time.Hour) // nobody is let in: the standings stay waiting
+	if _, err := c.CreatePromotion(ctx, client.NewPromotion{ID: pid, Stock: 5, StartsAt: &start,
+		WaitingRoom: &client.WaitingRoomSettings{Enabled: true, PowDifficulty: 8, MaxActive: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.JoinQueue(ctx, pid, "u1")
+	p := wantProblem(t, err, client.CodeChallengeRequired, http.StatusForbidden)
+	if p.Challenge == "" || p.Difficulty != 8 || p.ChallengeExpiresAt == nil {
+		t.Fatalf("challenge_required without its challenge: %+v", p)
+	}
+	nonce, err := client.SolveChallenge(ctx, p.Challenge, p.Difficulty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.JoinQueue(ctx, pid, "u1", client.Proof{Challenge: p.Challenge, Nonce: nonce})
+	if err != nil || st.Status != client.QueueWaiting {
+		t.Fatalf("join with the solution: %+v, %v", st, err)
+	}
+	if st, err := c.JoinQueueSolving(ctx, pid, "u2"); err != nil || st.Status != client.QueueWaiting || *st.Position != 2 {
+		t.Fatalf("join solving: %+v, %v", st, err)
+	}
+	rate, msg, off := 300, "Ten left", 0
+	pr, err := c.PatchPromotion(ctx, pid, client.PromotionPatch{WaitingRoom: &client.WaitingRoomPatch{
+		AdmitPerSecond: &rate, Message: &msg, PowDifficulty: &off}})
+	if err != nil || pr.WaitingRoom.AdmitPerSecond != 300 || pr.WaitingRoom.Message != msg ||
+		pr.WaitingRoom.PowDifficulty != 0 || pr.WaitingRoom.MaxActive != 2 {
+		t.Fatalf("patch: %+v, %v", pr, err)
+	}
+	if st, err := c.QueueStatus(ctx, pid, "u1"); err != nil || st.Message != msg {
+		t.Fatalf("status after the message: %+v, %v", st, err)
+	}
+	if st, err := c.JoinQueue(ctx, pid, "u3"); err != nil || st.Message != msg {
+		t.Fatalf("join with the proof of work off: %+v, %v", st, err)
+	}
+	bad := 25
+	_, err = c.PatchPromotion(ctx, pid, client.PromotionPatch{WaitingRoom: &client.WaitingRoomPatch{PowDifficulty: &bad}})
+	if p := wantProblem(t, err, client.CodeInvalidRequest, http.StatusBadRequest); p.Field != "waiting_room.pow_difficulty" {
+		t.Fatalf("too hard a difficulty: %+v", p)
+	}
+}

@@ -31,6 +31,10 @@ const (
 	CodePoolAfterStart       = "pool_after_start"
 	CodeNoPoolForKind        = "no_pool_for_kind"
 	CodeNotEnoughCodes       = "not_enough_codes"
+	// CodeChallengeRequired: a join of a waiting room that asks for a
+	// proof of work came without a valid solution; the problem's Challenge
+	// and Difficulty are a fresh challenge to solve (SolveChallenge).
+	CodeChallengeRequired = "challenge_required"
 )
 
 // Problem is an answer of the server that says no: an RFC 9457 problem
@@ -57,6 +61,12 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty"`
 	// RetryAfter is the answer's Retry-After; 0 without one.
 	RetryAfter time.Duration `json:"-"`
+	// Challenge is the fresh proof-of-work challenge of
+	// challenge_required; Difficulty the leading zero bits its solution's
+	// hash must have, ChallengeExpiresAt when it stops being accepted.
+	Challenge          string     `json:"challenge,omitempty"`
+	Difficulty         int        `json:"difficulty,omitempty"`
+	ChallengeExpiresAt *time.Time `json:"challenge_expires_at,omitempty"`
 }
 
 // Error implements error: "code: detail" (the title without a detail, the

@@ -75,6 +75,14 @@ type WaitingRoomSettings struct {
 	EntryTTLSeconds     int  `json:"entry_ttl_seconds,omitempty"`
 	AbandonAfterSeconds int  `json:"abandon_after_seconds,omitempty"`
 	PrequeueSeconds     int  `json:"prequeue_seconds,omitempty"`
+	// MaxActive caps the passes live at once (0: no cap).
+	MaxActive int `json:"max_active,omitempty"`
+	// Message is shown to everyone in line (at most 280 characters of
+	// plain text).
+	Message string `json:"message,omitempty"`
+	// PowDifficulty asks each join for a proof of work of that many
+	// leading zero bits of SHA-256 (0: none).
+	PowDifficulty int `json:"pow_difficulty,omitempty"`
 }
 
 // Promotion is a promotion as the server shows it.
@@ -122,6 +130,9 @@ type RoomView struct {
 	PrequeueSeconds     int    `json:"prequeue_seconds,omitempty"`
 	PrequeueSeedSHA256  string `json:"prequeue_seed_sha256,omitempty"`
 	PrequeueSeed        string `json:"prequeue_seed,omitempty"`
+	MaxActive           int    `json:"max_active,omitempty"`
+	Message             string `json:"message,omitempty"`
+	PowDifficulty       int    `json:"pow_difficulty,omitempty"`
 	Waiting             int64  `json:"waiting"`
 	Admitted            int64  `json:"admitted"`
 	PassesSpent         int64  `json:"passes_spent"`
@@ -135,6 +146,23 @@ type PromotionPatch struct {
 	EndsAt             *time.Time `json:"ends_at,omitempty"`
 	Paused             *bool      `json:"paused,omitempty"`
 	RevokeReturnsStock *bool      `json:"revoke_returns_stock,omitempty"`
+	// WaitingRoom changes the levers of the promotion's waiting room.
+	WaitingRoom *WaitingRoomPatch `json:"waiting_room,omitempty"`
+}
+
+// WaitingRoomPatch changes the levers of a running waiting room: nil
+// fields are kept.
+type WaitingRoomPatch struct {
+	// AdmitPerSecond is the new admission rate (1..1,000,000); what the
+	// old rate allowed until the change is kept.
+	AdmitPerSecond *int `json:"admit_per_second,omitempty"`
+	// MaxActive is the new cap on live passes; 0 lifts it.
+	MaxActive *int `json:"max_active,omitempty"`
+	// Message is the new message to the line; "" clears it.
+	Message *string `json:"message,omitempty"`
+	// PowDifficulty is the new proof-of-work difficulty (0..24); 0 turns
+	// it off.
+	PowDifficulty *int `json:"pow_difficulty,omitempty"`
 }
 
 // PromotionFilter selects the promotions ListPromotions and Promotions

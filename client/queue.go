@@ -35,6 +35,22 @@ type QueueStanding struct {
 	// promotion is paused: while it is, nobody is let in and no claim is
 	// taken, and the estimated wait counts from the resume.
 	Paused *bool `json:"paused,omitempty"`
+	// Message is the room's message to everyone in line; "" for none.
+	Message string `json:"message,omitempty"`
+}
+
+// Proof is a solved proof-of-work challenge: the Challenge of a
+// challenge_required Problem, as it came, and a Nonce found by
+// SolveChallenge.
+type Proof struct {
+	Challenge string
+	Nonce     string
+}
+
+type joinBody struct {
+	UserID    string `json:"user_id,omitempty"`
+	Challenge string `json:"challenge,omitempty"`
+	Nonce     string `json:"nonce,omitempty"`
 }
 
 // JoinQueue puts userID (empty: the user of the user token) in line for a
@@ -42,8 +58,17 @@ type QueueStanding struct {
 // whose pass was spent (QueueUsed) takes a new place at the back while the
 // user's claims are below the promotion's per_user_limit, and is answered
 // QueueUsed at the limit.
-func (c *Client) JoinQueue(ctx context.Context, promotion, userID string) (*QueueStanding, error) {
-	body, err := jsonBody(userBody{UserID: userID})
+//
+// A room that asks for a proof of work answers a join without a valid
+// one with a *Problem of code CodeChallengeRequired: solve its Challenge
+// (SolveChallenge) and join again with the Proof (at most one is sent).
+// JoinQueueSolving does both.
+func (c *Client) JoinQueue(ctx context.Context, promotion, userID string, proof ...Proof) (*QueueStanding, error) {
+	in := joinBody{UserID: userID}
+	if len(proof) > 0 {
+		in.Challenge, in.Nonce = proof[0].Challenge, proof[0].Nonce
+	}
+	body, err := jsonBody(in)
 	if err != nil {
 		return nil, err
 	}

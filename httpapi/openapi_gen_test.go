@@ -49,6 +49,7 @@ var problemCodes = map[string]problemCode{
 	httpapi.CodeNotStarted:           {[]int{403}, "before starts_at"},
 	httpapi.CodeEnded:                {[]int{403}, "after ends_at or after the promotion was closed; a PATCH of ends_at on a drained promotion"},
 	httpapi.CodeNotAdmitted:          {[]int{403}, "waiting room on and no valid entry token"},
+	httpapi.CodeChallengeRequired:    {[]int{403}, "a join of a waiting room that asks for a proof of work (pow_difficulty) without a valid solution (none, forged, another user's, expired, used already, easier than the room asks now); carries a fresh challenge, difficulty and challenge_expires_at"},
 	httpapi.CodeSoldOut:              {[]int{410}, "stock exhausted"},
 	httpapi.CodeClaimVoided:          {[]int{410}, "a claim retried with its Idempotency-Key was accepted, then voided by an admin: it holds no unit any more"},
 	httpapi.CodeTooLarge:             {[]int{413}, "body over its limit (64 KiB for JSON)"},
@@ -123,6 +124,11 @@ func pageOf(desc, member, item, itemsDesc string) J {
 	})
 }
 
+// roomMessage is the schema of a waiting room's message to the line.
+func roomMessage() J {
+	return J{"type": "string", "maxLength": 280, "description": "a message shown to everyone in line: one line of plain text, at most 280 characters, no control characters (\"\" for none)"}
+}
+
 func schemas() J {
 	waitingRoomIn := input("the waiting room of a first_come promotion", nil, J{
 		"enabled":               boolean("claims need an entry token (default false)"),
@@ -130,6 +136,15 @@ func schemas() J {
 		"entry_ttl_seconds":     integer("how long an entry token is valid (default 300)", 1, 86_400),
 		"abandon_after_seconds": integer("a waiting user who neither joins again nor asks for the status this long loses the place (default 120)", 10, 3_600),
 		"prequeue_seconds":      integer("opens the room this long before starts_at and shuffles everyone who joined until the start once, at the start (default 0 = off; only with enabled)", 0, 86_400),
+		"max_active":            integer("the most passes live at once, whatever the rate (default 0 = no cap; only with enabled)", 0, 1_000_000_000),
+		"message":               roomMessage(),
+		"pow_difficulty":        integer("a proof of work each join must bring: leading zero bits of SHA-256 (default 0 = off; only with enabled)", 0, 24),
+	})
+	roomPatch := input("a change of the waiting room's levers while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
+		"admit_per_second": integer("the new rate; admission stays exact across the change: what the old rate allowed until it plus what the new one allows since", 1, 1_000_000),
+		"max_active":       integer("the most passes live at once (0 lifts the cap)", 0, 1_000_000_000),
+		"message":          roomMessage(),
+		"pow_difficulty":   integer("leading zero bits of SHA-256 each join's proof of work must have (0 turns it off)", 0, 24),
 	})
 	return J{
 		"Problem": object("an RFC 9457 problem document; clients switch on code", []string{"type", "title", "status", "code"}, J{
@@ -142,6 +157,16 @@ func schemas() J {
 			"field":    str("the request field at fault (invalid_request, stock_below_accepted, ended)"),
 			"request_id": str("the request's id, as in its X-Request-Id answer header and its log lines (request_id); " +
 				"a replayed answer (Idempotent-Replayed) is the first one, with the first request's id"),
+			"challenge": str("challenge_required: a fresh proof-of-work challenge; find a nonce such that SHA-256(challenge + \":\" + nonce) " +
+				"starts with difficulty zero bits and join again with both"),
+			"difficulty":           integer("challenge_required: the leading zero bits the solution's hash must have", 1, 24),
+			"challenge_expires_at": timeStr("challenge_required: when the challenge stops being accepted"),
+		}),
+		"RoomPatch": roomPatch,
+		"JoinRequest": input("the user joining; with user tokens on user_id may be left out (the token's user)", nil, J{
+			"user_id":   idSchema("the user"),
+			"challenge": str("with a proof of work: the challenge of a challenge_required answer, as it was"),
+			"nonce":     J{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "with a proof of work: the solution of challenge"},
 		}),
 		"WaitingRoomIn": waitingRoomIn,
 		"PromotionCreate": input("a new promotion", nil, J{
@@ -167,6 +192,7 @@ func schemas() J {
 			"ends_at":              timeStr("after starts_at: later reopens a promotion that ended by its end, earlier ends it"),
 			"paused":               boolean("true: every claim answers 409 paused until false"),
 			"revoke_returns_stock": boolean("a revoked claim's unit goes back to stock"),
+			"waiting_room":         schema("RoomPatch"),
 		}),
 		"Counts": object("the promotion's claims", []string{"accepted", "pending", "issued", "revoked", "failed", "remaining"}, J{
 			"accepted":  integer("claims admitted in Redis (grant: targets enqueued)"),
@@ -184,6 +210,9 @@ func schemas() J {
 			"prequeue_seconds":      integer("with a prequeue: how long before starts_at the room opens"),
 			"prequeue_seed_sha256":  str("with a prequeue: hex SHA-256 of the shuffle's seed, fixed at creation"),
 			"prequeue_seed":         str("with a prequeue, from starts_at on or once closed: the seed (hex)"),
+			"max_active":            integer("with a cap: the most passes live at once"),
+			"message":               str("with a message: the message shown to everyone in line"),
+			"pow_difficulty":        integer("with a proof of work: the leading zero bits each join's solution must have"),
 			"waiting":               integer("places in line not yet reached by admission"),
 			"admitted":              integer("passes handed out"),
 			"passes_spent":          integer("passes spent by claims"),
@@ -247,6 +276,7 @@ func schemas() J {
 			"expires_at":                   timeStr("admitted: when the entry token expires"),
 			"shuffle_at":                   timeStr("prequeue: when the places are dealt (starts_at)"),
 			"paused":                       boolean("waiting, prequeue, admitted: the promotion is paused; nobody is let in and no claim is taken until it resumes, and the estimated wait counts from the resume"),
+			"message":                      str("the room's message to everyone in line, when it has one"),
 		}),
 		"Prequeue": object("the audit record of the opening moment's shuffle", []string{"promotion_id", "seed", "seed_sha256", "total", "users", "next_cursor"}, J{
 			"promotion_id": str("the promotion"),
@@ -737,14 +767,15 @@ func paths() map[string]map[string]op {
 		},
 		"/v1/promotions/{id}/queue": {
 			"POST": {id: "joinQueue", tag: "waiting-room", summary: "Join the waiting room", security: userSecurity,
-				desc:   "Idempotent: joining again keeps the place (expired and abandoned users take a new place at the back, and so does a user whose pass was spent while the user's claims are below per_user_limit; at the limit it answers used).",
-				params: []J{id}, body: jsonBody("UserRef", true),
+				desc: "Idempotent: joining again keeps the place (expired and abandoned users take a new place at the back, and so does a user whose pass was spent while the user's claims are below per_user_limit; at the limit it answers used). " +
+					"A room with pow_difficulty answers a join without a valid solution 403 challenge_required with a fresh challenge: find a nonce such that SHA-256(challenge + \":\" + nonce) starts with difficulty zero bits and join again with challenge and nonce (each challenge joins once).",
+				params: []J{id}, body: jsonBody("JoinRequest", true),
 				ok: J{
 					"200": answer("admitted or used", "Standing"),
 					"202": answer("waiting or prequeue", "Standing"),
 				},
 				problems: inPromo.with(httpapi.CodeUnauthorized, httpapi.CodeNotStarted, httpapi.CodeEnded, httpapi.CodeSoldOut,
-					httpapi.CodeTooLarge, tooManyRequests)},
+					httpapi.CodeChallengeRequired, httpapi.CodeTooLarge, tooManyRequests)},
 		},
 		"/v1/promotions/{id}/queue/{user_id}": {
 			"GET": {id: "getStanding", tag: "waiting-room", summary: "A user's standing in the waiting room (a check-in)", security: userSecurity,

@@ -54,6 +54,10 @@ const (
 	// CodeForbidden: a dashboard request that changes something came
 	// without the dashboard's Origin or its CSRF token.
 	CodeForbidden = "forbidden"
+	// CodeChallengeRequired: a join of a waiting room that asks for a
+	// proof of work came without a valid solution; the problem carries a
+	// fresh challenge.
+	CodeChallengeRequired = "challenge_required"
 )
 
 var codeStatus = map[string]int{
@@ -82,6 +86,7 @@ var codeStatus = map[string]int{
 	CodeNoPoolForKind:        http.StatusConflict,
 	CodePoolAfterStart:       http.StatusConflict,
 	CodeForbidden:            http.StatusForbidden,
+	CodeChallengeRequired:    http.StatusForbidden,
 }
 
 var codeTitle = map[string]string{
@@ -108,6 +113,7 @@ var codeTitle = map[string]string{
 	CodeIdempotencyKeyReused: "Idempotency key reused",
 	CodeRequestInProgress:    "Request in progress",
 	CodeForbidden:            "Forbidden",
+	CodeChallengeRequired:    "Challenge required",
 }
 
 // Problem is an RFC 9457 problem document with dibs's code member.
@@ -124,6 +130,13 @@ type Problem struct {
 	// section 3.2), the X-Request-Id it was answered with; its log lines
 	// carry it as request_id.
 	RequestID string `json:"request_id,omitempty"`
+	// Challenge, Difficulty and ChallengeExpiresAt are the fresh
+	// proof-of-work challenge of challenge_required: find a nonce such that
+	// SHA-256(challenge + ":" + nonce) starts with difficulty zero bits and
+	// join again with both before the challenge expires.
+	Challenge          string  `json:"challenge,omitempty"`
+	Difficulty         int     `json:"difficulty,omitempty"`
+	ChallengeExpiresAt *string `json:"challenge_expires_at,omitempty"`
 
 	retryAfter int // seconds; 0 for none
 }

@@ -19,6 +19,11 @@ type waitingRoomIn struct {
 	EntryTTLSeconds     *int `json:"entry_ttl_seconds"`
 	AbandonAfterSeconds *int `json:"abandon_after_seconds"`
 	PrequeueSeconds     *int `json:"prequeue_seconds"`
+	// MaxActive, Message and PowDifficulty are the levers a PATCH may
+	// change later (see roomPatchIn).
+	MaxActive     int    `json:"max_active"`
+	Message       string `json:"message"`
+	PowDifficulty int    `json:"pow_difficulty"`
 }
 
 type promotionIn struct {
@@ -62,11 +67,14 @@ type waitingRoomOut struct {
 	PrequeueSeconds     int    `json:"prequeue_seconds,omitempty"`
 	PrequeueSeedSHA256  string `json:"prequeue_seed_sha256,omitempty"`
 	// PrequeueSeed is shown from starts_at on only.
-	PrequeueSeed string `json:"prequeue_seed,omitempty"`
-	Waiting      int64  `json:"waiting"`
-	Admitted     int64  `json:"admitted"`
-	PassesSpent  int64  `json:"passes_spent"`
-	Abandoned    int64  `json:"abandoned"`
+	PrequeueSeed  string `json:"prequeue_seed,omitempty"`
+	MaxActive     int    `json:"max_active,omitempty"`
+	Message       string `json:"message,omitempty"`
+	PowDifficulty int    `json:"pow_difficulty,omitempty"`
+	Waiting       int64  `json:"waiting"`
+	Admitted      int64  `json:"admitted"`
+	PassesSpent   int64  `json:"passes_spent"`
+	Abandoned     int64  `json:"abandoned"`
 }
 
 type promotionOut struct {
@@ -128,6 +136,9 @@ func toOut(v promotion.View) promotionOut {
 			PrequeueSeconds:     v.WaitingRoom.PrequeueSeconds,
 			PrequeueSeedSHA256:  v.WaitingRoom.PrequeueSeedSHA256(),
 			PrequeueSeed:        hex.EncodeToString(v.RevealedSeed()),
+			MaxActive:           v.WaitingRoom.MaxActive,
+			Message:             v.WaitingRoom.Message,
+			PowDifficulty:       v.WaitingRoom.PowDifficulty,
 			Waiting:             v.Room.Waiting,
 			Admitted:            v.Room.Admitted,
 			PassesSpent:         v.Room.PassesSpent,
@@ -221,6 +232,7 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 		if w.PrequeueSeconds != nil {
 			p.WaitingRoom.PrequeueSeconds = *w.PrequeueSeconds
 		}
+		p.WaitingRoom.MaxActive, p.WaitingRoom.Message, p.WaitingRoom.PowDifficulty = w.MaxActive, w.Message, w.PowDifficulty
 	}
 	return p, nil
 }

@@ -25,6 +25,10 @@ const (
 
 type queueIn struct {
 	UserID string `json:"user_id"`
+	// Challenge and Nonce are a solved proof-of-work challenge, for a room
+	// that asks for one (see joinRoom).
+	Challenge string `json:"challenge"`
+	Nonce     string `json:"nonce"`
 }
 
 // queueOut is a user's standing in a waiting room.
@@ -39,6 +43,7 @@ type queueOut struct {
 	ExpiresAt           *string   `json:"expires_at,omitempty"`
 	ShuffleAt           *string   `json:"shuffle_at,omitempty"`
 	Paused              *bool     `json:"paused,omitempty"`
+	Message             string    `json:"message,omitempty"`
 }
 
 // seconds is d in seconds, rounded to 0.1 s.
@@ -46,7 +51,7 @@ func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*10) / 10 }
 
 // toQueueOut maps a standing to its JSON.
 func toQueueOut(st waitroom.Standing) queueOut {
-	out := queueOut{Status: string(st.Status)}
+	out := queueOut{Status: string(st.Status), Message: st.Message}
 	switch st.Status {
 	case waitroom.StatusWaiting:
 		pos, wait := st.Position, seconds(st.Wait.Wait)
@@ -78,10 +83,12 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var user string
+	var (
+		user string
+		in   queueIn
+	)
 	join := r.PathValue("user_id") == ""
 	if join {
-		var in queueIn
 		if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 			pr.write(w, r)
 			return
@@ -99,7 +106,12 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	} else if user, ok = pathID(w, r, "user_id"); !ok {
 		return
 	}
-	st, ok := s.lookup(w, r, id, user, join)
+	var st waitroom.Standing
+	if join {
+		st, ok = s.joinRoom(w, r, id, user, waitroom.Proof{Challenge: in.Challenge, Nonce: in.Nonce})
+	} else {
+		st, ok = s.lookup(w, r, id, user, false)
+	}
 	if !ok {
 		return
 	}

@@ -21,10 +21,22 @@ type patchIn struct {
 	EndsAt             *string `json:"ends_at"`
 	Paused             *bool   `json:"paused"`
 	RevokeReturnsStock *bool   `json:"revoke_returns_stock"`
+	// WaitingRoom changes the waiting room's levers while its line runs.
+	WaitingRoom *roomPatchIn `json:"waiting_room"`
+}
+
+// roomPatchIn is the waiting_room member of a PATCH: the levers of a
+// running waiting room, each optional (see promotion.RoomChange).
+type roomPatchIn struct {
+	AdmitPerSecond *int    `json:"admit_per_second"`
+	MaxActive      *int    `json:"max_active"`
+	Message        *string `json:"message"`
+	PowDifficulty  *int    `json:"pow_difficulty"`
 }
 
 // patchPromotion changes a running promotion: name, stock, ends_at,
-// paused and revoke_returns_stock (see promotion.Manager.Patch).
+// paused, revoke_returns_stock and the waiting room's levers (see
+// promotion.Manager.Patch).
 func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
@@ -36,6 +48,10 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := promotion.Change{Name: in.Name, Stock: in.Stock, Paused: in.Paused, RevokeReturnsStock: in.RevokeReturnsStock}
+	if w := in.WaitingRoom; w != nil {
+		c.WaitingRoom = &promotion.RoomChange{AdmitPerSecond: w.AdmitPerSecond, MaxActive: w.MaxActive,
+			Message: w.Message, PowDifficulty: w.PowDifficulty}
+	}
 	if in.EndsAt != nil {
 		t, pr := parseTimeField("ends_at", in.EndsAt)
 		if pr != nil {

@@ -30,6 +30,52 @@ type Change struct {
 	// RevokeReturnsStock sets whether a revoked claim's unit goes back to
 	// stock (see Manager.Revoke). First-come promotions only.
 	RevokeReturnsStock *bool
+	// WaitingRoom changes the levers of the promotion's waiting room
+	// while its line runs. Promotions with a waiting room only.
+	WaitingRoom *RoomChange
+}
+
+// RoomChange changes the levers of a running waiting room (see
+// Manager.Patch); nil fields are kept. Each takes effect on every instance
+// at once: the room's Redis state holds them.
+type RoomChange struct {
+	// AdmitPerSecond is the new admission rate, 1..MaxAdmitPerSecond; the
+	// allowance accrued at the old rate is kept (waitroom.Rooms.Apply).
+	AdmitPerSecond *int
+	// MaxActive is the new cap on live passes, 0..MaxActivePasses, 0 to
+	// lift it.
+	MaxActive *int
+	// Message is the new message to the line ("" clears it).
+	Message *string
+	// PowDifficulty is the new proof-of-work difficulty,
+	// 0..MaxPowDifficulty, 0 to stop asking for one.
+	PowDifficulty *int
+}
+
+// apply returns w with c applied.
+func (c RoomChange) apply(w WaitingRoom) WaitingRoom {
+	if c.AdmitPerSecond != nil {
+		w.AdmitPerSecond = *c.AdmitPerSecond
+	}
+	if c.MaxActive != nil {
+		w.MaxActive = *c.MaxActive
+	}
+	if c.Message != nil {
+		w.Message = *c.Message
+	}
+	if c.PowDifficulty != nil {
+		w.PowDifficulty = *c.PowDifficulty
+	}
+	return w
+}
+
+// store is c as the database takes it.
+func (c *RoomChange) store() *store.WaitingRoomChange {
+	if c == nil {
+		return nil
+	}
+	return &store.WaitingRoomChange{AdmitPerSecond: c.AdmitPerSecond, MaxActive: c.MaxActive,
+		Message: c.Message, PowDifficulty: c.PowDifficulty}
 }
 
 // patchLease bounds how long a change holds its promotion in Redis
@@ -77,8 +123,10 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 
 // PatchChanged is Patch that also returns the fields whose value the
 // change changed, by the names the promotion.changed event gives them
-// (name, stock, ends_at, paused, revoke_returns_stock), in that order:
-// none for a change that found every value as it was already.
+// (name, stock, ends_at, paused, revoke_returns_stock,
+// waiting_room.admit_per_second, waiting_room.max_active,
+// waiting_room.message, waiting_room.pow_difficulty), in that order: none
+// for a change that found every value as it was already.
 func (m *Manager) PatchChanged(ctx context.Context, id string, c Change) (View, []string, error) {
 	sp, err := m.st.GetPromotion(ctx, id)
 	if err != nil {
@@ -102,6 +150,10 @@ func changedFields(before, after store.Promotion) []string {
 		{"name", before.Name != after.Name}, {"stock", before.Stock != after.Stock},
 		{"ends_at", !before.EndsAt.Equal(after.EndsAt)}, {"paused", before.Held != after.Held},
 		{"revoke_returns_stock", before.RevokeReturnsStock != after.RevokeReturnsStock},
+		{"waiting_room.admit_per_second", before.WaitingRoom.AdmitPerSecond != after.WaitingRoom.AdmitPerSecond},
+		{"waiting_room.max_active", before.WaitingRoom.MaxActive != after.WaitingRoom.MaxActive},
+		{"waiting_room.message", before.WaitingRoom.Message != after.WaitingRoom.Message},
+		{"waiting_room.pow_difficulty", before.WaitingRoom.PowDifficulty != after.WaitingRoom.PowDifficulty},
 	} {
 		if f.diff {
 			changed = append(changed, f.name)
@@ -159,7 +211,7 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	defer cancel()
 	sp2, err := m.st.UpdatePromotion(dctx, id, store.PromotionChange{
 		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
-		At: m.cfg.Now(),
+		WaitingRoom: c.WaitingRoom.store(), At: m.cfg.Now(),
 	})
 	if err != nil {
 		if pt != nil {
@@ -174,6 +226,13 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 			// The database holds the change: the re-check applies it once
 			// the lease expires. Say so rather than claim it is in effect.
 			return View{}, store.Promotion{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
+		}
+	}
+	if c.WaitingRoom != nil {
+		// After the database: a failure here leaves the change to send
+		// again, never Redis ahead of the database.
+		if err := m.applyLevers(dctx, id, *c.WaitingRoom); err != nil {
+			return View{}, store.Promotion{}, err
 		}
 	}
 	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(m.cfg.Now()) {
@@ -210,7 +269,22 @@ func (m *Manager) checkChange(p Promotion, c Change) error {
 	case c.EndsAt != nil && !c.EndsAt.After(p.StartsAt):
 		return invalid("ends_at", "must be after starts_at")
 	}
-	return nil
+	return checkRoomChange(p, c.WaitingRoom)
+}
+
+// checkRoomChange validates a change of p's waiting room's levers: p must
+// have a waiting room, and each lever its bounds.
+func checkRoomChange(p Promotion, c *RoomChange) error {
+	if c == nil {
+		return nil
+	}
+	if !p.WaitingRoom.Enabled {
+		return invalid("waiting_room", "this promotion has no waiting room")
+	}
+	if c.AdmitPerSecond != nil && (*c.AdmitPerSecond < 1 || *c.AdmitPerSecond > MaxAdmitPerSecond) {
+		return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
+	}
+	return checkLevers(c.apply(p.WaitingRoom))
 }
 
 // tellChanged tells every instance, this one included, that promotion id

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -290,5 +293,79 @@ func TestPatchRaiseReopensRoom(t *testing.T) {
 	res, err := rooms.Tick(ctx, "room")
 	if err != nil || res.Admitted != 3 || res.State != "open" {
 		t.Fatalf("tick after the raise: %+v, %v", res, err)
+	}
+}
+
+// TestPatchRoomLevers: a PATCH changes the waiting room's levers in the
+// database and in Redis at once (the rate re-based, not counted from the
+// opening), names them in the change, refuses values out of bounds and
+// promotions without a waiting room, and this instance's join path knows
+// the new difficulty.
+func TestPatchRoomLevers(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "cluster", "postgres")
+	var ahead atomic.Int64
+	m := roomManager(t, w, &ahead)
+	ctx := context.Background()
+	create(t, m, promotion.Promotion{ID: "room", Stock: 10, StartsAt: time.Now().Add(-time.Hour),
+		WaitingRoom: promotion.WaitingRoom{Enabled: true, AdmitPerSecond: 10, MaxActive: 4}})
+	create(t, m, promotion.Promotion{ID: "plain", Stock: 10})
+	meta := func() map[string]string {
+		t.Helper()
+		got, err := w.client.Do(ctx, w.client.B().Hgetall().Key(waitroom.KeysFor(w.prefix, "room").Meta()).Build()).AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	before := meta()
+	if before["max_active"] != "4" || before["rate"] != "10" {
+		t.Fatalf("room created with %v", before)
+	}
+	v, changed, err := m.PatchChanged(ctx, "room", promotion.Change{WaitingRoom: &promotion.RoomChange{
+		AdmitPerSecond: ptr(500), MaxActive: ptr(0), Message: ptr("Ten left"), PowDifficulty: ptr(12)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"waiting_room.admit_per_second", "waiting_room.max_active", "waiting_room.message", "waiting_room.pow_difficulty"}
+	if r := v.WaitingRoom; fmt.Sprint(changed) != fmt.Sprint(want) || r.AdmitPerSecond != 500 || r.MaxActive != 0 ||
+		r.Message != "Ten left" || r.PowDifficulty != 12 {
+		t.Fatalf("changed %v, room %+v", changed, v.WaitingRoom)
+	}
+	after := meta()
+	if after["rate"] != "500" || after["msg"] != "Ten left" || after["pow"] != "12" || after["max_active"] != "" {
+		t.Fatalf("room meta after the change: %v", after)
+	}
+	// An hour at 10/s is 36,000 users' worth: at 500/s the opening moves
+	// to 72 s ago, not an hour.
+	open0, _ := strconv.ParseInt(before["open_ms"], 10, 64)
+	open1, _ := strconv.ParseInt(after["open_ms"], 10, 64)
+	if ago := time.Since(time.UnixMilli(open1)); open1 <= open0 || ago < 71*time.Second || ago > 80*time.Second {
+		t.Fatalf("open_ms %d → %d (%s ago), want about 72 s ago", open0, open1, ago)
+	}
+	if d := m.RoomPowDifficulty("room"); d != 12 {
+		t.Fatalf("the difficulty known here: %d, want 12", d)
+	}
+	if got, err := m.Get(ctx, "room"); err != nil || got.WaitingRoom.Message != "Ten left" {
+		t.Fatalf("read back: %+v, %v", got.WaitingRoom, err)
+	}
+	for _, c := range []struct {
+		id    string
+		room  promotion.RoomChange
+		field string
+	}{
+		{"plain", promotion.RoomChange{Message: ptr("hi")}, "waiting_room"},
+		{"room", promotion.RoomChange{AdmitPerSecond: ptr(0)}, "waiting_room.admit_per_second"},
+		{"room", promotion.RoomChange{MaxActive: ptr(-1)}, "waiting_room.max_active"},
+		{"room", promotion.RoomChange{PowDifficulty: ptr(promotion.MaxPowDifficulty + 1)}, "waiting_room.pow_difficulty"},
+		{"room", promotion.RoomChange{Message: ptr(strings.Repeat("x", promotion.MaxRoomMessageLen+1))}, "waiting_room.message"},
+	} {
+		var ve *promotion.ValidationError
+		if _, err := m.Patch(ctx, c.id, promotion.Change{WaitingRoom: &c.room}); !errors.As(err, &ve) || ve.Field != c.field {
+			t.Errorf("PATCH %s %+v: %v, want a validation error of %s", c.id, c.room, err, c.field)
+		}
+	}
+	if got := meta(); got["rate"] != "500" || got["msg"] != "Ten left" {
+		t.Fatalf("refused changes changed the room: %v", got)
 	}
 }

@@ -103,6 +103,15 @@ type WaitingRoom struct {
 	// only its SHA-256 (PrequeueSeedSHA256) before the start; see
 	// View.RevealedSeed.
 	PrequeueSeed []byte
+	// MaxActive caps the passes live at once (the checkout's capacity,
+	// whatever the rate), 0..MaxActiveCap, 0 for no cap.
+	MaxActive int
+	// Message is shown to everyone in line: plain text of at most
+	// MaxRoomMessageLen characters, "" for none.
+	Message string
+	// PowDifficulty asks each join for a proof of work of that many
+	// leading zero bits of SHA-256, 0..MaxPowDifficulty, 0 for none.
+	PowDifficulty int
 }
 
 func fromStore(p store.Promotion) Promotion {

@@ -54,6 +54,51 @@ func (m *Manager) KnownRooms() []waitroom.Known {
 	return out
 }
 
+// RoomPowDifficulty is the proof-of-work difficulty of promotion id's
+// waiting room as this instance knows it (from the definition its loop last
+// read, or a change made here), 0 if it asks for none or the promotion is
+// not known here. The join path refuses a join without a proof of that
+// difficulty before it asks Redis (waitroom.Rooms.JoinWithProof), which
+// has the last word. Lock-free, no I/O.
+func (m *Manager) RoomPowDifficulty(id string) int {
+	h := (*m.known.Load())[id]
+	if h == nil || !h.room {
+		return 0
+	}
+	if p := h.promo.Load(); p != nil {
+		return p.WaitingRoom.PowDifficulty
+	}
+	return 0
+}
+
+// applyLevers applies a change of the levers of promotion id's waiting
+// room to Redis, after the database took it. A room Redis does not hold
+// takes the database's values when it is opened; an instance that runs no
+// waiting room leaves Redis alone.
+func (m *Manager) applyLevers(ctx context.Context, id string, c RoomChange) error {
+	if m.cfg.Rooms == nil {
+		m.log.WarnContext(ctx, "waiting room changed but this instance runs none: Redis is left as it is", "promotion", id)
+		return nil
+	}
+	l := waitroom.Levers{Message: c.Message, PowDifficulty: c.PowDifficulty}
+	if c.AdmitPerSecond != nil {
+		v := int64(*c.AdmitPerSecond)
+		l.AdmitPerSecond = &v
+	}
+	if c.MaxActive != nil {
+		v := int64(*c.MaxActive)
+		l.MaxActive = &v
+	}
+	err := m.cfg.Rooms.Apply(ctx, id, l)
+	if errors.Is(err, waitroom.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("apply the change of the waiting room of %s in Redis (the database holds it: send the change again): %w", id, err)
+	}
+	return nil
+}
+
 // roomSettings are the waitroom settings of p's waiting room: admission
 // counts from the promotion's start, and a prequeue collects joins for its
 // PrequeueSeconds before.
@@ -64,6 +109,9 @@ func roomSettings(p Promotion) waitroom.Settings {
 		EntryTTL:       time.Duration(w.EntryTTLSeconds) * time.Second,
 		AbandonAfter:   time.Duration(w.AbandonAfterSeconds) * time.Second,
 		OpensAt:        p.StartsAt,
+		MaxActive:      int64(w.MaxActive),
+		Message:        w.Message,
+		PowDifficulty:  w.PowDifficulty,
 	}
 	if w.PrequeueSeconds > 0 {
 		s.PrequeueFrom = p.StartsAt.Add(-time.Duration(w.PrequeueSeconds) * time.Second)

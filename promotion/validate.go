@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // Limits of a promotion's definition.
@@ -31,6 +32,12 @@ const (
 	MaxWebhookURLLength = 2048
 	// MaxSegments bounds Promotion.Segments.
 	MaxSegments = claim.MaxSegments
+	// MaxActivePasses bounds WaitingRoom.MaxActive.
+	MaxActivePasses = waitroom.MaxActiveCap
+	// MaxRoomMessageLen bounds WaitingRoom.Message, in characters.
+	MaxRoomMessageLen = waitroom.MaxMessageLen
+	// MaxPowDifficulty bounds WaitingRoom.PowDifficulty.
+	MaxPowDifficulty = waitroom.MaxPowDifficulty
 )
 
 // ValidID reports whether s is a valid promotion or user id: 1–64
@@ -127,7 +134,7 @@ func Normalize(p *Promotion, now time.Time) error {
 		return invalid("ends_at", "must be after starts_at")
 	}
 	if w := &p.WaitingRoom; w.Enabled || w.AdmitPerSecond != 0 || w.EntryTTLSeconds != 0 ||
-		w.AbandonAfterSeconds != 0 || w.PrequeueSeconds != 0 {
+		w.AbandonAfterSeconds != 0 || w.PrequeueSeconds != 0 || w.MaxActive != 0 || w.Message != "" || w.PowDifficulty != 0 {
 		if w.AdmitPerSecond == 0 {
 			w.AdmitPerSecond = DefaultAdmitPerSec
 		}
@@ -152,8 +159,33 @@ func Normalize(p *Promotion, now time.Time) error {
 		if err := normalizePrequeue(w); err != nil {
 			return err
 		}
+		if err := checkLevers(*w); err != nil {
+			return err
+		}
 	}
 	return normalizeSegments(p)
+}
+
+// checkLevers checks the levers of w an operator may change later
+// (max_active, message, pow_difficulty): each in bounds, and only with the
+// room enabled.
+func checkLevers(w WaitingRoom) error {
+	switch {
+	case w.MaxActive < 0 || w.MaxActive > MaxActivePasses:
+		return invalid("waiting_room.max_active", "must be between 0 and %d", MaxActivePasses)
+	case w.PowDifficulty < 0 || w.PowDifficulty > MaxPowDifficulty:
+		return invalid("waiting_room.pow_difficulty", "must be between 0 and %d", MaxPowDifficulty)
+	case waitroom.CheckMessage(w.Message) != nil:
+		return invalid("waiting_room.message", "must be one line of plain text of at most %d characters (no control characters)", MaxRoomMessageLen)
+	case w.Enabled:
+	case w.MaxActive != 0:
+		return invalid("waiting_room.max_active", "needs the waiting room enabled")
+	case w.Message != "":
+		return invalid("waiting_room.message", "needs the waiting room enabled")
+	case w.PowDifficulty != 0:
+		return invalid("waiting_room.pow_difficulty", "needs the waiting room enabled")
+	}
+	return nil
 }
 
 // normalizeSegments fills in and checks p's segments: 1..MaxSegments, 1

@@ -61,6 +61,15 @@ func TestNormalize(t *testing.T) {
 		{"prequeue negative", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PrequeueSeconds: -1}}, "waiting_room.prequeue_seconds"},
 		{"prequeue without the room", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{PrequeueSeconds: 60}}, "waiting_room.prequeue_seconds"},
 		{"prequeue with a short seed", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PrequeueSeconds: 60, PrequeueSeed: make([]byte, 31)}}, "waiting_room.prequeue_seed"},
+		{"max_active negative", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, MaxActive: -1}}, "waiting_room.max_active"},
+		{"max_active too high", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, MaxActive: promotion.MaxActivePasses + 1}}, "waiting_room.max_active"},
+		{"max_active without the room", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{MaxActive: 5}}, "waiting_room.max_active"},
+		{"message too long", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, Message: strings.Repeat("x", promotion.MaxRoomMessageLen+1)}}, "waiting_room.message"},
+		{"message of two lines", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, Message: "a\nb"}}, "waiting_room.message"},
+		{"message without the room", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Message: "hi"}}, "waiting_room.message"},
+		{"pow too hard", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PowDifficulty: promotion.MaxPowDifficulty + 1}}, "waiting_room.pow_difficulty"},
+		{"pow negative", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{Enabled: true, PowDifficulty: -1}}, "waiting_room.pow_difficulty"},
+		{"pow without the room", promotion.Promotion{Stock: 1, WaitingRoom: promotion.WaitingRoom{PowDifficulty: 8}}, "waiting_room.pow_difficulty"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -135,9 +135,20 @@ type PromotionChange struct {
 	EndsAt             *time.Time
 	Held               *bool
 	RevokeReturnsStock *bool
+	// WaitingRoom changes the waiting room's levers; nil keeps them all.
+	WaitingRoom *WaitingRoomChange
 	// At is when the change is made: the time of its promotion.changed
 	// event, and part of that event's id. Zero is now.
 	At time.Time
+}
+
+// WaitingRoomChange changes the levers of a promotion's waiting room (see
+// PromotionChange); nil fields are kept.
+type WaitingRoomChange struct {
+	AdmitPerSecond *int
+	MaxActive      *int
+	Message        *string
+	PowDifficulty  *int
 }
 
 // WaitingRoom is a promotion's waiting-room setting.
@@ -155,6 +166,13 @@ type WaitingRoom struct {
 	// PrequeueSeed is the random seed of the shuffle; nil without a
 	// prequeue.
 	PrequeueSeed []byte
+	// MaxActive caps the passes live at once; 0 for no cap.
+	MaxActive int
+	// Message is shown to everyone in line; "" for none.
+	Message string
+	// PowDifficulty is the proof of work each join needs, in leading zero
+	// bits of SHA-256; 0 for none.
+	PowDifficulty int
 }
 
 // Issue is one accepted claim to be written as an issued row.

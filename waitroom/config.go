@@ -35,6 +35,14 @@ const (
 	MaxAdmitPerSecond = 1_000_000
 	// MaxEntryTTL is the longest a pass may live.
 	MaxEntryTTL = 24 * time.Hour
+	// MaxActiveCap is the highest cap on live passes (Settings.MaxActive).
+	MaxActiveCap = 1_000_000_000
+	// MaxMessageLen is the longest message to the line, in characters.
+	MaxMessageLen = 280
+	// MaxPowDifficulty is the highest proof-of-work difficulty, in leading
+	// zero bits: 2^24 hashes, about 10 s of a phone's Web Crypto (see
+	// docs/waitroom.md), well inside ChallengeTTL.
+	MaxPowDifficulty = 24
 )
 
 // Admission is a user let in by a tick, with the entry token to hand over.
@@ -90,6 +98,9 @@ type Config struct {
 	// Logger receives the scheduler's logs (never tokens or secrets).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// Now is the clock challenges are made and checked by (their expiry).
+	// Defaults to time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -116,6 +127,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -138,8 +152,22 @@ func (c Config) validate() error {
 // Settings are one room's own: the waiting_room object of a promotion.
 type Settings struct {
 	// AdmitPerSecond is how many users are let in per second, 1..1,000,000.
-	// Fixed when the room is created. Defaults to DefaultAdmitPerSecond.
+	// Set when the room is created; Rooms.Apply changes it on a running
+	// room. Defaults to DefaultAdmitPerSecond.
 	AdmitPerSecond int64
+	// MaxActive caps the passes live at once (handed out, neither spent
+	// nor expired), 0..MaxActiveCap, 0 for no cap: admission lets in at
+	// most MaxActive − live users per tick, whatever the rate. Set when the
+	// room is created; Rooms.Apply changes it.
+	MaxActive int64
+	// Message is shown to everyone in line (Standing.Message): plain text
+	// of at most MaxMessageLen characters, no control characters; "" for
+	// none. Set when the room is created; Rooms.Apply changes it.
+	Message string
+	// PowDifficulty asks each join for a proof of work of that many
+	// leading zero bits (see Challenge), 0..MaxPowDifficulty, 0 for none.
+	// Set when the room is created; Rooms.Apply changes it.
+	PowDifficulty int
 	// EntryTTL is how long a pass lets its user claim, 1ms..24h. Defaults to
 	// DefaultEntryTTL (300s).
 	EntryTTL time.Duration
@@ -183,6 +211,12 @@ func (s Settings) validate() error {
 		return fmt.Errorf("waitroom: EntryTTL must be 1ms..%s, got %s", MaxEntryTTL, s.EntryTTL)
 	case s.AbandonAfter < time.Millisecond:
 		return fmt.Errorf("waitroom: AbandonAfter must be at least 1ms, got %s", s.AbandonAfter)
+	case s.MaxActive < 0 || s.MaxActive > MaxActiveCap:
+		return fmt.Errorf("waitroom: MaxActive must be 0..%d, got %d", MaxActiveCap, s.MaxActive)
+	case s.PowDifficulty < 0 || s.PowDifficulty > MaxPowDifficulty:
+		return fmt.Errorf("waitroom: PowDifficulty must be 0..%d, got %d", MaxPowDifficulty, s.PowDifficulty)
+	case CheckMessage(s.Message) != nil:
+		return CheckMessage(s.Message)
 	case s.PrequeueFrom.IsZero():
 	case len(s.Seed) < MinSeedLen:
 		return fmt.Errorf("waitroom: Seed must hold at least %d bytes with PrequeueFrom, got %d", MinSeedLen, len(s.Seed))

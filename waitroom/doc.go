@@ -61,6 +61,19 @@
 //     nothing: the pass stays live until it expires);
 //  5. take the unit and call wr_pass_spend(passes, live, meta, pass_id).
 //
+// # Levers
+//
+// [Rooms.Apply] changes a running room: its rate (the allowance accrued is
+// re-based to the new rate in the same step, against Redis TIME, so
+// admission stays exact across the change), a cap on the passes live at
+// once ([Settings].MaxActive: a tick lets in at most the cap less the live
+// passes), a message shown to everyone in line ([Standing].Message), and
+// the difficulty of a proof of work each join must bring: a [Challenge]
+// signed with the entry-token keys, bound to the promotion and user,
+// expiring after [ChallengeTTL], solved when SHA-256(challenge + ":" +
+// nonce) starts with that many zero bits ([Solved], [Solve]), checked in
+// O(1) and spent once in Redis by [Rooms.JoinWithProof].
+//
 // # Scheduler
 //
 // A [Scheduler] ticks every room the instance knows ([Config].Known: in

@@ -70,6 +70,9 @@ type Standing struct {
 	// counters being rebuilt): nobody is let in until it resumes, and Wait
 	// counts from the resume.
 	Paused bool
+	// Message is the room's message to everyone in line (Settings.Message),
+	// "" for none.
+	Message string
 }
 
 // Rooms holds the waiting rooms of promotions in Redis. It is safe for
@@ -104,8 +107,9 @@ func (r *Rooms) Signer() *Signer { return r.signer }
 func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
 
 // Open creates promotion id's room with s, or updates the entry TTL and the
-// abandonment time of the room that exists (its rate, opening and prequeue
-// stay as created), and adds it to Opened. It also adds the room to the
+// abandonment time of the room that exists (its opening and prequeue stay
+// as created; its rate, cap on live passes, message and difficulty change
+// only by Apply), and adds it to Opened. It also adds the room to the
 // registry set the previous release's scheduler reads (this release reads
 // it nowhere). The promotion's claim state (claim.Gate.Open) should exist
 // first; until it does, joins answer ErrNotFound. Open reports whether it
@@ -131,6 +135,9 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 		strconv.FormatInt(opens, 10),
 		strconv.FormatInt(pqFrom, 10),
 		seed,
+		strconv.FormatInt(s.MaxActive, 10),
+		s.Message,
+		strconv.Itoa(s.PowDifficulty),
 	}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("open waiting room %s: %w", id, err)
@@ -161,17 +168,11 @@ func (r *Rooms) Unregister(ctx context.Context, id string) error {
 // StatusUsed at the limit. It returns ErrEnded, ErrSoldOut or ErrNotFound when the user
 // cannot join, and ErrNotStarted before a prequeue's opening moment. During
 // the opening moment the user is collected unordered (StatusPrequeue) and
-// gets a place from the shuffle.
+// gets a place from the shuffle. A room that asks for a proof of work
+// (Settings.PowDifficulty) refuses it with a *ChallengeError: see
+// JoinWithProof.
 func (r *Rooms) Join(ctx context.Context, id, userID string) (Standing, error) {
-	vals, err := joinScript.Exec(ctx, r.client, r.Keys(id).join(), []string{userID}).ToArray()
-	if err != nil {
-		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
-	}
-	st, err := r.standing(id, userID, vals)
-	if err != nil {
-		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
-	}
-	return st, nil
+	return r.JoinWithProof(ctx, id, userID, Proof{}, 0)
 }
 
 // Status answers userID's standing in promotion id's room; checkIn records
@@ -234,6 +235,9 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 			return Standing{}, err
 		}
 		st.Paused = p == 1
+	}
+	if len(vals) > 12 {
+		st.Message, _ = vals[12].ToString()
 	}
 	if pass > 0 {
 		st.Pass = Pass{Promotion: id, User: userID, ID: pass, ExpiresAt: time.UnixMilli(exp).UTC()}

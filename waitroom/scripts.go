@@ -109,14 +109,23 @@ end
 // KEYS: Meta, ClaimMeta. ARGV: rate (users per second), entry ttl (ms),
 // abandon after (ms), opening (ms; 0 means the promotion's starts_ms, or
 // Redis TIME when the claim meta is missing), prequeue from (ms; 0 for no
-// prequeue), the shuffle's seed (hex; "" without a prequeue).
+// prequeue), the shuffle's seed (hex; "" without a prequeue), the most
+// live passes at once (0 for no cap), the message to the line ("" for
+// none), the proof-of-work difficulty (0 for none).
 //
-// The rate, the opening and the prequeue are fixed when the room is
+// The rate, the opening and the prequeue are set when the room is
 // created, so the admission count stays a function of time alone and the
 // seed cannot change after its hash was shown; an update changes the entry
-// ttl and the abandonment time. A room with a prequeue starts with pq =
-// open. Returns 1 if the room was created, 0 if it existed.
-var openScript = rueidis.NewLuaScript(`
+// ttl and the abandonment time. The rate, the cap, the message and the
+// difficulty change only through leversScript (a PATCH): an instance that
+// opens an existing room from a definition it read before a change must not
+// undo it. A room with a prequeue starts with pq = open. Returns 1 if the
+// room was created, 0 if it existed.
+//
+// Version 2 (the first one was unnamed) writes max_active, msg and pow at
+// creation; rooms made by version 1 have none of them: no cap, no message,
+// no proof of work.
+var openScript = rueidis.NewLuaScript(`-- dibs:wr_open v2
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSET', KEYS[1], 'ttl_ms', ARGV[2], 'abandon_ms', ARGV[3])
   return 0
@@ -136,12 +145,31 @@ redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'ttl_ms', ARGV[2], 'abandon_ms', AR
 if ARGV[5] ~= '0' then
   redis.call('HSET', KEYS[1], 'pq', 'open', 'pq_from', ARGV[5], 'pq_seed', ARGV[6])
 end
+if ARGV[7] ~= '0' then redis.call('HSET', KEYS[1], 'max_active', ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[8]) end
+if ARGV[9] ~= '0' then redis.call('HSET', KEYS[1], 'pow', ARGV[9]) end
 return 1
 `)
 
+// withMessage follows the prelude in the scripts that answer a standing
+// (join v3, status v2): it makes reply append the room's message to the
+// line (the meta's msg, "" for none) as the 13th value.
+const withMessage = `
+local reply12 = reply
+reply = function(...)
+  local r = reply12(...)
+  r[13] = redis.call('HGET', KEYS[1], 'msg') or ''
+  return r
+end
+`
+
 // joinScript puts a user in line, idempotently.
 //
-// KEYS: see above (Keys.join). ARGV: user id.
+// KEYS: see above (Keys.join), then KEYS[14] the key that marks the
+// presented challenge spent (Keys.spentChallenge; any key of the room's
+// slot when none is presented). ARGV: user id, the difficulty of the
+// solved challenge presented (0 for none; checked in Go: signature, user,
+// expiry, hash), how long to keep the spent mark (ms).
 //
 // A user already waiting (and not abandoned) keeps the place and checks in;
 // an admitted user is answered as such. A user whose pass was spent is
@@ -152,9 +180,17 @@ return 1
 // who never joined, was skipped as abandoned, stopped checking in, or let a
 // pass expire, takes a new place at the back: INCR of Seq, O(1) (reading
 // the user's claims is O(1), or O(the user's claims) in the compact
-// layout). Returns the reply of the prelude, or {outcome} with outcome
-// not_found, ended or sold_out (no new place is handed out when nobody can
-// be let in).
+// layout). Returns the reply of the prelude with the message (withMessage),
+// or {outcome} with outcome not_found, ended or sold_out (no new place is
+// handed out when nobody can be let in), or {'challenge', difficulty[,
+// 'spent']}.
+//
+// Proof of work: while the meta's pow is above 0, a join (past the checks
+// of not_found, ended and not_started) needs a solved challenge of at
+// least that difficulty, and spends it (SET NX of KEYS[14] with the given
+// expiry): one presented twice is refused, 'spent'. A join without one, or
+// with an easier one, gets {'challenge', pow}. While pow is 0 a challenge
+// presented is neither needed nor spent.
 //
 // With a prequeue not yet shuffled (pq open or sealed), a join before
 // pq_from answers {'not_started'}; from pq_from until the tick seals the
@@ -163,10 +199,11 @@ return 1
 // while the shuffle runs (pq sealed) checks in and stays 'prequeue', and a
 // newcomer then takes a place after the shuffled ones.
 //
-// Version 2 (the first one was unnamed) gives a user below the per-user
-// limit a new place where version 1 answered 'used', and takes KEYS[12]
-// and KEYS[13]; it writes the keys as version 1 did.
-var joinScript = rueidis.NewLuaScript("-- dibs:wr_join v2" + claim.LayoutLua + prelude + `
+// Version 3 adds the proof of work, KEYS[14], ARGV[2] and ARGV[3], and the
+// message; it writes the keys as version 2 did (which gave a user below the
+// per-user limit a new place where the unnamed version 1 answered 'used').
+// A version 2 join of the previous release takes no challenge.
+var joinScript = rueidis.NewLuaScript("-- dibs:wr_join v3" + claim.LayoutLua + prelude + withMessage + `
 local function below_limit(user)
   local c = redis.call('HMGET', KEYS[9], 'limit', 'mode')
   st_mode(c[2])
@@ -179,8 +216,13 @@ local state, remaining, live = room_state(now)
 if state == 'not_found' or state == 'ended' then return {state} end
 local user = ARGV[1]
 local pq = m[11]
+if pq and pq ~= 'done' and now < tonumber(m[12]) then return {'not_started'} end
+local pow = tonumber(redis.call('HGET', KEYS[1], 'pow') or '0')
+if pow > 0 then
+  if tonumber(ARGV[2]) < pow then return {'challenge', pow} end
+  if not redis.call('SET', KEYS[14], '1', 'NX', 'PX', ARGV[3]) then return {'challenge', pow, 'spent'} end
+end
 if pq and pq ~= 'done' then
-  if now < tonumber(m[12]) then return {'not_started'} end
   if pq == 'open' or (redis.call('SISMEMBER', KEYS[11], user) == 1 and redis.call('HEXISTS', KEYS[3], user) == 0) then
     redis.call('SADD', KEYS[11], user)
     redis.call('HSET', KEYS[5], user, now)
@@ -215,7 +257,10 @@ return reply('waiting', place, 0, 0, now, remaining, live, m)
 // ended; or {outcome} with outcome not_found or not_joined. A prequeue user
 // checks in as a waiting one does. O(1) but for ZCOUNT's
 // O(log n).
-var statusScript = rueidis.NewLuaScript(prelude + `
+//
+// Version 2 (the first one was unnamed) appends the message to the line
+// (withMessage); it reads and writes what version 1 did.
+var statusScript = rueidis.NewLuaScript("-- dibs:wr_status v2" + prelude + withMessage + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
@@ -255,9 +300,10 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 //
 // — one tick's worth carried and the tick's own — so time when no tick ran
 // is not paid back at once. The tick lets in at most
-// min(⌊min(credit, cap) / 1000⌋, remaining − live) users, where remaining =
-// stock + voided − seq from the claim keys and live the unspent unexpired
-// passes. The allowance left is then what was not used, or, if admission
+// min(⌊min(credit, cap) / 1000⌋, remaining − live, max_active − live)
+// users, where remaining = stock + voided − seq from the claim keys, live
+// the unspent unexpired passes and max_active the meta's cap on live passes
+// (none when absent or 0). The allowance left is then what was not used, or, if admission
 // passed the last place (nobody waits), only its fraction of a user: no
 // allowance is banked while the line is empty. open_ms moves forward so
 // that credit is that allowance left at now, rounded down by less than one
@@ -278,6 +324,9 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 // now. The state is v1's (no field was added), so v1 ticking the same room
 // reads the allowance this version left, without the cap.
 //
+// The rate may change while the room runs: leversScript re-bases open_ms
+// with it, so credit is the same just before and just after the change.
+//
 // With a prequeue not yet shuffled, a tick at or after open_ms first seals
 // it (pq open → sealed): pq_n = SCARD of Prequeue (frozen from then on),
 // pq_base = Seq, Seq += pq_n (the shuffle's places, base+1..base+pq_n, are
@@ -295,8 +344,11 @@ var tickScript = rueidis.NewLuaScript(tickSource)
 
 // tickSource is the tick script's source. Version 1, which had no header
 // line, admitted ⌊rate × (now − open_ms)⌋ in total with no cap (kept in
-// testdata/room_tick_v1.lua for the test of both side by side).
-const tickSource = "-- dibs:room_tick v2" + prelude + `
+// testdata/room_tick_v1.lua for the test of both side by side); version 2
+// (testdata/room_tick_v2.lua) is this one without max_active, which it
+// ignores: a room ticked by the previous release is not held to the cap on
+// live passes.
+const tickSource = "-- dibs:room_tick v3" + prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
@@ -357,6 +409,8 @@ if credit > 0 then allowed = admitted + (credit - credit % 1000) / 1000 end
 local out = {state, now, 0, 0, 0, allowed, remaining, 0}
 if state == 'open' then
   local want = math.min(allowed - admitted, remaining - live)
+  local most = tonumber(redis.call('HGET', KEYS[1], 'max_active') or '0')
+  if most > 0 then want = math.min(want, most - live) end
   local last = tonumber(redis.call('GET', KEYS[2]) or '0')
   local before = admitted
   local steps = 0

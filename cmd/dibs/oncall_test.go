@@ -59,6 +59,20 @@ func TestPromoPauseResumeSet(t *testing.T) {
 	if r := ops(t, srv, 2, "promo", "set", "ps", "--ends-at", "soon"); !strings.Contains(r.stderr, "--ends-at: want an RFC 3339 time") {
 		t.Errorf("set with a bad time:\n%s", r)
 	}
+	// The waiting room's levers.
+	if _, err := c.CreatePromotion(ctx, client.NewPromotion{ID: "pw", Stock: 5,
+		WaitingRoom: &client.WaitingRoomSettings{Enabled: true}}); err != nil {
+		t.Fatal(err)
+	}
+	opsJSON(t, srv, &p, "promo", "set", "pw", "--admit-per-second", "40", "--max-active", "3", "--message", "Ten left")
+	if w := p.WaitingRoom; w.AdmitPerSecond != 40 || w.MaxActive != 3 || w.Message != "Ten left" {
+		t.Fatalf("set of the levers: %+v", w)
+	}
+	p = client.Promotion{}
+	opsJSON(t, srv, &p, "promo", "set", "pw", "--message", "")
+	if w := p.WaitingRoom; w.Message != "" || w.MaxActive != 3 {
+		t.Fatalf("message cleared: %+v", w)
+	}
 }
 
 // TestUserCommand: dibs user lists a user's claims in every promotion

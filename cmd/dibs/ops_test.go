@@ -431,7 +431,7 @@ func TestOpsWithoutServer(t *testing.T) {
 		{[]string{"status", "--help"}, "dibs status: a live view of a promotion"},
 		{[]string{"promo", "pause", "--help"}, "dibs promo pause: stop taking claims"},
 		{[]string{"promo", "resume", "--help"}, "dibs promo resume: take claims of a paused promotion again"},
-		{[]string{"promo", "set", "--help"}, "dibs promo set: change a running promotion's stock or end"},
+		{[]string{"promo", "set", "--help"}, "dibs promo set: change a running promotion's stock, end or waiting room"},
 		{[]string{"user", "--help"}, "dibs user: a user's claims and standing across promotions"},
 		{[]string{"bench", "--help"}, "dibs bench: load-generate claims"},
 	} {

@@ -21,7 +21,7 @@ func runPromo(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"close", "end a promotion now", runPromoClose},
 		{"pause", "stop taking claims of a promotion until it is resumed", runPromoPause},
 		{"resume", "take claims of a paused promotion again", runPromoResume},
-		{"set", "change a running promotion's stock or end", runPromoSet},
+		{"set", "change a running promotion's stock, end or waiting room", runPromoSet},
 	}, args, stdout, stderr)
 }
 
@@ -143,14 +143,15 @@ func promoPaused(ctx context.Context, verb, what string, paused bool, args []str
 }
 
 func runPromoSet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, sf := newOpsFlagSet("promo set", " PROMOTION", "change a running promotion's stock or end", stderr,
+	fs, sf := newOpsFlagSet("promo set", " PROMOTION", "change a running promotion's stock, end or waiting room", stderr,
 		"Changes what the flags give, in one PATCH, and prints the promotion. The stock",
 		"cannot go below the claims accepted already (stock_below_accepted); the end",
 		"(RFC 3339, 2026-11-21T09:00:00Z) cannot move once every claim is settled.",
-		"The waiting room's admission rate is set at creation only: the API takes no",
-		"change of it.")
+		"The waiting room's levers (--admit-per-second, --max-active, --message,",
+		"--pow-difficulty) change its running line at once, on every instance.")
 	stock := fs.Int64("stock", 0, "the new stock, 1..1,000,000,000")
 	endsAt := fs.String("ends-at", "", "the new end time, RFC 3339")
+	room := leverFlags(fs)
 	opts := keyFlag(fs)
 	pos, err := parseArgs(fs, args, 1, 1)
 	if err != nil {
@@ -162,6 +163,7 @@ func runPromoSet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			p.Stock = stock
 		}
 	})
+	p.WaitingRoom = room()
 	if *endsAt != "" {
 		t, err := time.Parse(time.RFC3339, *endsAt)
 		if err != nil {
@@ -169,8 +171,8 @@ func runPromoSet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		p.EndsAt = &t
 	}
-	if p.Stock == nil && p.EndsAt == nil {
-		return usageErrorf("nothing to change: give --stock, --ends-at or both")
+	if p.Stock == nil && p.EndsAt == nil && p.WaitingRoom == nil {
+		return usageErrorf("nothing to change: give --stock, --ends-at or a waiting room's lever")
 	}
 	c, err := sf.client()
 	if err != nil {
@@ -181,6 +183,36 @@ func runPromoSet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	return printPromotion(stdout, sf.json, out)
+}
+
+// leverFlags defines the flags of the waiting room's levers on fs; the
+// function it returns, called after parsing, gives the change of those
+// set (nil for none).
+func leverFlags(fs *flag.FlagSet) func() *client.WaitingRoomPatch {
+	rate := fs.Int("admit-per-second", 0, "the waiting room's new admission rate, 1..1,000,000")
+	most := fs.Int("max-active", 0, "the waiting room's cap on live passes (0 lifts it)")
+	msg := fs.String("message", "", "the message shown to everyone in line (\"\" clears it; at most 280 characters)")
+	pow := fs.Int("pow-difficulty", 0, "the proof of work each join needs, in leading zero bits, 0..24 (0 turns it off)")
+	return func() *client.WaitingRoomPatch {
+		var w client.WaitingRoomPatch
+		set := false
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "admit-per-second":
+				w.AdmitPerSecond, set = rate, true
+			case "max-active":
+				w.MaxActive, set = most, true
+			case "message":
+				w.Message, set = msg, true
+			case "pow-difficulty":
+				w.PowDifficulty, set = pow, true
+			}
+		})
+		if !set {
+			return nil
+		}
+		return &w
+	}
 }
 
 // promoByID runs a verb that takes one promotion id and prints the

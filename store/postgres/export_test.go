@@ -10,3 +10,10 @@ var OutboxLockKey = outboxLockKey
 func MigrateUpTo(ctx context.Context, s *Store, version int) error {
 	return s.migrateUpTo(ctx, version)
 }
+
+// MigrateOnly applies migration version alone: after MigrateUpTo, the
+// columns of a later migration that the test's writes need before the
+// migration under test runs.
+func MigrateOnly(ctx context.Context, s *Store, version int) error {
+	return s.migrateWhere(ctx, func(v int) bool { return v == version })
+}

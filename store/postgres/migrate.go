@@ -30,9 +30,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // migrateUpTo is Migrate with the migrations numbered up to version only.
 func (s *Store) migrateUpTo(ctx context.Context, version int) error {
-	ms, err := sqlstore.Migrations(migrationFS, version)
+	return s.migrateWhere(ctx, func(v int) bool { return v <= version })
+}
+
+// migrateWhere is Migrate with the migrations whose version keep accepts
+// only.
+func (s *Store) migrateWhere(ctx context.Context, keep func(version int) bool) error {
+	all, err := sqlstore.Migrations(migrationFS, math.MaxInt)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	var ms []sqlstore.Migration
+	for _, m := range all {
+		if keep(m.Version) {
+			ms = append(ms, m)
+		}
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {

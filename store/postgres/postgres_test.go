@@ -57,6 +57,10 @@ func TestMigrateFilled(t *testing.T) {
 	if err := postgres.MigrateUpTo(t.Context(), s, 10); err != nil {
 		t.Fatal(err)
 	}
+	// The promotions' columns of 0012, which writing a promotion needs.
+	if err := postgres.MigrateOnly(t.Context(), s, 12); err != nil {
+		t.Fatal(err)
+	}
 	storetest.MigrateFilled(t, s)
 }
 
@@ -68,6 +72,10 @@ func TestMigrateFilledPrebuilt(t *testing.T) {
 	url := pgtest.URL(t)
 	s := newStore(t, url)
 	if err := postgres.MigrateUpTo(t.Context(), s, 10); err != nil {
+		t.Fatal(err)
+	}
+	// The promotions' columns of 0012, which writing a promotion needs.
+	if err := postgres.MigrateOnly(t.Context(), s, 12); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(t.Context(), url)

@@ -67,6 +67,10 @@ func TestMigrateFilled(t *testing.T) {
 	if err := sqlite.MigrateUpTo(t.Context(), s, 10); err != nil {
 		t.Fatal(err)
 	}
+	// The promotions' columns of 0012, which writing a promotion needs.
+	if err := sqlite.MigrateOnly(t.Context(), s, 12); err != nil {
+		t.Fatal(err)
+	}
 	storetest.MigrateFilled(t, s)
 }
 

@@ -71,7 +71,8 @@ func testCreateGetPromotion(t *testing.T, s store.Store) {
 	full.EndsAt = full.StartsAt.Add(90 * time.Minute)
 	full.ClosedAt = full.StartsAt.Add(time.Minute)
 	full.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300,
-		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32]}
+		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32],
+		MaxActive: 250, Message: "Doors open at noon — ünïcode", PowDifficulty: 18}
 	full.Drained = true
 	full.ExpectedClaimsPerSecond = 2500
 	full.Segments = 7

@@ -55,6 +55,18 @@ func testUpdatePromotion(t *testing.T, s store.Store) {
 	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Held: &no}); err != nil || got.Held || got.Stock != stock {
 		t.Fatalf("resume: %+v, %v", got, err)
 	}
+	// The waiting room's levers, each on its own.
+	rate, most, msg, pow := 500, 40, "Hold on — 10 left", 20
+	got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{WaitingRoom: &store.WaitingRoomChange{
+		AdmitPerSecond: &rate, MaxActive: &most, Message: &msg, PowDifficulty: &pow}})
+	if w := got.WaitingRoom; err != nil || w.AdmitPerSecond != rate || w.MaxActive != most || w.Message != msg || w.PowDifficulty != pow {
+		t.Fatalf("levers: %+v, %v", got.WaitingRoom, err)
+	}
+	empty := ""
+	got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{WaitingRoom: &store.WaitingRoomChange{Message: &empty}})
+	if w := got.WaitingRoom; err != nil || w.Message != "" || w.MaxActive != most || w.AdmitPerSecond != rate {
+		t.Fatalf("message cleared: %+v, %v", got.WaitingRoom, err)
+	}
 }
 
 func testUpdatePromotionEvents(t *testing.T, s store.Store) {
@@ -134,6 +146,21 @@ func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 	wantEvents(t, "pause, resume, pause", evs, "promotion.changed updev", "promotion.changed updev", "promotion.changed updev")
 	if evs[1].ID == evs[2].ID || evs[0].ID == evs[2].ID {
 		t.Errorf("distinct changes share an event id: %s %s %s", evs[0].ID, evs[1].ID, evs[2].ID)
+	}
+
+	// A waiting room's lever is named waiting_room.<field>.
+	pow := 18
+	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(10 * time.Second),
+		WaitingRoom: &store.WaitingRoomChange{PowDifficulty: &pow}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = changed()
+	d.Changes = nil
+	if err := json.Unmarshal(evs[len(evs)-1].Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Changes["waiting_room.pow_difficulty"]; len(evs) != 4 || len(d.Changes) != 1 || got.Old != 0.0 || got.New != 18.0 {
+		t.Errorf("lever change: %d events, the last %s", len(evs), evs[len(evs)-1].Data)
 	}
 }
 

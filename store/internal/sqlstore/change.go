@@ -41,6 +41,20 @@ func ChangeSet(c store.PromotionChange, place func(n int) string, encode func(ti
 	if c.RevokeReturnsStock != nil {
 		add("revoke_returns_stock", *c.RevokeReturnsStock)
 	}
+	if w := c.WaitingRoom; w != nil {
+		if w.AdmitPerSecond != nil {
+			add("waiting_room_admit_per_second", *w.AdmitPerSecond)
+		}
+		if w.MaxActive != nil {
+			add("waiting_room_max_active", *w.MaxActive)
+		}
+		if w.Message != nil {
+			add("waiting_room_message", *w.Message)
+		}
+		if w.PowDifficulty != nil {
+			add("waiting_room_pow_difficulty", *w.PowDifficulty)
+		}
+	}
 	if set == "" {
 		set = "id = id"
 	}

@@ -203,6 +203,7 @@ func ChangeEvent(before, after store.Promotion, at time.Time) (store.Event, bool
 	if before.RevokeReturnsStock != after.RevokeReturnsStock {
 		ch["revoke_returns_stock"] = fieldChange{before.RevokeReturnsStock, after.RevokeReturnsStock}
 	}
+	roomChanges(ch, before.WaitingRoom, after.WaitingRoom)
 	if len(ch) == 0 {
 		return store.Event{}, false, nil
 	}
@@ -213,6 +214,23 @@ func ChangeEvent(before, after store.Promotion, at time.Time) (store.Event, bool
 	subject := after.ID + "@" + fmtEventTime(at) + "\x00" + string(b)
 	return store.Event{ID: store.EventID(store.EventPromotionChanged, subject), Type: store.EventPromotionChanged,
 		At: at.UTC(), PromotionID: after.ID, Data: b}, true, nil
+}
+
+// roomChanges adds to ch the waiting-room levers that differ between
+// before and after, named waiting_room.<field>.
+func roomChanges(ch map[string]fieldChange, before, after store.WaitingRoom) {
+	if before.AdmitPerSecond != after.AdmitPerSecond {
+		ch["waiting_room.admit_per_second"] = fieldChange{before.AdmitPerSecond, after.AdmitPerSecond}
+	}
+	if before.MaxActive != after.MaxActive {
+		ch["waiting_room.max_active"] = fieldChange{before.MaxActive, after.MaxActive}
+	}
+	if before.Message != after.Message {
+		ch["waiting_room.message"] = fieldChange{before.Message, after.Message}
+	}
+	if before.PowDifficulty != after.PowDifficulty {
+		ch["waiting_room.pow_difficulty"] = fieldChange{before.PowDifficulty, after.PowDifficulty}
+	}
 }
 
 // ErasedEvent is the rewrite of one claim event of an erased user.

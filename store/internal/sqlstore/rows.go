@@ -41,7 +41,8 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
 	waiting_room_prequeue_seed, archived_at, webhook_url, held, revoke_returns_stock,
-	drained_at, retired_at, expected_claims_per_second, segments`
+	drained_at, retired_at, expected_claims_per_second, segments,
+	waiting_room_max_active, waiting_room_message, waiting_room_pow_difficulty`
 
 // PromotionPlaceholders is the VALUES list of an insert of [PromotionCols]:
 // one placeholder per column, made by ph from its 1-based position (so it
@@ -65,6 +66,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
 		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Held, p.RevokeReturnsStock,
 		tc.EncodeNull(p.DrainedAt), tc.EncodeNull(p.RetiredAt), p.ExpectedClaimsPerSecond, max(p.Segments, 1),
+		p.WaitingRoom.MaxActive, p.WaitingRoom.Message, p.WaitingRoom.PowDifficulty,
 	}
 }
 
@@ -81,7 +83,8 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
 		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock,
-		&drained, &retired, &p.ExpectedClaimsPerSecond, &p.Segments); err != nil {
+		&drained, &retired, &p.ExpectedClaimsPerSecond, &p.Segments,
+		&p.WaitingRoom.MaxActive, &p.WaitingRoom.Message, &p.WaitingRoom.PowDifficulty); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error

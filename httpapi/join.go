@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/dibsio/dibs/waitroom"
+)
+
+// joinRoom joins user to promotion id's room with proof, the user's solved
+// proof-of-work challenge (the zero Proof for none). A room that asks for a
+// proof refuses a join without a valid one with challenge_required and a
+// fresh challenge; the difficulty this instance knows is checked before
+// Redis is asked, so unsolved joins cost Redis nothing. ok false means the
+// request was answered with a problem.
+func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request, id, user string, proof waitroom.Proof) (st waitroom.Standing, ok bool) {
+	rooms := s.cfg.Manager.Rooms()
+	if rooms == nil {
+		s.noRoom(w, r, id)
+		return st, false
+	}
+	call := func() (waitroom.Standing, error) {
+		return rooms.JoinWithProof(r.Context(), id, user, proof, s.cfg.Manager.RoomPowDifficulty(id))
+	}
+	st, err := call()
+	if errors.Is(err, waitroom.ErrNotFound) {
+		// No room in Redis: the promotion may be unknown, have no room, or
+		// not be opened on this instance yet (reading it opens it).
+		v, gerr := s.cfg.Manager.Get(r.Context(), id)
+		if gerr != nil {
+			s.fail(w, r, gerr)
+			return st, false
+		}
+		if !v.WaitingRoom.Enabled {
+			problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
+			return st, false
+		}
+		st, err = call()
+	}
+	var ce *waitroom.ChallengeError
+	switch {
+	case err == nil:
+		return st, true
+	case errors.As(err, &ce):
+		pr := problem(CodeChallengeRequired, challengeDetail(ce.Reason))
+		pr.Challenge, pr.Difficulty, pr.ChallengeExpiresAt = ce.Challenge, ce.Difficulty, optTime(ce.ExpiresAt)
+		pr.write(w, r)
+	case errors.Is(err, waitroom.ErrSoldOut):
+		problem(CodeSoldOut, "the stock is exhausted; nobody else is let in").write(w, r)
+	case errors.Is(err, waitroom.ErrEnded):
+		problem(CodeEnded, "the promotion has ended").write(w, r)
+	case errors.Is(err, waitroom.ErrNotFound):
+		problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1).write(w, r)
+	default:
+		s.fail(w, r, err)
+	}
+	return st, false
+}
+
+// challengeDetail says why a join's proof of work was refused.
+func challengeDetail(reason error) string {
+	const solve = `: find a nonce such that SHA-256(challenge + ":" + nonce) starts with difficulty zero bits, and join again with "challenge" and "nonce"`
+	switch {
+	case errors.Is(reason, waitroom.ErrProofSpent):
+		return "this challenge was used already; solve the new one" + solve
+	case errors.Is(reason, waitroom.ErrProofExpired):
+		return "the challenge expired; solve the new one" + solve
+	case errors.Is(reason, waitroom.ErrProofTooEasy):
+		return "the waiting room asks for more work now; solve the new one" + solve
+	case errors.Is(reason, waitroom.ErrProofMissing):
+		return "the waiting room asks for a proof of work" + solve
+	default:
+		return "the proof of work is not valid (a forged or another user's challenge, or a wrong nonce)" + solve
+	}
+}
