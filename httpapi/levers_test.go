@@ -53,7 +53,7 @@ func TestRoomLevers(t *testing.T) {
 			for _, u := range []string{"u3", "u4", "u5"} {
 				e.join(t, "wr", u)
 			}
-			if res := e.tick(t, "wr"); res.Admitted != 3 || res.Live != 3 {
+			if res := e.tickLater(t, "wr"); res.Admitted != 3 || res.Live != 3 {
 				t.Fatalf("tick under a cap of 3: %+v", res)
 			}
 			if r := e.admin(t, "PATCH", "/v1/promotions/wr", `{"waiting_room":{"message":""}}`); r.status != http.StatusOK {
