@@ -103,6 +103,9 @@ type WaitingRoom struct {
 	// only its SHA-256 (PrequeueSeedSHA256) before the start; see
 	// View.RevealedSeed.
 	PrequeueSeed []byte
+	// Page is the setting of the room's queue page (GET /w/{id}); nil for
+	// the page's defaults. Only with Enabled.
+	Page *RoomPage
 }
 
 func fromStore(p store.Promotion) Promotion {
