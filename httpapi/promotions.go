@@ -19,6 +19,8 @@ type waitingRoomIn struct {
 	EntryTTLSeconds     *int `json:"entry_ttl_seconds"`
 	AbandonAfterSeconds *int `json:"abandon_after_seconds"`
 	PrequeueSeconds     *int `json:"prequeue_seconds"`
+	// Page is the queue page's setting (GET /w/{id}).
+	Page *promotion.RoomPage `json:"page"`
 }
 
 type promotionIn struct {
@@ -63,10 +65,12 @@ type waitingRoomOut struct {
 	PrequeueSeedSHA256  string `json:"prequeue_seed_sha256,omitempty"`
 	// PrequeueSeed is shown from starts_at on only.
 	PrequeueSeed string `json:"prequeue_seed,omitempty"`
-	Waiting      int64  `json:"waiting"`
-	Admitted     int64  `json:"admitted"`
-	PassesSpent  int64  `json:"passes_spent"`
-	Abandoned    int64  `json:"abandoned"`
+	// Page is the queue page's setting, when one was given.
+	Page        *promotion.RoomPage `json:"page,omitempty"`
+	Waiting     int64               `json:"waiting"`
+	Admitted    int64               `json:"admitted"`
+	PassesSpent int64               `json:"passes_spent"`
+	Abandoned   int64               `json:"abandoned"`
 }
 
 type promotionOut struct {
@@ -128,6 +132,7 @@ func toOut(v promotion.View) promotionOut {
 			PrequeueSeconds:     v.WaitingRoom.PrequeueSeconds,
 			PrequeueSeedSHA256:  v.WaitingRoom.PrequeueSeedSHA256(),
 			PrequeueSeed:        hex.EncodeToString(v.RevealedSeed()),
+			Page:                v.WaitingRoom.Page,
 			Waiting:             v.Room.Waiting,
 			Admitted:            v.Room.Admitted,
 			PassesSpent:         v.Room.PassesSpent,
@@ -221,6 +226,7 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 		if w.PrequeueSeconds != nil {
 			p.WaitingRoom.PrequeueSeconds = *w.PrequeueSeconds
 		}
+		p.WaitingRoom.Page = w.Page
 	}
 	return p, nil
 }
