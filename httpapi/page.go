@@ -17,7 +17,9 @@ func (s *Server) pageRoutes() {
 	if err != nil {
 		panic(err) // Lookup is set: cannot happen
 	}
-	s.route(queuepage.SnippetPath, map[string]http.HandlerFunc{"GET": h.Snippet})
+	// By method alone: a fallback of its own would overlap GET /w/{id};
+	// other methods get that path's 405.
+	s.mux.HandleFunc("GET "+queuepage.SnippetPath, h.Snippet)
 	s.route(queuepage.AssetPath, map[string]http.HandlerFunc{"GET": h.Asset})
 	s.route(queuepage.PagePath, map[string]http.HandlerFunc{"GET": s.bounded(h.Page)})
 }

@@ -28,7 +28,7 @@ const (
 	PagePath = "/w/{id}"
 	// SnippetPath is the standalone script.
 	SnippetPath = "/w/dibs-waitroom.js"
-	// AssetPath is the page's other files (page.css, page.js).
+	// AssetPath is the page's other files (page.css, page.js, icon.svg).
 	AssetPath = "/w/assets/{file}"
 )
 
@@ -46,6 +46,7 @@ var files = mustSub(static, "static")
 var assets = map[string]string{
 	"page.css": "text/css; charset=utf-8",
 	"page.js":  "text/javascript; charset=utf-8",
+	"icon.svg": "image/svg+xml",
 }
 
 var pageTemplate = template.Must(template.ParseFS(files, "page.html"))
@@ -172,7 +173,7 @@ func (h *Handler) Page(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// Asset serves GET /w/assets/{file}: page.css and page.js; 404 (plain
+// Asset serves GET /w/assets/{file}: page.css, page.js and icon.svg; 404 (plain
 // text) for anything else.
 func (h *Handler) Asset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
