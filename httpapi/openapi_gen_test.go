@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -123,6 +124,28 @@ func pageOf(desc, member, item, itemsDesc string) J {
 	})
 }
 
+// queuePage is the setting of a waiting room's queue page (GET /w/{id}).
+func queuePage() J {
+	color := func(desc string) J {
+		return J{"type": "string", "pattern": "^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$", "description": desc + ": #rgb or #rrggbb"}
+	}
+	texts := J{}
+	for _, name := range slices.Sorted(maps.Keys(promotion.PageTexts)) {
+		texts[name] = J{"type": "string", "maxLength": promotion.MaxPageText, "description": "default: " + promotion.PageTexts[name]}
+	}
+	return input("the queue page's setting (GET /w/{id}); only with the waiting room enabled; every member optional", nil, J{
+		"title":  J{"type": "string", "maxLength": promotion.MaxPageTitle, "description": "the page's title and heading (default the promotion's name)"},
+		"colors": input("the page's colours", nil, J{"background": color("the background"), "text": color("the text"), "accent": color("the accent")}),
+		"logo_url": J{"type": "string", "format": "uri", "maxLength": promotion.MaxPageURLLength,
+			"description": "an https URL of an image shown above the title"},
+		"texts": input("the page's texts, replacing the defaults by name (text only, never HTML)", nil, texts),
+		"return_url": J{"type": "string", "format": "uri", "maxLength": promotion.MaxPageURLLength,
+			"description": "the shop's page: https, or http on localhost; no fragment. Mode return sends the admitted user there with #entry_token=…&expires_at=…&promotion=…; mode claim links back to it"},
+		"mode": enum("what the page does once the user is admitted: claim at once and show the result (default), or return to return_url with the entry token",
+			promotion.PageModeClaim, promotion.PageModeReturn),
+	})
+}
+
 func schemas() J {
 	waitingRoomIn := input("the waiting room of a first_come promotion", nil, J{
 		"enabled":               boolean("claims need an entry token (default false)"),
@@ -130,6 +153,7 @@ func schemas() J {
 		"entry_ttl_seconds":     integer("how long an entry token is valid (default 300)", 1, 86_400),
 		"abandon_after_seconds": integer("a waiting user who neither joins again nor asks for the status this long loses the place (default 120)", 10, 3_600),
 		"prequeue_seconds":      integer("opens the room this long before starts_at and shuffles everyone who joined until the start once, at the start (default 0 = off; only with enabled)", 0, 86_400),
+		"page":                  schema("QueuePage"),
 	})
 	return J{
 		"Problem": object("an RFC 9457 problem document; clients switch on code", []string{"type", "title", "status", "code"}, J{
@@ -144,6 +168,7 @@ func schemas() J {
 				"a replayed answer (Idempotent-Replayed) is the first one, with the first request's id"),
 		}),
 		"WaitingRoomIn": waitingRoomIn,
+		"QueuePage":     queuePage(),
 		"PromotionCreate": input("a new promotion", nil, J{
 			"id":                         idSchema("generated if absent"),
 			"name":                       str("shown to people"),
@@ -184,6 +209,7 @@ func schemas() J {
 			"prequeue_seconds":      integer("with a prequeue: how long before starts_at the room opens"),
 			"prequeue_seed_sha256":  str("with a prequeue: hex SHA-256 of the shuffle's seed, fixed at creation"),
 			"prequeue_seed":         str("with a prequeue, from starts_at on or once closed: the seed (hex)"),
+			"page":                  schema("QueuePage"),
 			"waiting":               integer("places in line not yet reached by admission"),
 			"admitted":              integer("passes handed out"),
 			"passes_spent":          integer("passes spent by claims"),
@@ -758,6 +784,30 @@ func paths() map[string]map[string]op {
 					"200": J{"description": "the OpenAPI document", "headers": J{"ETag": header("ETag")},
 						"content": J{"application/json": J{"schema": J{"type": "object"}}}},
 					"304": J{"description": "not modified", "headers": J{"ETag": header("ETag")}},
+				}},
+		},
+		"/w/{id}": {
+			"GET": {id: "queuePage", tag: "waiting-room", summary: "The promotion's queue page, for its users", security: openSecurity,
+				desc: "HTML with a strict Content-Security-Policy; the user token comes in the URL fragment (#token=…), never sent to the server with the page. " +
+					"Works only with user tokens configured. See docs/waitroom.md.",
+				params: []J{id},
+				ok: J{
+					"200": J{"description": "the page", "content": J{"text/html": J{"schema": J{"type": "string"}}}},
+					"404": J{"description": "no such promotion, or one without a waiting room (an HTML page)", "content": J{"text/html": J{"schema": J{"type": "string"}}}},
+				},
+				problems: problems{}.with(httpapi.CodeOverloaded, httpapi.CodeUnavailable)},
+		},
+		"/w/dibs-waitroom.js": {
+			"GET": {id: "queueSnippet", tag: "waiting-room", summary: "The standalone script for a shop's own page (DibsWaitroom)", security: openSecurity,
+				desc: "Any origin may load it (Access-Control-Allow-Origin: *). Its API is in docs/waitroom.md.",
+				ok:   J{"200": J{"description": "the script", "content": J{"text/javascript": J{"schema": J{"type": "string"}}}}}},
+		},
+		"/w/assets/{file}": {
+			"GET": {id: "queuePageAsset", tag: "waiting-room", summary: "The queue page's files (page.css, page.js, icon.svg)", security: openSecurity,
+				params: []J{{"name": "file", "in": "path", "required": true, "schema": str("the file's name")}},
+				ok: J{
+					"200": J{"description": "the file", "content": J{"text/css": J{"schema": J{"type": "string"}}, "text/javascript": J{"schema": J{"type": "string"}}, "image/svg+xml": J{"schema": J{"type": "string"}}}},
+					"404": J{"description": "no such file (plain text)", "content": J{"text/plain": J{"schema": J{"type": "string"}}}},
 				}},
 		},
 		"/ui": {

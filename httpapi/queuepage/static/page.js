@@ -102,6 +102,7 @@
       return;
     }
     state('waiting');
+    show('heading', true);
     readStock();
     show('standing', true);
     text('position', Number(st.position).toLocaleString());
@@ -116,6 +117,7 @@
   // join again where joining again gives a new place.
   function over(s, words, again) {
     state(s);
+    show('heading', false);
     show('standing', false);
     show('stock-short', false);
     show('progress', false);
