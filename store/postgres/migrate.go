@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,12 +29,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrateUpTo(ctx, math.MaxInt)
 }
 
-// migrateUpTo is Migrate with the migrations numbered up to version only.
-func (s *Store) migrateUpTo(ctx context.Context, version int) error {
+// migrateUpTo is Migrate with the migrations numbered up to version only,
+// and without those numbered skip (tests make older databases with them).
+func (s *Store) migrateUpTo(ctx context.Context, version int, skip ...int) error {
 	ms, err := sqlstore.Migrations(migrationFS, version)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
+	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return slices.Contains(skip, m.Version) })
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return err

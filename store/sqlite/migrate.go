@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dibsio/dibs/store/internal/sqlstore"
@@ -23,12 +24,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrateUpTo(ctx, math.MaxInt)
 }
 
-// migrateUpTo is Migrate with the migrations numbered up to version only.
-func (s *Store) migrateUpTo(ctx context.Context, version int) error {
+// migrateUpTo is Migrate with the migrations numbered up to version only,
+// and without those numbered skip (tests make older databases with them).
+func (s *Store) migrateUpTo(ctx context.Context, version int, skip ...int) error {
 	ms, err := sqlstore.Migrations(migrationFS, version)
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
+	ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return slices.Contains(skip, m.Version) })
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER NOT NULL PRIMARY KEY,
