@@ -180,6 +180,20 @@ func TestQueuePageBrowser(t *testing.T) {
 		t.Errorf("bob sees the wait %q and %q", wait, short)
 	}
 
+	// A pause shows on the pages of the waiting users.
+	if r := e.admin(t, "PATCH", "/v1/promotions/drop", `{"paused":true}`); r.status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Run(bob, waitJS(textOf("note")+`.includes('paused') && `+textOf("wait")+`.includes('once the sale goes on')`)); err != nil {
+		t.Fatalf("bob's page while paused: %v", err)
+	}
+	if r := e.admin(t, "PATCH", "/v1/promotions/drop", `{"paused":false}`); r.status != http.StatusOK {
+		t.Fatalf("resume: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Run(bob, waitJS(`!`+textOf("note")+`.includes('paused')`)); err != nil {
+		t.Fatalf("bob's page after the resume: %v", err)
+	}
+
 	if res := e.tick(t, "drop"); res.Admitted != 1 {
 		t.Fatalf("tick: %+v, want alice admitted", res)
 	}
@@ -260,6 +274,29 @@ type cutProxy struct {
 	mu      sync.Mutex
 	cut     bool
 	cancels []context.CancelFunc
+	message string // added to the standings read as JSON, when set
+}
+
+// addMessage adds the operator's message to a standing read as JSON.
+func (p *cutProxy) addMessage(res *http.Response) error {
+	p.mu.Lock()
+	msg := p.message
+	p.mu.Unlock()
+	r := res.Request
+	if msg == "" || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/queue/") ||
+		!strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	var st map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		return err
+	}
+	res.Body.Close()
+	st["message"] = msg
+	b, _ := json.Marshal(st)
+	res.Body, res.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+	res.Header.Del("Content-Length")
+	return nil
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -270,6 +307,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	}
 	p := &cutProxy{rp: httputil.NewSingleHostReverseProxy(u)}
 	p.rp.FlushInterval = -1
+	p.rp.ModifyResponse = p.addMessage
 	p.rp.ErrorLog = nil
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
@@ -376,6 +414,15 @@ func TestQueuePageFallback(t *testing.T) {
 		t.Fatalf("the page did not fall back to polling: %v", err)
 	}
 	wait.For(t, 10*time.Second, "the page polls", func() bool { return px.polls.Load() >= polls+2 })
+	// The operator's message, shown as text.
+	const msg = "<b>Back</b> at 10:00 & \"more\""
+	px.mu.Lock()
+	px.message = msg
+	px.mu.Unlock()
+	if err := chromedp.Run(carol, waitJS(`!document.getElementById('message').hidden && `+textOf("message")+fmt.Sprintf(` === %q`, msg)+
+		` && document.querySelector('#message b') === null`)); err != nil {
+		t.Fatalf("the operator's message: %v", err)
+	}
 	if res := e.tick(t, "cut"); res.Admitted != 1 {
 		t.Fatalf("tick: %+v", res)
 	}
