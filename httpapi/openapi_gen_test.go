@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -129,6 +130,28 @@ func roomMessage() J {
 	return J{"type": "string", "maxLength": 280, "description": "a message shown to everyone in line: one line of plain text, at most 280 characters, no control characters (\"\" for none)"}
 }
 
+// queuePage is the setting of a waiting room's queue page (GET /w/{id}).
+func queuePage() J {
+	color := func(desc string) J {
+		return J{"type": "string", "pattern": "^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$", "description": desc + ": #rgb or #rrggbb"}
+	}
+	texts := J{}
+	for _, name := range slices.Sorted(maps.Keys(promotion.PageTexts)) {
+		texts[name] = J{"type": "string", "maxLength": promotion.MaxPageText, "description": "default: " + promotion.PageTexts[name]}
+	}
+	return input("the queue page's setting (GET /w/{id}); only with the waiting room enabled; every member optional", nil, J{
+		"title":  J{"type": "string", "maxLength": promotion.MaxPageTitle, "description": "the page's title and heading (default the promotion's name)"},
+		"colors": input("the page's colours", nil, J{"background": color("the background"), "text": color("the text"), "accent": color("the accent")}),
+		"logo_url": J{"type": "string", "format": "uri", "maxLength": promotion.MaxPageURLLength,
+			"description": "an https URL of an image shown above the title"},
+		"texts": input("the page's texts, replacing the defaults by name (text only, never HTML)", nil, texts),
+		"return_url": J{"type": "string", "format": "uri", "maxLength": promotion.MaxPageURLLength,
+			"description": "the shop's page: https, or http on localhost; no fragment. Mode return sends the admitted user there with #entry_token=…&expires_at=…&promotion=…; mode claim links back to it"},
+		"mode": enum("what the page does once the user is admitted: claim at once and show the result (default), or return to return_url with the entry token",
+			promotion.PageModeClaim, promotion.PageModeReturn),
+	})
+}
+
 func schemas() J {
 	waitingRoomIn := input("the waiting room of a first_come promotion", nil, J{
 		"enabled":               boolean("claims need an entry token (default false)"),
@@ -139,6 +162,7 @@ func schemas() J {
 		"max_active":            integer("the most passes live at once, whatever the rate (default 0 = no cap; only with enabled)", 0, 1_000_000_000),
 		"message":               roomMessage(),
 		"pow_difficulty":        integer("a proof of work each join must bring: leading zero bits of SHA-256 (default 0 = off; only with enabled)", 0, 24),
+		"page":                  schema("QueuePage"),
 	})
 	roomPatch := input("a change of the waiting room's levers while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
 		"admit_per_second": integer("the new rate; admission stays exact across the change: what the old rate allowed until it plus what the new one allows since", 1, 1_000_000),
@@ -169,6 +193,7 @@ func schemas() J {
 			"nonce":     J{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "with a proof of work: the solution of challenge"},
 		}),
 		"WaitingRoomIn": waitingRoomIn,
+		"QueuePage":     queuePage(),
 		"PromotionCreate": input("a new promotion", nil, J{
 			"id":                         idSchema("generated if absent"),
 			"name":                       str("shown to people"),
@@ -213,6 +238,7 @@ func schemas() J {
 			"max_active":            integer("with a cap: the most passes live at once"),
 			"message":               str("with a message: the message shown to everyone in line"),
 			"pow_difficulty":        integer("with a proof of work: the leading zero bits each join's solution must have"),
+			"page":                  schema("QueuePage"),
 			"waiting":               integer("places in line not yet reached by admission"),
 			"admitted":              integer("passes handed out"),
 			"passes_spent":          integer("passes spent by claims"),
@@ -884,6 +910,30 @@ func paths() map[string]map[string]op {
 					"200": J{"description": "the OpenAPI document", "headers": J{"ETag": header("ETag")},
 						"content": J{"application/json": J{"schema": J{"type": "object"}}}},
 					"304": J{"description": "not modified", "headers": J{"ETag": header("ETag")}},
+				}},
+		},
+		"/w/{id}": {
+			"GET": {id: "queuePage", tag: "waiting-room", summary: "The promotion's queue page, for its users", security: openSecurity,
+				desc: "HTML with a strict Content-Security-Policy; the user token comes in the URL fragment (#token=…), never sent to the server with the page. " +
+					"Works only with user tokens configured. See docs/waitroom.md.",
+				params: []J{id},
+				ok: J{
+					"200": J{"description": "the page", "content": J{"text/html": J{"schema": J{"type": "string"}}}},
+					"404": J{"description": "no such promotion, or one without a waiting room (an HTML page)", "content": J{"text/html": J{"schema": J{"type": "string"}}}},
+				},
+				problems: problems{}.with(httpapi.CodeOverloaded, httpapi.CodeUnavailable)},
+		},
+		"/w/dibs-waitroom.js": {
+			"GET": {id: "queueSnippet", tag: "waiting-room", summary: "The standalone script for a shop's own page (DibsWaitroom)", security: openSecurity,
+				desc: "Any origin may load it (Access-Control-Allow-Origin: *). Its API is in docs/waitroom.md.",
+				ok:   J{"200": J{"description": "the script", "content": J{"text/javascript": J{"schema": J{"type": "string"}}}}}},
+		},
+		"/w/assets/{file}": {
+			"GET": {id: "queuePageAsset", tag: "waiting-room", summary: "The queue page's files (page.css, page.js, icon.svg)", security: openSecurity,
+				params: []J{{"name": "file", "in": "path", "required": true, "schema": str("the file's name")}},
+				ok: J{
+					"200": J{"description": "the file", "content": J{"text/css": J{"schema": J{"type": "string"}}, "text/javascript": J{"schema": J{"type": "string"}}, "image/svg+xml": J{"schema": J{"type": "string"}}}},
+					"404": J{"description": "no such file (plain text)", "content": J{"text/plain": J{"schema": J{"type": "string"}}}},
 				}},
 		},
 		"/ui": {

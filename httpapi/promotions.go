@@ -24,6 +24,8 @@ type waitingRoomIn struct {
 	MaxActive     int    `json:"max_active"`
 	Message       string `json:"message"`
 	PowDifficulty int    `json:"pow_difficulty"`
+	// Page is the queue page's setting (GET /w/{id}).
+	Page *promotion.RoomPage `json:"page"`
 }
 
 type promotionIn struct {
@@ -71,10 +73,12 @@ type waitingRoomOut struct {
 	MaxActive     int    `json:"max_active,omitempty"`
 	Message       string `json:"message,omitempty"`
 	PowDifficulty int    `json:"pow_difficulty,omitempty"`
-	Waiting       int64  `json:"waiting"`
-	Admitted      int64  `json:"admitted"`
-	PassesSpent   int64  `json:"passes_spent"`
-	Abandoned     int64  `json:"abandoned"`
+	// Page is the queue page's setting, when one was given.
+	Page        *promotion.RoomPage `json:"page,omitempty"`
+	Waiting     int64               `json:"waiting"`
+	Admitted    int64               `json:"admitted"`
+	PassesSpent int64               `json:"passes_spent"`
+	Abandoned   int64               `json:"abandoned"`
 }
 
 type promotionOut struct {
@@ -139,6 +143,7 @@ func toOut(v promotion.View) promotionOut {
 			MaxActive:           v.WaitingRoom.MaxActive,
 			Message:             v.WaitingRoom.Message,
 			PowDifficulty:       v.WaitingRoom.PowDifficulty,
+			Page:                v.WaitingRoom.Page,
 			Waiting:             v.Room.Waiting,
 			Admitted:            v.Room.Admitted,
 			PassesSpent:         v.Room.PassesSpent,
@@ -233,6 +238,7 @@ func (in promotionIn) toPromotion() (promotion.Promotion, *Problem) {
 			p.WaitingRoom.PrequeueSeconds = *w.PrequeueSeconds
 		}
 		p.WaitingRoom.MaxActive, p.WaitingRoom.Message, p.WaitingRoom.PowDifficulty = w.MaxActive, w.Message, w.PowDifficulty
+		p.WaitingRoom.Page = w.Page
 	}
 	return p, nil
 }

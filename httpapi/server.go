@@ -370,6 +370,7 @@ func (s *Server) routes() {
 	s.route("/metrics", map[string]http.HandlerFunc{"GET": promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP})
 	s.route("/openapi.json", map[string]http.HandlerFunc{"GET": serveOpenAPI})
 	s.uiRoutes()
+	s.pageRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(CodeNotFound, "no such endpoint").write(w, r)
 	})

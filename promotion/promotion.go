@@ -112,6 +112,9 @@ type WaitingRoom struct {
 	// PowDifficulty asks each join for a proof of work of that many
 	// leading zero bits of SHA-256, 0..MaxPowDifficulty, 0 for none.
 	PowDifficulty int
+	// Page is the setting of the room's queue page (GET /w/{id}); nil for
+	// the page's defaults. Only with Enabled.
+	Page *RoomPage
 }
 
 func fromStore(p store.Promotion) Promotion {

@@ -163,6 +163,9 @@ func Normalize(p *Promotion, now time.Time) error {
 			return err
 		}
 	}
+	if err := normalizePage(&p.WaitingRoom); err != nil {
+		return err
+	}
 	return normalizeSegments(p)
 }
 

@@ -56,7 +56,8 @@ func BenchmarkIssueBatch(b *testing.B) {
 }
 
 // TestMigrateFilled applies migration 0011 (issued without a rowid) to a
-// database that holds rows written under 0010.
+// database that holds rows written under 0010 (and the later migrations,
+// which add columns 0011 does not touch).
 func TestMigrateFilled(t *testing.T) {
 	t.Parallel()
 	s, err := sqlite.New(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "dibs.db")})
@@ -64,11 +65,7 @@ func TestMigrateFilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if err := sqlite.MigrateUpTo(t.Context(), s, 10); err != nil {
-		t.Fatal(err)
-	}
-	// The promotions' columns of 0012, which writing a promotion needs.
-	if err := sqlite.MigrateOnly(t.Context(), s, 12); err != nil {
+	if err := sqlite.MigrateSkipping(t.Context(), s, 11); err != nil {
 		t.Fatal(err)
 	}
 	storetest.MigrateFilled(t, s)

@@ -72,7 +72,10 @@ func testCreateGetPromotion(t *testing.T, s store.Store) {
 	full.ClosedAt = full.StartsAt.Add(time.Minute)
 	full.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300,
 		AbandonAfterSeconds: 45, PrequeueSeconds: 600, PrequeueSeed: bytes.Repeat([]byte{0xa5, 0x00, 0xff}, 11)[:32],
-		MaxActive: 250, Message: "Doors open at noon — ünïcode", PowDifficulty: 18}
+		MaxActive: 250, Message: "Doors open at noon — ünïcode", PowDifficulty: 18,
+		Page: &store.RoomPage{Title: `Spring "drop" <b>`, Colors: store.RoomPageColors{Background: "#fff", Accent: "#0a7f5a"},
+			LogoURL: "https://shop.example/logo.png", Texts: map[string]string{"heading": "Line ☂", "sold_out": "Gone"},
+			ReturnURL: "https://shop.example/checkout?from=dibs", Mode: "return"}}
 	full.Drained = true
 	full.ExpectedClaimsPerSecond = 2500
 	full.Segments = 7

@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -42,7 +44,7 @@ const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	drained, waiting_room_abandon_after_seconds, waiting_room_prequeue_seconds,
 	waiting_room_prequeue_seed, archived_at, webhook_url, held, revoke_returns_stock,
 	drained_at, retired_at, expected_claims_per_second, segments,
-	waiting_room_max_active, waiting_room_message, waiting_room_pow_difficulty`
+	waiting_room_max_active, waiting_room_message, waiting_room_pow_difficulty, waiting_room_page`
 
 // PromotionPlaceholders is the VALUES list of an insert of [PromotionCols]:
 // one placeholder per column, made by ph from its 1-based position (so it
@@ -67,7 +69,33 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Held, p.RevokeReturnsStock,
 		tc.EncodeNull(p.DrainedAt), tc.EncodeNull(p.RetiredAt), p.ExpectedClaimsPerSecond, max(p.Segments, 1),
 		p.WaitingRoom.MaxActive, p.WaitingRoom.Message, p.WaitingRoom.PowDifficulty,
+		EncodeRoomPage(p.WaitingRoom.Page),
 	}
+}
+
+// EncodeRoomPage is the text of the waiting_room_page column: the JSON of
+// page, or "" for none.
+func EncodeRoomPage(page *store.RoomPage) string {
+	if page == nil {
+		return ""
+	}
+	b, err := json.Marshal(page)
+	if err != nil {
+		panic(fmt.Sprintf("sqlstore: encode a room page: %v", err)) // strings and a map of strings always encode
+	}
+	return string(b)
+}
+
+// DecodeRoomPage reads the waiting_room_page column back: nil for "".
+func DecodeRoomPage(s string) (*store.RoomPage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var page store.RoomPage
+	if err := json.Unmarshal([]byte(s), &page); err != nil {
+		return nil, fmt.Errorf("decode waiting_room_page: %w", err)
+	}
+	return &page, nil
 }
 
 // ScanPromotion reads a row of [PromotionCols].
@@ -77,6 +105,7 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		starts, ends, created T
 		closed, archived      N
 		drained, retired      N
+		page                  string
 	)
 	if err := row.Scan(&p.ID, &p.Name, &p.Mode, &p.Kind, &p.Stock, &p.PerUserLimit, &p.Value,
 		&starts, &ends, &closed, &created,
@@ -84,7 +113,7 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
 		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock,
 		&drained, &retired, &p.ExpectedClaimsPerSecond, &p.Segments,
-		&p.WaitingRoom.MaxActive, &p.WaitingRoom.Message, &p.WaitingRoom.PowDifficulty); err != nil {
+		&p.WaitingRoom.MaxActive, &p.WaitingRoom.Message, &p.WaitingRoom.PowDifficulty, &page); err != nil {
 		return store.Promotion{}, err
 	}
 	var err error
@@ -107,6 +136,9 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		return store.Promotion{}, err
 	}
 	if p.RetiredAt, err = tc.DecodeNull(retired); err != nil {
+		return store.Promotion{}, err
+	}
+	if p.WaitingRoom.Page, err = DecodeRoomPage(page); err != nil {
 		return store.Promotion{}, err
 	}
 	return p, nil
