@@ -75,6 +75,7 @@ type Service struct {
 	stopped     bool
 	ln          net.Listener
 	hs          *http.Server
+	api         *httpapi.Server // its event streams end when the watcher stops
 	mgr         *promotion.Manager
 	sched       *waitroom.Scheduler     // stopped before the manager
 	watcher     *waitroom.Watcher       // stopped when the HTTP server shuts down, and after the scheduler
@@ -272,6 +273,7 @@ func (s *Service) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.api = api
 	// Read and write deadlines are set per request by the API (a streamed
 	// request pushes them ahead as it goes), so the server sets none.
 	s.hs = &http.Server{
@@ -371,6 +373,13 @@ func (s *Service) closeAll(ctx context.Context) (schedOK, mgrOK bool) {
 		s.sched = nil
 	}
 	s.stopWatcher(ctx)
+	if s.api != nil {
+		wctx, cancel := context.WithTimeout(ctx, SchedulerStopTimeout)
+		if err := s.api.WaitStreams(wctx); err != nil {
+			s.log.Warn("ending the waiting-room event streams", "err", err)
+		}
+		cancel()
+	}
 	if s.mgr != nil {
 		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
 		if err := s.mgr.Stop(mctx); err != nil {
