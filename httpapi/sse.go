@@ -117,15 +117,20 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 	if conn := hijack(w, r, first); conn != nil {
 		detached = true
 		es := &eventStream{w: conn, d: &streamDeadline{conn: conn, window: s.cfg.StreamIdleTimeout}}
+		end := func() {
+			watch.Close()
+			conn.Close()
+			done()
+		}
+		if !es.send(st) || st.Status.Final() {
+			end()
+			return
+		}
 		s.m.SSEStreams.Inc()
 		s.detached.Go(func() {
-			defer func() {
-				s.m.SSEStreams.Dec()
-				watch.Close()
-				conn.Close()
-				done()
-			}()
-			s.follow(es, watch, nil, st)
+			defer end()
+			defer s.m.SSEStreams.Dec()
+			s.follow(es, watch, nil)
 		})
 		return
 	}
@@ -133,8 +138,8 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 	defer s.m.SSEStreams.Dec()
 	w.WriteHeader(http.StatusOK)
 	es := &eventStream{w: w, d: d}
-	if es.write(first) {
-		s.follow(es, watch, r.Context().Done(), st)
+	if es.write(first) && es.send(st) && !st.Status.Final() {
+		s.follow(es, watch, r.Context().Done())
 	}
 }
 
@@ -183,14 +188,11 @@ func hijack(w http.ResponseWriter, r *http.Request, first []byte) net.Conn {
 	return conn
 }
 
-// follow writes st and then the watch's standings and the keep-alives to
-// es until a final standing, a failed write, the watch's end (the Watcher
-// stopped: the client reconnects to an instance that runs) or gone (the
-// client left, as net/http tells; nil for a detached stream).
-func (s *Server) follow(es *eventStream, watch *waitroom.Watch, gone <-chan struct{}, st waitroom.Standing) {
-	if !es.send(st) || st.Status.Final() {
-		return
-	}
+// follow writes the watch's standings and the keep-alives to es until a
+// final standing, a failed write, the watch's end (the Watcher stopped: the
+// client reconnects to an instance that runs) or gone (the client left, as
+// net/http tells; nil for a detached stream).
+func (s *Server) follow(es *eventStream, watch *waitroom.Watch, gone <-chan struct{}) {
 	s.beat.join()
 	defer s.beat.leave()
 	for {
