@@ -229,3 +229,29 @@ func TestWatchSoldOutInOneRead(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcherUsersBound: past WatcherConfig.Users a room's further users
+// are answered by the script, every time, and nothing more is kept.
+func TestWatcherUsersBound(t *testing.T) {
+	t.Parallel()
+	f := setup(t, redistest.Topologies(t)[0], 5)
+	f.open(t, Settings{OpensAt: later})
+	users := f.join(t, 2)
+	w := startWatcher(t, f.rooms, WatcherConfig{Refresh: time.Hour, Users: 1})
+	ctx := context.Background()
+	wait.For(t, 10*time.Second, "u1 answered from the snapshot", func() bool {
+		if _, err := w.Status(ctx, f.id, users[0]); err != nil {
+			t.Fatal(err)
+		}
+		return w.Stats().FromSnapshot > 0
+	})
+	before := w.Stats()
+	for range 3 {
+		if st, err := w.Status(ctx, f.id, users[1]); err != nil || st.Position != 2 {
+			t.Fatalf("u2: %+v, %v", st, err)
+		}
+	}
+	if got := w.Stats(); got.FromScript != before.FromScript+3 || got.FromSnapshot != before.FromSnapshot {
+		t.Fatalf("stats %+v after %+v: want 3 more from the script", got, before)
+	}
+}
