@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,9 +116,6 @@ func BenchmarkSSEStreams(b *testing.B) {
 }
 
 func benchStreams(b *testing.B, n int) {
-	if os.Getenv("DIBS_BENCH_HEAPPROF") != "" {
-		runtime.MemProfileRate = 1
-	}
 	url, client, rooms := watchServer(b, n)
 	hc := &http.Client{}
 	b.Cleanup(hc.CloseIdleConnections)
@@ -142,11 +138,6 @@ func benchStreams(b *testing.B, n int) {
 			b.ReportMetric(float64(int64(mem1.HeapInuse)-int64(mem0.HeapInuse))/float64(n), "heap-B/stream")
 			b.ReportMetric(float64(int64(mem1.StackInuse)-int64(mem0.StackInuse))/float64(n), "stack-B/stream")
 			b.ReportMetric(float64(runtime.NumGoroutine()-g0)/float64(n), "goroutines/stream")
-			if f := os.Getenv("DIBS_BENCH_HEAPPROF"); f != "" {
-				fh, _ := os.Create(f)
-				_ = pprof.WriteHeapProfile(fh)
-				fh.Close()
-			}
 			s0 := redisNow(b, client)
 			time.Sleep(benchIdle) // measuring the idle streams: nothing to wait for
 			s1 := redisNow(b, client)
