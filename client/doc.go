@@ -7,7 +7,8 @@
 //	got, err := c.Claim(ctx, "spring-drop", "u-123", client.IdempotencyKey("order-17"))
 //
 // Every method takes a context and sends one request (the iterators: one
-// per page). A server's refusal is a *Problem (get it with errors.As and
+// per page; WatchQueue follows a waiting user's standing over an event
+// stream, reconnecting and polling as it must). A server's refusal is a *Problem (get it with errors.As and
 // switch on its Code); a request that got no answer is a *RequestError.
 // The client keeps no state between calls and is safe for concurrent use.
 package client

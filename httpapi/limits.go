@@ -8,22 +8,29 @@ import (
 )
 
 // streamDeadline keeps a streamed request's connection deadlines a window
-// ahead of its last line or event. It belongs to the request's goroutine.
+// ahead of its last line or event. It belongs to the goroutine that serves
+// the stream.
 type streamDeadline struct {
 	rc     *http.ResponseController
+	conn   net.Conn // instead of rc: a connection taken over from net/http
 	window time.Duration
 	next   time.Time // the deadlines are pushed again from this time on
 }
 
-// touch pushes the read and write deadlines to now plus the window. Calls
-// within an eighth of the window of the last push do nothing, so a stream
-// of many short lines costs one clock read per line.
+// touch pushes the read and write deadlines to now plus the window (the
+// write deadline only on a connection taken over, which nothing reads).
+// Calls within an eighth of the window of the last push do nothing, so a
+// stream of many short lines costs one clock read per line.
 func (d *streamDeadline) touch() {
 	now := time.Now()
 	if now.Before(d.next) {
 		return
 	}
 	d.next = now.Add(d.window / 8)
+	if d.conn != nil {
+		_ = d.conn.SetWriteDeadline(now.Add(d.window))
+		return
+	}
 	_ = d.rc.SetReadDeadline(now.Add(d.window))
 	_ = d.rc.SetWriteDeadline(now.Add(d.window))
 }

@@ -805,12 +805,12 @@ func paths() map[string]map[string]op {
 		},
 		"/v1/promotions/{id}/queue/{user_id}": {
 			"GET": {id: "getStanding", tag: "waiting-room", summary: "A user's standing in the waiting room (a check-in)", security: userSecurity,
-				desc: "With Accept: text/event-stream the standing as server-sent events (event status, data the JSON form) until the first status other than waiting; one of http.max_streams streamed requests.",
+				desc: "A waiting user's standing comes from the instance's latest read of the room (at most one admission tick old). With Accept: text/event-stream the standing as server-sent events (event status, data the JSON form) until the first status other than waiting; one of http.max_streams streamed requests; over HTTP/1.1 with Connection: close, the stream being the rest of the connection.",
 				params: []J{id, user, {"name": "Accept", "in": "header", "schema": J{"type": "string"},
 					"description": "text/event-stream for the live stream"}},
 				ok: J{"200": J{"description": "the standing", "content": J{
 					"application/json":  J{"schema": schema("Standing")},
-					"text/event-stream": J{"schema": str("retry: 2000, then `event: status` with the JSON standing as data, each time it changes")},
+					"text/event-stream": J{"schema": str("retry: 2000, then `event: status` with the JSON standing as data, each time it changes; a `: keep-alive` comment line every 15 s")},
 				}}},
 				problems: inPromo.with(httpapi.CodeUnauthorized, httpapi.CodeEnded, httpapi.CodeSoldOut)},
 		},

@@ -128,7 +128,9 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookup joins user to promotion id's room (join) or reads the user's
-// standing, checking the user in. ok false means the request was answered
+// standing, checking the user in: through the Watcher when the server has
+// one, which answers a waiting user from the room's latest read and writes
+// the check-in with the next one. ok false means the request was answered
 // with a problem.
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string, join bool) (st waitroom.Standing, ok bool) {
 	rooms := s.cfg.Manager.Rooms()
@@ -137,10 +139,15 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 		return st, false
 	}
 	call := func() (waitroom.Standing, error) {
-		if join {
+		switch {
+		case join:
 			return rooms.Join(r.Context(), id, user)
+		case s.cfg.Watcher != nil:
+			// A waiting user is answered from the room's latest read.
+			return s.cfg.Watcher.Status(r.Context(), id, user)
+		default:
+			return rooms.Status(r.Context(), id, user, true)
 		}
-		return rooms.Status(r.Context(), id, user, true)
 	}
 	st, err := call()
 	if errors.Is(err, waitroom.ErrNotFound) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +34,8 @@ const (
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultWriteTimeout      = 30 * time.Second
 	DefaultStreamIdleTimeout = 60 * time.Second
-	DefaultMaxStreams        = 64
-	DefaultMaxConns          = 10_000
+	DefaultMaxStreams        = 10_000
+	DefaultMaxConns          = 20_000
 	DefaultIdempotencyTTL    = 24 * time.Hour
 )
 
@@ -138,7 +139,9 @@ type Server struct {
 	inflight chan struct{}
 
 	readInflight chan struct{}
-	streams      chan struct{} // one token per running streamed request
+	streams      chan struct{}  // one token per running streamed request
+	beat         *beat          // the keep-alive clock of the event streams
+	detached     sync.WaitGroup // the goroutines of the event streams taken over from net/http
 	edge         *edge.Edge
 	tokens       []AdminToken // the configured admin tokens; read-only
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
@@ -182,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
 		streams:      make(chan struct{}, cfg.MaxStreams),
 		started:      time.Now(),
+		beat:         &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
 	}
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,53 @@ func TestQueueEventsHeartbeat(t *testing.T) {
 	}
 	if beats < 2 {
 		t.Fatalf("%d heartbeats in %s", beats, time.Since(began))
+	}
+}
+
+// plainWriter hides the connection of the writer underneath: it flushes,
+// but cannot be taken over (as over HTTP/2).
+type plainWriter struct{ http.ResponseWriter }
+
+func (w plainWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// TestQueueEventsClientLeaves: a stream whose client hangs up ends on the
+// server, whether its connection was taken over from net/http (noticed at
+// the next keep-alive) or the handler follows it (HTTP/2: noticed at once),
+// and gives its slot back.
+func TestQueueEventsClientLeaves(t *testing.T) {
+	t.Parallel()
+	for _, detached := range []bool{true, false} {
+		t.Run(map[bool]string{true: "detached", false: "in the handler"}[detached], func(t *testing.T) {
+			t.Parallel()
+			e := watched(t, backends[0], func(cfg *httpapi.Config) {
+				cfg.StreamIdleTimeout = 2 * time.Second
+				cfg.MaxStreams = 1
+			})
+			if !detached {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					e.api.ServeHTTP(plainWriter{w}, r)
+				}))
+				t.Cleanup(srv.Close)
+				inner := *e
+				inner.url = srv.URL
+				e = &inner
+			}
+			e.roomed(t, "wr", 5)
+			e.join(t, "wr", "u1")
+			for round := range 2 { // the slot comes back: a second stream opens
+				s, r := e.openEvents(t, "wr", "u1")
+				if s == nil {
+					t.Fatalf("stream %d: %d %s", round, r.status, r.raw)
+				}
+				if s.res.Close != detached { // Connection: close
+					t.Fatalf("connection closes after the answer: %v", s.res.Close)
+				}
+				s.until(t, "waiting")
+				s.res.Body.Close()
+				wait.For(t, 10*time.Second, "the stream's end on the server", func() bool {
+					return strings.Contains(e.do(t, "GET", "/metrics", "").raw, "dibs_waitroom_sse_streams 0")
+				})
+			}
+		})
 	}
 }

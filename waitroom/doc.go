@@ -91,11 +91,17 @@
 //
 // # Watching standings
 //
-// A [Watcher] pushes standings to local watches (a server-sent event stream
-// per user): the scheduler's ticks hand it the users they let in
+// A place never changes while its user waits, and admission moves the line
+// for everyone at once. A [Watcher] reads each room it serves once per tick
+// (a snapshot: cursor, counts, state) and answers every local watch (a
+// server-sent event stream per user) and every status lookup
+// ([Watcher.Status]) of a waiting user from it and the user's place, read
+// once and kept; the users it serves are checked in with its reads, in
+// batches. Users the snapshot cannot answer (let in, used, expired,
+// abandoned, in the prequeue) are answered by the status script. The
+// scheduler's ticks hand the Watcher the users they let in
 // ([Watcher.Admit] as Config.OnAdmit) before they return, and publish a
 // hint on the room's sharded pub/sub channel ([Keys.Events]) after a tick
-// that changed something, on which every instance watching the room
-// re-reads its watched standings in one pipelined round. A periodic re-read,
-// which checks the users in, is the guarantee.
+// that changed something, on which every instance serving the room reads
+// it again. A periodic read is the guarantee.
 package waitroom

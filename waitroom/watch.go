@@ -13,9 +13,13 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// DefaultWatchRefresh is how often a Watcher re-reads the standings it
-// watches when no hint came.
+// DefaultWatchRefresh is how often a Watcher re-reads a room it serves when
+// no hint came.
 const DefaultWatchRefresh = 2 * time.Second
+
+// DefaultWatchUsers is how many users a Watcher keeps the places of per
+// room for status lookups, besides the users it has watches of.
+const DefaultWatchUsers = 100_000
 
 // resubscribeDelay is the pause before a room's hint subscription is made
 // again after it failed.
@@ -38,30 +42,44 @@ func (s Status) Final() bool { return s != StatusWaiting && s != StatusPrequeue 
 
 // WatcherConfig configures a Watcher.
 type WatcherConfig struct {
-	// Refresh is how often the standings watched in a room are re-read, and
-	// their users checked in, when no hint came; a room whose AbandonAfter
-	// is shorter than three times Refresh is re-read every third of it, so
-	// a watching user never loses the place. Defaults to
+	// Refresh is how often a room the Watcher serves is re-read when no
+	// hint came; a room whose AbandonAfter is shorter than three times
+	// Refresh is re-read every third of it. Defaults to
 	// DefaultWatchRefresh (2s).
 	Refresh time.Duration
+	// Users bounds the users of one room whose places the Watcher keeps
+	// for status lookups; past it, lookups of further users are answered
+	// by the status script. Users with a watch open are kept whatever the
+	// bound. Defaults to DefaultWatchUsers (100,000; about 200 bytes each).
+	Users int
 	// Logger receives the watcher's logs (never tokens). Defaults to the
 	// Rooms' Logger.
 	Logger *slog.Logger
 }
 
-// Watcher pushes the changes of users' standings to local watchers (a
-// server-sent event stream per user, say). One goroutine owns what is
-// watched; it does no I/O itself, so it answers at once:
+// Watcher serves the standings of waiting users from one read of each room
+// per tick: the room's cursor, counts and state (a snapshot), shared by
+// every watch and status lookup of the instance, and each user's place,
+// read once and kept (a place never changes while its user waits, and
+// admission moves the line for everyone at once). One goroutine owns the
+// rooms, their snapshots, places and watches; it does no I/O itself, so it
+// answers at once:
 //
+//   - a room is read when it is first served, on every hint (the
+//     scheduler of any instance publishes one on the room's sharded
+//     channel, Keys.Events, after a tick that changed something: an
+//     admission, sold out, a pause), and every Refresh whatever happens;
+//   - each read hands every watch whose answer changed its new standing
+//     (Updates), and answers every Status lookup until the next read;
+//   - the users looked up or watched since their last check-in are checked
+//     in with the next read, in batches (one script call per 100 users),
+//     each user at most every tenth of the room's abandonment time;
+//   - a user the snapshot cannot answer (let in, and so in need of the
+//     pass's token; used, expired, abandoned, in the prequeue, or not
+//     known yet) is answered by the status script, as Rooms.Status does;
 //   - the ticks of this instance's scheduler hand it their admissions
 //     (Admit, as Config.OnAdmit), which it passes to the watches of the
-//     admitted users before Admit returns;
-//   - per room with at least one watch it holds one sharded subscription
-//     (SSUBSCRIBE Keys.Events); on a hint from the scheduler of any
-//     instance it re-reads the standings watched in the room, all of them
-//     in one pipelined round;
-//   - hints are hints only: every room's standings are also re-read every
-//     Refresh, and every re-read checks the users in.
+//     admitted users before Admit returns.
 //
 // A Watch holds the latest standing only: a watcher that reads slowly skips
 // to the newest and never holds up the Watcher or a tick.
@@ -69,14 +87,16 @@ type Watcher struct {
 	rooms *Rooms
 	cfg   WatcherConfig
 
-	// Inputs of the loop goroutine, which owns every watch and room.
+	// Inputs of the loop goroutine, which owns every room, place and watch.
 	subscribe   chan *Watch
 	unsubscribe chan *Watch
 	admit       chan admitMsg
+	asks        chan *ask
 	hints       chan string
-	results     chan refreshResult
+	results     chan roundDone
 
-	watches atomic.Int64 // open watches; written by the loop
+	// Counters written by the loop and the lookups, read by Stats.
+	watches, fromSnapshot, fromScript atomic.Int64
 
 	// mu guards the lifecycle fields.
 	mu      sync.Mutex
@@ -91,6 +111,9 @@ func NewWatcher(rooms *Rooms, cfg WatcherConfig) *Watcher {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultWatchRefresh
 	}
+	if cfg.Users <= 0 {
+		cfg.Users = DefaultWatchUsers
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = rooms.cfg.Logger
 	}
@@ -100,8 +123,9 @@ func NewWatcher(rooms *Rooms, cfg WatcherConfig) *Watcher {
 		subscribe:   make(chan *Watch),
 		unsubscribe: make(chan *Watch),
 		admit:       make(chan admitMsg),
+		asks:        make(chan *ask),
 		hints:       make(chan string),
-		results:     make(chan refreshResult),
+		results:     make(chan roundDone),
 		running:     make(chan struct{}),
 		exited:      make(chan struct{}),
 	}
@@ -127,8 +151,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 
 // Stop stops the watcher: its subscriptions end, the re-reads in flight are
 // cancelled and waited for. Open watches get no more updates (their
-// channels stay open; close them). It returns ctx.Err() if ctx ends first.
-// It is safe to call twice, and before Start.
+// channels stay open; close them), and lookups go to the status script.
+// It returns ctx.Err() if ctx ends first. It is safe to call twice, and
+// before Start.
 func (w *Watcher) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	w.stopped = true
@@ -148,6 +173,20 @@ func (w *Watcher) Stop(ctx context.Context) error {
 
 // Watches is the number of open watches.
 func (w *Watcher) Watches() int64 { return w.watches.Load() }
+
+// WatcherStats counts the Watcher's answers to status lookups.
+type WatcherStats struct {
+	// FromSnapshot is the lookups answered from a room's snapshot and the
+	// user's kept place, with no Redis command.
+	FromSnapshot int64
+	// FromScript is the lookups answered by the status script.
+	FromScript int64
+}
+
+// Stats returns the Watcher's counters.
+func (w *Watcher) Stats() WatcherStats {
+	return WatcherStats{FromSnapshot: w.fromSnapshot.Load(), FromScript: w.fromScript.Load()}
+}
 
 // Watch is one watcher of a user's standing, from Watcher.Watch. Its
 // updates hold the latest standing only.
@@ -182,9 +221,9 @@ func (s *Watch) Close() {
 }
 
 // Watch starts watching userID's standing in promotion id's room. It reads
-// nothing: read the standing once after Watch returns (Rooms.Status), so
-// that no change between the read and the watch is missed. ErrWatcherClosed
-// if the watcher is not running.
+// nothing: read the standing once after Watch returns (Status), so that no
+// change between the read and the watch is missed. An open watch checks
+// its user in. ErrWatcherClosed if the watcher is not running.
 func (w *Watcher) Watch(id, userID string) (*Watch, error) {
 	s := &Watch{promotion: id, user: userID, w: w, c: make(chan Standing, 1)}
 	select {
@@ -198,6 +237,59 @@ func (w *Watcher) Watch(id, userID string) (*Watch, error) {
 	case <-w.exited:
 		return nil, ErrWatcherClosed
 	}
+}
+
+// ask is a status lookup handed to the loop, which answers in st and ok
+// and closes done; or (learn) the standing a lookup read by the status
+// script, for the loop to keep the user's place (done nil).
+type ask struct {
+	id, user string
+	learn    bool
+	st       Standing
+	ok       bool
+	done     chan struct{}
+}
+
+// Status answers userID's standing in promotion id's room and checks the
+// user in, as Rooms.Status(ctx, id, userID, true) does. A user who waits
+// at a place the Watcher knows, in a room it read within the last two
+// periods, is answered from that read with no Redis command, and checked in
+// with the room's next read; any other user (the first lookup, an admitted
+// one who needs the pass's token, …) by the status script, whose answer
+// the Watcher keeps the place of. A stopped Watcher answers every lookup
+// by the script.
+func (w *Watcher) Status(ctx context.Context, id, userID string) (Standing, error) {
+	a := &ask{id: id, user: userID, done: make(chan struct{})}
+	if w.toLoop(ctx, a) {
+		<-a.done // the loop answers at once
+		if a.ok {
+			w.fromSnapshot.Add(1)
+			return a.st, nil
+		}
+	}
+	w.fromScript.Add(1)
+	st, err := w.rooms.Status(ctx, id, userID, true)
+	if err == nil {
+		w.toLoop(ctx, &ask{id: id, user: userID, learn: true, st: st})
+	}
+	return st, err
+}
+
+// toLoop hands a to the loop; false if the loop does not run or ctx ends
+// first.
+func (w *Watcher) toLoop(ctx context.Context, a *ask) bool {
+	select {
+	case <-w.running:
+	default:
+		return false
+	}
+	select {
+	case w.asks <- a:
+		return true
+	case <-w.exited:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // admitMsg hands a tick's admissions to the loop; done is closed once they
@@ -228,169 +320,6 @@ func (w *Watcher) Admit(id string, admitted []Admission) {
 	}
 }
 
-// watchRoom is what the loop keeps of one room with watches.
-type watchRoom struct {
-	id         string
-	users      map[string]map[*Watch]struct{}
-	cancel     context.CancelFunc // ends the room's subscription
-	refreshing bool               // a re-read is in flight
-	dirty      bool               // a hint came during the re-read
-	every      time.Duration      // fallback period of the re-reads
-	due        time.Time          // the next fallback re-read
-}
-
-// refreshResult is a room's re-read, sent by its refresh goroutine.
-type refreshResult struct {
-	room      *watchRoom
-	started   time.Time
-	standings map[string]Standing
-	abandon   time.Duration // the room's AbandonAfter, 0 if unknown
-}
-
-// run is the loop: it owns the rooms and their watches until ctx ends,
-// then waits for the goroutines it started.
-func (w *Watcher) run(ctx context.Context) {
-	rooms := map[string]*watchRoom{}
-	var wg sync.WaitGroup
-	timer := time.NewTimer(w.cfg.Refresh)
-	defer func() {
-		timer.Stop()
-		for _, room := range rooms {
-			room.cancel()
-		}
-		wg.Wait()
-		w.watches.Store(0)
-	}()
-	refresh := func(room *watchRoom) {
-		users := make([]string, 0, len(room.users))
-		for u, ws := range room.users {
-			for s := range ws {
-				if !s.final {
-					users = append(users, u)
-					break
-				}
-			}
-		}
-		room.refreshing, room.dirty = true, false
-		wg.Go(func() { w.refresh(ctx, room, users) })
-	}
-	for {
-		now := time.Now()
-		next := now.Add(w.cfg.Refresh)
-		for _, room := range rooms {
-			if !room.refreshing && room.due.Before(next) {
-				next = room.due
-			}
-		}
-		timer.Reset(max(next.Sub(now), 0))
-		select {
-		case <-ctx.Done():
-			return
-		case s := <-w.subscribe:
-			room := rooms[s.promotion]
-			if room == nil {
-				now := time.Now()
-				rctx, cancel := context.WithCancel(ctx)
-				room = &watchRoom{id: s.promotion, users: map[string]map[*Watch]struct{}{}, cancel: cancel,
-					every: w.cfg.Refresh, due: now}
-				// The first re-read comes at once: it learns the room's
-				// abandonment time, which may call for shorter periods.
-				rooms[s.promotion] = room
-				wg.Go(func() { w.listen(rctx, room.id) })
-			}
-			if room.users[s.user] == nil {
-				room.users[s.user] = map[*Watch]struct{}{}
-			}
-			room.users[s.user][s] = struct{}{}
-			w.watches.Add(1)
-		case s := <-w.unsubscribe:
-			room := rooms[s.promotion]
-			if room == nil {
-				continue
-			}
-			if _, ok := room.users[s.user][s]; !ok {
-				continue
-			}
-			w.watches.Add(-1)
-			delete(room.users[s.user], s)
-			if len(room.users[s.user]) == 0 {
-				delete(room.users, s.user)
-			}
-			if len(room.users) == 0 {
-				room.cancel()
-				delete(rooms, s.promotion)
-			}
-		case m := <-w.admit:
-			if room := rooms[m.id]; room != nil {
-				for _, a := range m.admitted {
-					deliver(room.users[a.Pass.User], Standing{Status: StatusAdmitted, Pass: a.Pass, Token: a.Token})
-				}
-			}
-			close(m.done)
-		case id := <-w.hints:
-			switch room := rooms[id]; {
-			case room == nil:
-			case room.refreshing:
-				room.dirty = true
-			default:
-				refresh(room)
-			}
-		case res := <-w.results:
-			room := res.room
-			if rooms[room.id] != room {
-				continue // the room's watches all closed meanwhile
-			}
-			room.refreshing = false
-			room.every = refreshEvery(w.cfg.Refresh, res.abandon)
-			room.due = res.started.Add(room.every)
-			for u, st := range res.standings {
-				deliver(room.users[u], st)
-			}
-			if room.dirty {
-				refresh(room)
-			}
-		case <-timer.C:
-			now := time.Now()
-			for _, room := range rooms {
-				if !room.refreshing && !room.due.After(now) {
-					refresh(room)
-				}
-			}
-		}
-	}
-}
-
-// refreshEvery is a room's fallback period: refresh, or a third of the
-// room's abandonment time if that is shorter, so that the re-reads (which
-// check the users in) keep every watching user's place. At least 1ms.
-func refreshEvery(refresh, abandon time.Duration) time.Duration {
-	if abandon > 0 && abandon/3 < refresh {
-		refresh = abandon / 3
-	}
-	return max(refresh, time.Millisecond)
-}
-
-// deliver hands st to every watch of a user, replacing a standing not yet
-// read. Watches that got a final standing get nothing more. Called by the
-// loop only, the one sender, so the replacement cannot block.
-func deliver(watches map[*Watch]struct{}, st Standing) {
-	for s := range watches {
-		if s.final {
-			continue
-		}
-		select {
-		case s.c <- st:
-		default:
-			select {
-			case <-s.c:
-			default:
-			}
-			s.c <- st
-		}
-		s.final = st.Status.Final()
-	}
-}
-
 // listen holds room id's hint subscription until ctx ends, subscribing
 // again after a failure, and passes each hint to the loop.
 func (w *Watcher) listen(ctx context.Context, id string) {
@@ -416,21 +345,6 @@ func (w *Watcher) listen(ctx context.Context, id string) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-// refresh re-reads the standings of users in room, checking them in, in
-// one pipelined round, and sends them to the loop.
-func (w *Watcher) refresh(ctx context.Context, room *watchRoom, users []string) {
-	res := refreshResult{room: room, started: time.Now()}
-	var err error
-	res.standings, res.abandon, err = w.rooms.statuses(ctx, room.id, users)
-	if err != nil && ctx.Err() == nil {
-		w.cfg.Logger.Warn("waiting room watch", "promotion", room.id, "err", err)
-	}
-	select {
-	case w.results <- res:
-	case <-ctx.Done():
 	}
 }
 

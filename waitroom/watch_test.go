@@ -267,7 +267,7 @@ func TestRefreshEvery(t *testing.T) {
 func TestDeliverLatestWins(t *testing.T) {
 	t.Parallel()
 	s := &Watch{c: make(chan Standing, 1)}
-	ws := map[*Watch]struct{}{s: {}}
+	ws := []*Watch{s}
 	deliver(ws, Standing{Status: StatusWaiting, Position: 3})
 	deliver(ws, Standing{Status: StatusWaiting, Position: 2})
 	if st := <-s.c; st.Position != 2 {

@@ -76,7 +76,7 @@ type Service struct {
 	stopped     bool
 	ln          net.Listener
 	hs          *http.Server
-	api         *httpapi.Server // its dashboard sampling stops after the HTTP server
+	api         *httpapi.Server // its dashboard sampling stops after the HTTP server; its event streams end when the watcher stops
 	mgr         *promotion.Manager
 	sched       *waitroom.Scheduler     // stopped before the manager
 	watcher     *waitroom.Watcher       // stopped when the HTTP server shuts down, and after the scheduler
@@ -398,6 +398,13 @@ func (s *Service) closeAll(ctx context.Context) (schedOK, mgrOK bool) {
 		s.sched = nil
 	}
 	s.stopWatcher(ctx)
+	if s.api != nil {
+		wctx, cancel := context.WithTimeout(ctx, SchedulerStopTimeout)
+		if err := s.api.WaitStreams(wctx); err != nil {
+			s.log.Warn("ending the waiting-room event streams", "err", err)
+		}
+		cancel()
+	}
 	if s.mgr != nil {
 		mctx, cancel := context.WithTimeout(ctx, ConsumersStopTimeout)
 		if err := s.mgr.Stop(mctx); err != nil {
