@@ -113,10 +113,11 @@ func (t *tally) add(r result) {
 // runner holds what one Run needs; everything in it is read-only once the
 // claims start, except the tally, which only the run's own goroutine writes.
 type runner struct {
-	cfg    Config
-	client *http.Client   // the claims' and the waiting room's requests: the hot loop
-	api    *client.Client // everything else: create, read, spot checks
-	claims string         // URL of the promotion's claims endpoint
+	cfg      Config
+	client   *http.Client   // the claims' and the waiting room's requests: the hot loop
+	api      *client.Client // everything else: create, read, spot checks
+	claims   string         // URL of the promotion's claims endpoint
+	inFlight int            // the most claims in flight at once
 }
 
 // Run creates a promotion on cfg.Target, fires the claims, waits for the
@@ -133,26 +134,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.PromotionID == "" {
 		cfg.PromotionID = newPromotionID()
 	}
-	inFlight := cfg.Concurrency
-	if cfg.Waves > 0 && !cfg.WaitingRoom {
-		inFlight = ceilDiv(cfg.Users*cfg.Repeat, cfg.Waves)
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		tr := newTransport(inFlight)
-		defer tr.CloseIdleConnections()
-		hc = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
-	}
-	api, err := client.New(cfg.Target, client.WithAdminToken(cfg.AdminToken), client.WithHTTPClient(hc), client.WithUserAgent("dibs-bench"))
+	r, closeIdle, err := newRunner(cfg)
 	if err != nil {
-		return Report{}, fmt.Errorf("%w: Target: %v", ErrInvalidConfig, err)
+		return Report{}, err
 	}
-	r := &runner{
-		cfg:    cfg,
-		client: hc,
-		api:    api,
-		claims: cfg.Target + "/v1/promotions/" + url.PathEscape(cfg.PromotionID) + "/claims",
-	}
+	defer closeIdle()
 
 	if err := r.createPromotion(ctx); err != nil {
 		return Report{}, err
@@ -161,15 +147,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	t := newTally()
 	start := time.Now()
-	var room *RoomReport
-	switch {
-	case cfg.WaitingRoom:
-		room = r.runRoom(ctx, t)
-	case cfg.Waves > 0:
-		r.runWaves(ctx, t)
-	default:
-		r.runSteady(ctx, t)
-	}
+	room := r.fire(ctx, t)
 	claimsDone := time.Now()
 	if err := ctx.Err(); err != nil {
 		return Report{}, fmt.Errorf("claims: %w", err)
@@ -186,7 +164,56 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return Report{}, err
 		}
 	}
+	return r.report(t, conf, spots, room, claimsDone.Sub(start)), nil
+}
 
+// newRunner makes the HTTP clients of a run of cfg (checked and with its
+// promotion id): closeIdle closes the idle connections of the transport it
+// made, if it made one.
+func newRunner(cfg Config) (r *runner, closeIdle func(), err error) {
+	inFlight := cfg.Concurrency
+	if cfg.Waves > 0 && !cfg.WaitingRoom {
+		inFlight = ceilDiv(cfg.Users*cfg.Repeat, cfg.Waves)
+	}
+	closeIdle = func() {}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := newTransport(inFlight)
+		closeIdle = tr.CloseIdleConnections
+		hc = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
+	}
+	api, err := client.New(cfg.Target, client.WithAdminToken(cfg.AdminToken), client.WithHTTPClient(hc), client.WithUserAgent("dibs-bench"))
+	if err != nil {
+		closeIdle()
+		return nil, nil, fmt.Errorf("%w: Target: %v", ErrInvalidConfig, err)
+	}
+	return &runner{
+		cfg:      cfg,
+		client:   hc,
+		api:      api,
+		claims:   cfg.Target + "/v1/promotions/" + url.PathEscape(cfg.PromotionID) + "/claims",
+		inFlight: inFlight,
+	}, closeIdle, nil
+}
+
+// fire sends the claims the way the configuration asks: through the
+// waiting room (whose report it returns), in waves, or as a steady stream.
+func (r *runner) fire(ctx context.Context, t *tally) *RoomReport {
+	switch {
+	case r.cfg.WaitingRoom:
+		return r.runRoom(ctx, t)
+	case r.cfg.Waves > 0:
+		r.runWaves(ctx, t)
+	default:
+		r.runSteady(ctx, t)
+	}
+	return nil
+}
+
+// report puts together what the clients saw (t), what the server
+// confirmed (conf) and the spot checks, with the invariants' checks.
+func (r *runner) report(t *tally, conf confirmation, spots []spotResult, room *RoomReport, elapsed time.Duration) Report {
+	cfg := r.cfg
 	rep := Report{
 		Target:       cfg.Target,
 		PromotionID:  cfg.PromotionID,
@@ -195,9 +222,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		PerUserLimit: cfg.PerUserLimit,
 		Repeat:       cfg.Repeat,
 		Waves:        cfg.Waves,
-		Concurrency:  inFlight,
+		Concurrency:  r.inFlight,
 		Claims:       cfg.Users * cfg.Repeat,
-		Elapsed:      claimsDone.Sub(start),
+		Elapsed:      elapsed,
 		Latency:      latencyOf(t.hist),
 		Accepted:     int64(len(t.accepted)),
 		Rejected:     map[string]int{},
@@ -219,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if room != nil {
 		rep.Checks = append(rep.Checks, checkRoom(int64(len(t.accepted)), room, conf.known))
 	}
-	return rep, nil
+	return rep
 }
 
 func (r *runner) checks(t *tally, conf confirmation, spots []spotResult) []Check {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/dibsio/dibs/ident"
 )
 
 // Defaults for [Config]. The stock, user and wave numbers are those of the
@@ -199,8 +201,8 @@ func (c Config) validate() error {
 	if c.AdminToken == "" {
 		return bad("AdminToken", "is required")
 	}
-	if c.PromotionID != "" && !validID(c.PromotionID) {
-		return bad("PromotionID", "%q must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit", c.PromotionID)
+	if c.PromotionID != "" && !ident.Valid(c.PromotionID) {
+		return bad("PromotionID", "%q must be "+ident.Rule, c.PromotionID)
 	}
 	if c.Stock < 1 || c.Stock > 1_000_000_000 {
 		return bad("Stock", "must be 1..1,000,000,000, got %d", c.Stock)
@@ -228,7 +230,7 @@ func (c Config) validate() error {
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		return bad("Concurrency", "must be 1..%d, got %d", MaxConcurrency, c.Concurrency)
 	}
-	if !validID(c.UserPrefix + fmt.Sprint(c.Users)) {
+	if !ident.Valid(c.UserPrefix + fmt.Sprint(c.Users)) {
 		return bad("UserPrefix", "%q does not make valid user ids", c.UserPrefix)
 	}
 	if c.ConfirmTimeout < 0 {
@@ -259,25 +261,6 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
-}
-
-// validID reports whether s is an identifier as the API defines it: 1-64
-// characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
-func validID(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if i == 0 && !alnum {
-			return false
-		}
-		if !alnum && !strings.ContainsRune("_-.:@", rune(c)) {
-			return false
-		}
-	}
-	return true
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -60,15 +60,3 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestValidID(t *testing.T) {
-	t.Parallel()
-	for id, want := range map[string]bool{
-		"a": true, "u-123": true, "A.b:c@d_e": true, "9": true, strings.Repeat("x", 64): true,
-		"": false, "-a": false, "_a": false, "a b": false, "a/b": false, "é": false, strings.Repeat("x", 65): false,
-	} {
-		if got := validID(id); got != want {
-			t.Errorf("validID(%q) = %v, want %v", id, got, want)
-		}
-	}
-}

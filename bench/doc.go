@@ -1,4 +1,6 @@
-// Package bench is the load generator behind `dibs bench` and `dibs demo`.
+// Package bench is the load generator behind `dibs bench` and `dibs demo`:
+// it fires claims at a running server and checks, from what the clients saw,
+// that none was oversold, lost or issued twice.
 //
 // It works purely over the public HTTP API: [Run] creates a first-come
 // promotion with the admin token, fires claims for a set of users (in waves

@@ -238,7 +238,30 @@ func (r Report) WriteJSON(w io.Writer) error {
 // line per check and a verdict.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "promotion %s at %s\n", r.PromotionID, r.Target)
+	r.writeShape(&b)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	r.writeFigures(tw)
+	if r.Room != nil {
+		r.Room.writeFigures(tw, r.Accepted)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if r.Winners != nil {
+		writeWinners(&b, r.Winners)
+	}
+	if err := r.writeChecks(&b); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// writeShape writes the heading: the promotion, and the load sent to it.
+func (r Report) writeShape(b *strings.Builder) {
+	fmt.Fprintf(b, "promotion %s at %s\n", r.PromotionID, r.Target)
 	shape := fmt.Sprintf("%d workers", r.Concurrency)
 	switch {
 	case r.Room != nil:
@@ -250,10 +273,13 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Repeat > 1 {
 		repeat = fmt.Sprintf(", %d claims each", r.Repeat)
 	}
-	fmt.Fprintf(&b, "stock %s, %s users%s, per-user limit %d, %s\n\n",
+	fmt.Fprintf(b, "stock %s, %s users%s, per-user limit %d, %s\n\n",
 		thousands(int64(r.Stock)), thousands(int64(r.Users)), repeat, r.PerUserLimit, shape)
+}
 
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+// writeFigures writes the claims' figures, one key/value line each:
+// throughput, latency, outcomes, issuance and the server's counts.
+func (r Report) writeFigures(tw io.Writer) {
 	fmt.Fprintf(tw, "claims\t%s in %s (%s claims/s)\n", thousands(int64(r.Claims)), human(r.Elapsed), thousands(int64(r.Throughput()+0.5)))
 	fmt.Fprintf(tw, "latency\tp50 %s, p99 %s, p99.9 %s, max %s\n",
 		msText(r.Latency.P50), msText(r.Latency.P99), msText(r.Latency.P999), msText(r.Latency.Max))
@@ -274,38 +300,38 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "server counts\taccepted %d, pending %d, issued %d, failed %d, remaining %d\n",
 		r.Server.Accepted, r.Server.Pending, r.Server.Issued, r.Server.Failed, r.Server.Remaining)
-	if rm := r.Room; rm != nil {
-		fmt.Fprintf(tw, "waiting room\t%s joined, %s admitted, %s claimed, %s sold out in line, in %s\n",
-			thousands(int64(rm.Joined)), thousands(int64(rm.Admitted)), thousands(r.Accepted), thousands(int64(rm.SoldOut)), human(rm.Elapsed))
-		if len(rm.InLine) > 0 {
-			var parts []string
-			for _, k := range sortedKeys(rm.InLine) {
-				parts = append(parts, fmt.Sprintf("%s %d", k, rm.InLine[k]))
-			}
-			fmt.Fprintf(tw, "left the line\t%s\n", strings.Join(parts, ", "))
-		}
-		fmt.Fprintf(tw, "joins\t%s in %s (%s joins/s), p50 %s, p99 %s\n", thousands(int64(rm.Joined)), human(rm.JoinElapsed),
-			thousands(int64(rm.JoinsPerSecond()+0.5)), msText(rm.JoinLatency.P50), msText(rm.JoinLatency.P99))
-		fmt.Fprintf(tw, "status lookups\t%s (%s lookups/s), p50 %s, p99 %s\n", thousands(int64(rm.Lookups)),
-			thousands(int64(rm.LookupsPerSecond()+0.5)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
-		if rm.MeasuredRate > 0 {
-			fmt.Fprintf(tw, "admission rate\t%.1f/s measured over %s (%d samples), configured %d/s: %+.1f%%\n",
-				rm.MeasuredRate, human(rm.RateWindow), rm.RateSamples, rm.AdmitPerSecond, 100*rm.RateError())
-		} else {
-			fmt.Fprintf(tw, "admission rate\tnot measured: admission ran too briefly (%d samples), configured %d/s\n", rm.RateSamples, rm.AdmitPerSecond)
-		}
-		fmt.Fprintf(tw, "server room\twaiting %d, admitted %d, passes spent %d, abandoned %d\n",
-			rm.Server.Waiting, rm.Server.Admitted, rm.Server.PassesSpent, rm.Server.Abandoned)
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	if r.Winners != nil {
-		writeWinners(&b, r.Winners)
-	}
+}
 
+// writeFigures writes the waiting room's figures, one key/value line each;
+// accepted is the claims the run had accepted.
+func (rm *RoomReport) writeFigures(tw io.Writer, accepted int64) {
+	fmt.Fprintf(tw, "waiting room\t%s joined, %s admitted, %s claimed, %s sold out in line, in %s\n",
+		thousands(int64(rm.Joined)), thousands(int64(rm.Admitted)), thousands(accepted), thousands(int64(rm.SoldOut)), human(rm.Elapsed))
+	if len(rm.InLine) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(rm.InLine) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, rm.InLine[k]))
+		}
+		fmt.Fprintf(tw, "left the line\t%s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(tw, "joins\t%s in %s (%s joins/s), p50 %s, p99 %s\n", thousands(int64(rm.Joined)), human(rm.JoinElapsed),
+		thousands(int64(rm.JoinsPerSecond()+0.5)), msText(rm.JoinLatency.P50), msText(rm.JoinLatency.P99))
+	fmt.Fprintf(tw, "status lookups\t%s (%s lookups/s), p50 %s, p99 %s\n", thousands(int64(rm.Lookups)),
+		thousands(int64(rm.LookupsPerSecond()+0.5)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
+	if rm.MeasuredRate > 0 {
+		fmt.Fprintf(tw, "admission rate\t%.1f/s measured over %s (%d samples), configured %d/s: %+.1f%%\n",
+			rm.MeasuredRate, human(rm.RateWindow), rm.RateSamples, rm.AdmitPerSecond, 100*rm.RateError())
+	} else {
+		fmt.Fprintf(tw, "admission rate\tnot measured: admission ran too briefly (%d samples), configured %d/s\n", rm.RateSamples, rm.AdmitPerSecond)
+	}
+	fmt.Fprintf(tw, "server room\twaiting %d, admitted %d, passes spent %d, abandoned %d\n",
+		rm.Server.Waiting, rm.Server.Admitted, rm.Server.PassesSpent, rm.Server.Abandoned)
+}
+
+// writeChecks writes one line per check, then the verdict.
+func (r Report) writeChecks(b *strings.Builder) error {
 	b.WriteString("\nchecks\n")
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	passed := 0
 	for _, c := range r.Checks {
 		if c.Status == Pass {
@@ -314,19 +340,16 @@ func (r Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", strings.ToUpper(string(c.Status)), c.Title, c.Detail)
 	}
 	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write report: %w", err)
+		return err
 	}
 	if r.OK() {
-		fmt.Fprintf(&b, "\nOK: %d of %d checks passed", passed, len(r.Checks))
+		fmt.Fprintf(b, "\nOK: %d of %d checks passed", passed, len(r.Checks))
 		if skipped := len(r.Checks) - passed; skipped > 0 {
-			fmt.Fprintf(&b, ", %d skipped", skipped)
+			fmt.Fprintf(b, ", %d skipped", skipped)
 		}
 		b.WriteString("\n")
 	} else {
-		fmt.Fprintf(&b, "\nFAILED: %s\n", strings.Join(r.Failed(), ", "))
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write report: %w", err)
+		fmt.Fprintf(b, "\nFAILED: %s\n", strings.Join(r.Failed(), ", "))
 	}
 	return nil
 }

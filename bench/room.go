@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -111,7 +112,6 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 	cfg := r.cfg
 	ctx, cancel := context.WithTimeout(ctx, cfg.RoomTimeout)
 	defer cancel()
-	rep := &RoomReport{AdmitPerSecond: cfg.AdmitPerSecond, InLine: map[string]int{}}
 	sem := make(chan struct{}, cfg.Concurrency)
 	events := make(chan roomEvent, cfg.Concurrency)
 
@@ -120,7 +120,7 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 	var bg sync.WaitGroup
 	bg.Go(func() { samples <- r.sampleAdmitted(sampleCtx) })
 
-	start := time.Now()
+	c := newRoomCount(cfg, t)
 	var users sync.WaitGroup
 	for u := range cfg.Users {
 		users.Go(func() { r.roomUser(ctx, u, sem, events) })
@@ -130,16 +130,8 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 		close(events)
 	})
 
-	joinHist := hdrhistogram.New(histMin, histMax, histSigFigs)
-	lookupHist := hdrhistogram.New(histMin, histMax, histSigFigs)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	joinsAnswered, done, accepted := 0, 0, 0
-	var lastJoin time.Time
-	progress := func() {
-		fmt.Fprintf(cfg.Progress, "room: %d joined, %d admitted, %d claimed, %d sold out in line, %d of %d users done (%s)\n",
-			rep.Joined, rep.Admitted, accepted, rep.SoldOut, done, cfg.Users, human(time.Since(start)))
-	}
 	for open := true; open; {
 		select {
 		case ev, ok := <-events:
@@ -147,47 +139,84 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 				open = false
 				break
 			}
-			switch ev.kind {
-			case "join":
-				recordLatency(joinHist, ev.latency)
-				joinsAnswered++
-				if ev.ok {
-					rep.Joined++
-				}
-				if joinsAnswered == cfg.Users {
-					lastJoin = time.Now()
-				}
-			case "lookup":
-				recordLatency(lookupHist, ev.latency)
-				rep.Lookups++
-			case "admitted":
-				rep.Admitted++
-			case "done":
-				done++
-				t.add(ev.res)
-				switch {
-				case ev.res.outcome == OutcomeAccepted:
-					accepted++
-				case ev.res.inLine && ev.res.outcome == "sold_out":
-					rep.SoldOut++
-				case ev.res.inLine:
-					rep.InLine[ev.res.outcome]++
-				}
-			}
+			c.add(ev)
 		case <-tick.C:
-			progress()
+			c.progress(cfg.Progress)
 		}
 	}
-	rep.Elapsed = time.Since(start)
+	rep := c.rep
+	rep.Elapsed = time.Since(c.start)
 	stopSampling()
 	rep.MeasuredRate, rep.RateWindow, rep.RateSamples = admissionRate(<-samples)
 	bg.Wait()
-	progress()
-	if !lastJoin.IsZero() {
-		rep.JoinElapsed = lastJoin.Sub(start)
+	c.progress(cfg.Progress)
+	if !c.lastJoin.IsZero() {
+		rep.JoinElapsed = c.lastJoin.Sub(c.start)
 	}
-	rep.JoinLatency, rep.LookupLatency = latencyOf(joinHist), latencyOf(lookupHist)
+	rep.JoinLatency, rep.LookupLatency = latencyOf(c.joinHist), latencyOf(c.lookupHist)
 	return rep
+}
+
+// roomCount is what runRoom counts from the users' events; runRoom's
+// goroutine owns it.
+type roomCount struct {
+	rep                  *RoomReport
+	t                    *tally // the claims' outcomes
+	users                int
+	start                time.Time
+	joinHist, lookupHist *hdrhistogram.Histogram
+	joinsAnswered        int
+	done, accepted       int       // users done, claims accepted
+	lastJoin             time.Time // when the last join was answered
+}
+
+func newRoomCount(cfg Config, t *tally) *roomCount {
+	return &roomCount{
+		rep:        &RoomReport{AdmitPerSecond: cfg.AdmitPerSecond, InLine: map[string]int{}},
+		t:          t,
+		users:      cfg.Users,
+		start:      time.Now(),
+		joinHist:   hdrhistogram.New(histMin, histMax, histSigFigs),
+		lookupHist: hdrhistogram.New(histMin, histMax, histSigFigs),
+	}
+}
+
+// add counts one event.
+func (c *roomCount) add(ev roomEvent) {
+	rep := c.rep
+	switch ev.kind {
+	case "join":
+		recordLatency(c.joinHist, ev.latency)
+		c.joinsAnswered++
+		if ev.ok {
+			rep.Joined++
+		}
+		if c.joinsAnswered == c.users {
+			c.lastJoin = time.Now()
+		}
+	case "lookup":
+		recordLatency(c.lookupHist, ev.latency)
+		rep.Lookups++
+	case "admitted":
+		rep.Admitted++
+	case "done":
+		c.done++
+		c.t.add(ev.res)
+		switch {
+		case ev.res.outcome == OutcomeAccepted:
+			c.accepted++
+		case ev.res.inLine && ev.res.outcome == "sold_out":
+			rep.SoldOut++
+		case ev.res.inLine:
+			rep.InLine[ev.res.outcome]++
+		}
+	}
+}
+
+// progress writes one progress line to w.
+func (c *roomCount) progress(w io.Writer) {
+	fmt.Fprintf(w, "room: %d joined, %d admitted, %d claimed, %d sold out in line, %d of %d users done (%s)\n",
+		c.rep.Joined, c.rep.Admitted, c.accepted, c.rep.SoldOut, c.done, c.users, human(time.Since(c.start)))
 }
 
 // roomUser is one user's way through the room. It ends with exactly one
@@ -199,43 +228,8 @@ func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events 
 	inLine := func(outcome, detail string) {
 		events <- roomEvent{kind: "done", res: result{user: u, inLine: true, outcome: outcome, detail: detail}}
 	}
-	send := func(method, target string, body []byte) (standing, string, string) {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return standing{}, "timed_out", ctx.Err().Error()
-		}
-		began := time.Now()
-		code, data, err := r.do(ctx, method, target, body, false)
-		took := time.Since(began)
-		<-sem
-		kind := "lookup"
-		if method == http.MethodPost {
-			kind = "join"
-		}
-		var st standing
-		outcome, detail := "", ""
-		switch {
-		case err != nil && ctx.Err() != nil:
-			outcome, detail = "timed_out", ctx.Err().Error()
-		case err != nil:
-			outcome, detail = OutcomeTransportError, err.Error()
-		case code == http.StatusOK || code == http.StatusAccepted:
-			if json.Unmarshal(data, &st) != nil || st.Status == "" {
-				outcome, detail = OutcomeBadResponse, "standing without status: "+snippet(data)
-			}
-		default:
-			p := apiError(kind, code, data)
-			outcome, detail = p.Code, p.Error()
-			if p.Code == "" {
-				outcome = fmt.Sprintf("http_%d", code)
-			}
-		}
-		events <- roomEvent{kind: kind, latency: took, ok: outcome == ""}
-		return st, outcome, detail
-	}
 
-	st, outcome, detail := send(http.MethodPost, queue, body)
+	st, outcome, detail := r.roomRequest(ctx, sem, events, http.MethodPost, queue, body)
 	for {
 		if outcome != "" {
 			inLine(outcome, detail)
@@ -268,7 +262,7 @@ func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events 
 				inLine("timed_out", fmt.Sprintf("still waiting at position %d", st.Position))
 				return
 			}
-			st, outcome, detail = send(http.MethodGet, status, nil)
+			st, outcome, detail = r.roomRequest(ctx, sem, events, http.MethodGet, status, nil)
 		case "sold_out":
 			inLine("sold_out", "")
 			return
@@ -277,6 +271,43 @@ func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events 
 			return
 		}
 	}
+}
+
+// roomRequest sends a join (POST) or a standing lookup (GET) within the
+// bound of sem, reports its latency as an event, and returns the standing
+// read, or the outcome code and detail of a failure.
+func (r *runner) roomRequest(ctx context.Context, sem chan struct{}, events chan<- roomEvent, method, target string, body []byte) (st standing, outcome, detail string) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return standing{}, "timed_out", ctx.Err().Error()
+	}
+	began := time.Now()
+	code, data, err := r.do(ctx, method, target, body, false)
+	took := time.Since(began)
+	<-sem
+	kind := "lookup"
+	if method == http.MethodPost {
+		kind = "join"
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		outcome, detail = "timed_out", ctx.Err().Error()
+	case err != nil:
+		outcome, detail = OutcomeTransportError, err.Error()
+	case code == http.StatusOK || code == http.StatusAccepted:
+		if json.Unmarshal(data, &st) != nil || st.Status == "" {
+			outcome, detail = OutcomeBadResponse, "standing without status: "+snippet(data)
+		}
+	default:
+		p := apiError(kind, code, data)
+		outcome, detail = p.Code, p.Error()
+		if p.Code == "" {
+			outcome = fmt.Sprintf("http_%d", code)
+		}
+	}
+	events <- roomEvent{kind: kind, latency: took, ok: outcome == ""}
+	return st, outcome, detail
 }
 
 // rateSample is the server's admitted count at a time.

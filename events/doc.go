@@ -1,5 +1,7 @@
-// Package events delivers the outbox's events (see [store.EventLog]) to
-// webhook subscribers, at least once.
+// Package events tells other systems what happened — a claim issued, failed
+// or voided, a promotion opened, sold out or ended — by POSTing each event
+// the database recorded (its outbox, [store.EventLog]) to the configured
+// webhook subscribers, signed, at least once.
 //
 // A [Deliverer] runs one goroutine per configured [Subscriber]. Across
 // instances, one at a time delivers for a subscriber: the one holding the

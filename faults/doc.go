@@ -1,5 +1,6 @@
-// Package faults is the fault-injection suite of dibs. It holds no code of
-// its own outside its tests: they run real `dibs serve` processes against a
+// Package faults breaks running dibs processes on purpose and checks that no
+// claim was oversold, lost or issued twice. It holds no code of its own
+// outside its tests: they run real `dibs serve` processes against a
 // real redis-server and PostgreSQL, put in-process Toxiproxy proxies between
 // them, break things — kill -9 of dibs or of redis-server, Redis or the
 // database unreachable, read-only or slow, one instance partitioned from

@@ -1,8 +1,10 @@
-// Package promotion runs promotions: it validates and creates them, keeps
-// their Redis gate state in step with the database, starts and stops the
-// confirmation pool of each promotion on the stream runtime, and issues
-// accepted claims into the database exactly once, each with what its
-// promotion's kind gives it ([Config.Issuers], package issue).
+// Package promotion runs promotions — limited stocks of coupons, vouchers or
+// points that users claim first come, first served, within a time window —
+// from the claim to the row in the database. It validates and creates
+// promotions, keeps their Redis gate state in step with the database, starts
+// and stops the confirmation pool of each promotion on the stream runtime,
+// and issues accepted claims into the database exactly once, each with what
+// its promotion's kind gives it ([Config.Issuers], package issue).
 //
 // A [Manager] is the one entry point the HTTP API (or an embedding program)
 // needs. On Start it finds the promotions that are not drained from the

@@ -38,7 +38,15 @@ const (
 // DefaultPrefix is the Redis key prefix when Config.Prefix is empty.
 const DefaultPrefix = claim.DefaultPrefix
 
-// Promotion is a promotion's definition.
+// Promotion is one promotion: a limited stock of Stock units of one Kind
+// (coupon codes, vouchers, points, or codes from a partner's webhook; Value
+// is a code's value or the points each claim gives) that users claim
+// between StartsAt and EndsAt, at most PerUserLimit each, first come first
+// served (ModeFirstCome) or granted to users an admin lists (ModeGrant).
+// ID names it in every key, route and claim id; Name is for people.
+// [Manager.Create] fills in what is left zero (see [Normalize]); the times
+// the Manager records as the promotion lives (CreatedAt, ClosedAt,
+// ArchivedAt, RetiredAt) are not the caller's to set.
 type Promotion struct {
 	ID           string
 	Name         string

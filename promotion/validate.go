@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/ident"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -40,24 +41,10 @@ const (
 	MaxPowDifficulty = waitroom.MaxPowDifficulty
 )
 
-// ValidID reports whether s is a valid promotion or user id: 1–64
+// ValidID reports whether s is a valid promotion or user id. It is
+// [ident.Valid], the rule every identifier in dibs follows: 1–64
 // characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
-// It runs on every claim, so it is a plain loop rather than a regexp.
-func ValidID(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '_' || c == '-' || c == '.' || c == ':' || c == '@'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return ident.Valid(s) }
 
 // ValidationError names the field of a promotion definition that is wrong.
 type ValidationError struct {

@@ -1,5 +1,7 @@
-// Package store is the database side of dibs: promotions, issued claims and
-// dead letters. The database is the truth; Redis is the fast gate in front of it.
+// Package store keeps what dibs must never lose in a SQL database: the
+// promotions, every issued claim with what it received, the dead letters and
+// the outbox of events, behind the one [Store] interface. The database is the
+// truth; Redis is the fast gate in front of it.
 //
 // Two backends implement [Store]: [github.com/dibsio/dibs/store/sqlite] (the
 // embedded default, one writer) and [github.com/dibsio/dibs/store/postgres]

@@ -1,6 +1,8 @@
-// Package stream is a self-managing Redis Streams consumer runtime: a
-// [Pool] consumes one stream with one consumer group, and a [Registry] keeps
-// one pool per key (a promotion) in a process.
+// Package stream runs the consumers of Redis Streams, the queue between a
+// claim taken in Redis and its row in the database: a [Pool] reads one
+// stream with one consumer group and hands the entries to a [Handler],
+// sizing its consumers to the backlog and stopping itself when idle, and a
+// [Registry] keeps one pool per key (a promotion) in a process.
 //
 // A pool
 //

@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/ident"
 )
 
 // Defaults of [Config].
@@ -36,6 +35,10 @@ const (
 	DefaultLeeway = 10 * time.Second
 	// DefaultCORSMaxAge is how long a browser may cache a preflight answer.
 	DefaultCORSMaxAge = 10 * time.Minute
+	// DefaultKeyPrefix is the limiters' Redis key prefix when
+	// Config.KeyPrefix is empty: the prefix of the claim keys
+	// (claim.DefaultPrefix), so a promotion's buckets share its slot.
+	DefaultKeyPrefix = "dibs:"
 	// MinSecretBytes is the shortest HS256 secret accepted: 256 bits.
 	MinSecretBytes = 32
 	// MinRSABits is the smallest RSA public key accepted for RS256.
@@ -92,7 +95,7 @@ type Config struct {
 	CORS CORSConfig `yaml:"cors"`
 
 	// KeyPrefix is prepended to the limiters' Redis keys. Defaults to
-	// claim.DefaultPrefix.
+	// DefaultKeyPrefix.
 	KeyPrefix string `yaml:"-"`
 	// AdminToken, when set, is accepted by UserToken in place of a user
 	// token: such a request acts for any user (CheckUser lets any user id
@@ -327,7 +330,7 @@ func (c Config) withDefaults() Config {
 		c.CORS.MaxAge = DefaultCORSMaxAge
 	}
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = claim.DefaultPrefix
+		c.KeyPrefix = DefaultKeyPrefix
 	}
 	if c.Problem == nil {
 		c.Problem = WriteProblem
@@ -511,7 +514,7 @@ func (u UserTokenConfig) allKeys() ([]UserTokenKey, error) {
 // says where k was configured.
 func checkKey(alg string, k UserTokenKey, name string) error {
 	switch {
-	case k.ID != "" && (!promotion.ValidID(k.ID) || strings.ContainsAny(k.ID, ":,")):
+	case k.ID != "" && (!ident.Valid(k.ID) || strings.ContainsAny(k.ID, ":,")):
 		return fmt.Errorf("%s: key id %q must be 1-64 characters from A-Z a-z 0-9 _ - . @, starting with a letter or digit", name, k.ID)
 	case alg == AlgHS256 && len(k.Secret) < MinSecretBytes:
 		return fmt.Errorf("%s: the secret must be at least %d bytes for HS256, got %d", name, MinSecretBytes, len(k.Secret))

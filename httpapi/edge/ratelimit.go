@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/ident"
 )
 
 // failLogEvery spaces the "limiter unavailable" log lines: an outage logs
@@ -221,7 +221,7 @@ func (e *Edge) RateLimit(kind Kind, promotionID func(*http.Request) string) func
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			promo := promotionID(r)
-			if !promotion.ValidID(promo) {
+			if !ident.Valid(promo) {
 				h.ServeHTTP(w, r)
 				return
 			}
@@ -252,7 +252,7 @@ func (e *Edge) RateLimit(kind Kind, promotionID func(*http.Request) string) func
 // on for callers that are not trusted.
 func (e *Edge) LimitUser(w http.ResponseWriter, r *http.Request, kind Kind, promotionID, userID string) bool {
 	lim := e.limits(kind).PerUser
-	if e.limiter == nil || !lim.On() || !promotion.ValidID(promotionID) || !promotion.ValidID(userID) {
+	if e.limiter == nil || !lim.On() || !ident.Valid(promotionID) || !ident.Valid(userID) {
 		return true
 	}
 	if done, _ := r.Context().Value(keyUserLimited).(string); done == userID {

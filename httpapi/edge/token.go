@@ -16,7 +16,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/ident"
 )
 
 // maxTokenBytes bounds the Authorization value parsed: a real user token
@@ -197,7 +197,7 @@ func (v *verifier) verify(token string) (string, error) {
 	if err != nil {
 		return "", refuse(reason(err))
 	}
-	if !promotion.ValidID(claims.Subject) {
+	if !ident.Valid(claims.Subject) {
 		return "", refuse(ReasonSubject, "sub is not a valid user id")
 	}
 	return claims.Subject, nil

@@ -1,5 +1,8 @@
-// Package hint is a per-process bus of wake-up hints between dibs
-// instances, over Redis sharded pub/sub.
+// Package hint lets one dibs instance wake the others at once: an instance
+// that has new work for a promotion (claims it just took) publishes a hint on
+// the promotion's Redis sharded pub/sub channel, and every instance watching
+// it starts its confirmation pool without waiting for its next re-check. A
+// [Bus] is the per-process end of it.
 //
 // Each watched promotion has one channel under its hash tag (the
 // promotion package uses claim.Keys.Hints), so on Redis Cluster a hint travels on the shard

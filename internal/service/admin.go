@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/httpapi"
-	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/ident"
 )
 
 // EnvEraseSecret names the environment variable that sets
@@ -48,8 +48,8 @@ func (a AdminConfig) apiTokens() ([]httpapi.AdminToken, error) {
 	seen := map[string]bool{httpapi.DefaultAdminTokenName: true}
 	for i, t := range a.Tokens {
 		field := fmt.Sprintf("admin.tokens[%d]", i)
-		if !promotion.ValidID(t.Name) {
-			return nil, fmt.Errorf("%s.name must be 1-64 characters from A-Z a-z 0-9 _ - . : @, got %q", field, t.Name)
+		if !ident.Valid(t.Name) {
+			return nil, fmt.Errorf("%s.name must be %s, got %q", field, ident.Rule, t.Name)
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("%s.name %q is taken (%q is --admin-token's)", field, t.Name, httpapi.DefaultAdminTokenName)

@@ -135,84 +135,113 @@ func (s *Store) DeleteAdminToken(ctx context.Context, name string) error {
 // the events table.
 func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.Erased, error) {
 	var n store.Erased
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		n = store.Erased{}
-		rows, err := tx.Query(ctx, `SELECT claim_id, promotion_id FROM issued WHERE user_id = $1 FOR UPDATE`, userID)
-		if err != nil {
+		if n.Issued, err = eraseIssued(ctx, tx, userID, erasedID); err != nil {
 			return err
 		}
-		type ids struct{ claim, promotion string }
-		issued, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ids, error) {
-			var r ids
-			return r, row.Scan(&r.claim, &r.promotion)
-		})
-		if err != nil {
+		if n.DeadLetters, err = eraseDeadLetters(ctx, tx, userID, erasedID); err != nil {
 			return err
 		}
-		cids, pids := make([]string, len(issued)), make([]string, len(issued))
-		for i, r := range issued {
-			cids[i], pids[i] = r.claim, r.promotion
-		}
-		for _, e := range sqlstore.EraseIssued(cids, pids, userID, erasedID) {
-			if _, err := tx.Exec(ctx, `UPDATE issued SET user_id = $1, claim_id = $2 WHERE claim_id = $3`,
-				erasedID, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			// What the claim received follows its claim id.
-			if _, err := tx.Exec(ctx, `UPDATE codes SET claim_id = $1 WHERE claim_id = $2`, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE ledger SET claim_id = $1 WHERE claim_id = $2`, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			n.Issued++
-		}
-		if _, err := tx.Exec(ctx, `UPDATE ledger SET user_id = $1 WHERE user_id = $2`, erasedID, userID); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT claim_id, promotion_id, fields::text FROM dead_letters WHERE user_id = $1 FOR UPDATE`, userID)
-		if err != nil {
-			return err
-		}
-		dead, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.ErasedRow, error) {
-			var c, p, f string
-			if err := row.Scan(&c, &p, &f); err != nil {
-				return sqlstore.ErasedRow{}, err
-			}
-			return sqlstore.EraseDeadLetter(c, p, f, userID, erasedID)
-		})
-		if err != nil {
-			return err
-		}
-		for _, e := range dead {
-			if _, err := tx.Exec(ctx, `UPDATE dead_letters SET user_id = $1, claim_id = $2, fields = $3::jsonb WHERE claim_id = $4`,
-				erasedID, e.NewClaimID, e.Fields, e.ClaimID); err != nil {
-				return err
-			}
-			n.DeadLetters++
-		}
-		rows, err = tx.Query(ctx, `SELECT `+sqlstore.ErasableEventCols("data::text")+` FROM events
-			WHERE claim_id IS NOT NULL AND data ->> 'user_id' = $1 FOR UPDATE`, userID)
-		if err != nil {
-			return err
-		}
-		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.ErasedEvent, error) {
-			return sqlstore.ScanErasedEvent(row, userID, erasedID)
-		})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if _, err := tx.Exec(ctx, `UPDATE events SET id = $1, claim_id = $2, data = $3::jsonb WHERE seq = $4`,
-				e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
-				return err
-			}
-			n.Events++
-		}
-		return nil
+		n.Events, err = eraseEvents(ctx, tx, userID, erasedID)
+		return err
 	})
 	if err != nil {
 		return store.Erased{}, wrapErr("erase user", err)
+	}
+	return n, nil
+}
+
+// eraseIssued renames userID's issued claims, with what they received
+// (codes, ledger entries) and the user's ledger, inside tx; it returns how
+// many claims it renamed.
+func eraseIssued(ctx context.Context, tx pgx.Tx, userID, erasedID string) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT claim_id, promotion_id FROM issued WHERE user_id = $1 FOR UPDATE`, userID)
+	if err != nil {
+		return 0, err
+	}
+	type ids struct{ claim, promotion string }
+	issued, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ids, error) {
+		var r ids
+		return r, row.Scan(&r.claim, &r.promotion)
+	})
+	if err != nil {
+		return 0, err
+	}
+	cids, pids := make([]string, len(issued)), make([]string, len(issued))
+	for i, r := range issued {
+		cids[i], pids[i] = r.claim, r.promotion
+	}
+	var n int64
+	for _, e := range sqlstore.EraseIssued(cids, pids, userID, erasedID) {
+		if _, err := tx.Exec(ctx, `UPDATE issued SET user_id = $1, claim_id = $2 WHERE claim_id = $3`,
+			erasedID, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		// What the claim received follows its claim id.
+		if _, err := tx.Exec(ctx, `UPDATE codes SET claim_id = $1 WHERE claim_id = $2`, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ledger SET claim_id = $1 WHERE claim_id = $2`, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if _, err := tx.Exec(ctx, `UPDATE ledger SET user_id = $1 WHERE user_id = $2`, erasedID, userID); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// eraseDeadLetters renames userID's dead letters inside tx and returns how
+// many it renamed.
+func eraseDeadLetters(ctx context.Context, tx pgx.Tx, userID, erasedID string) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT claim_id, promotion_id, fields::text FROM dead_letters WHERE user_id = $1 FOR UPDATE`, userID)
+	if err != nil {
+		return 0, err
+	}
+	dead, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.ErasedRow, error) {
+		var c, p, f string
+		if err := row.Scan(&c, &p, &f); err != nil {
+			return sqlstore.ErasedRow{}, err
+		}
+		return sqlstore.EraseDeadLetter(c, p, f, userID, erasedID)
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range dead {
+		if _, err := tx.Exec(ctx, `UPDATE dead_letters SET user_id = $1, claim_id = $2, fields = $3::jsonb WHERE claim_id = $4`,
+			erasedID, e.NewClaimID, e.Fields, e.ClaimID); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// eraseEvents rewrites userID's claim events inside tx and returns how many
+// it rewrote.
+func eraseEvents(ctx context.Context, tx pgx.Tx, userID, erasedID string) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT `+sqlstore.ErasableEventCols("data::text")+` FROM events
+		WHERE claim_id IS NOT NULL AND data ->> 'user_id' = $1 FOR UPDATE`, userID)
+	if err != nil {
+		return 0, err
+	}
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.ErasedEvent, error) {
+		return sqlstore.ScanErasedEvent(row, userID, erasedID)
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range evs {
+		if _, err := tx.Exec(ctx, `UPDATE events SET id = $1, claim_id = $2, data = $3::jsonb WHERE seq = $4`,
+			e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
+			return 0, err
+		}
+		n++
 	}
 	return n, nil
 }

@@ -140,83 +140,113 @@ func (s *Store) DeleteAdminToken(ctx context.Context, name string) error {
 // user_id in their data, one scan of the events table.
 func (s *Store) EraseUser(ctx context.Context, userID, erasedID string) (store.Erased, error) {
 	var n store.Erased
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var cids, pids []string
-		rows, err := tx.QueryContext(ctx, `SELECT claim_id, promotion_id FROM issued WHERE user_id = ?`, userID)
-		if err != nil {
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n = store.Erased{}
+		if n.Issued, err = eraseIssued(ctx, tx, userID, erasedID); err != nil {
 			return err
 		}
-		for rows.Next() {
-			var c, p string
-			if err := rows.Scan(&c, &p); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			cids, pids = append(cids, c), append(pids, p)
-		}
-		if err := rows.Close(); err != nil {
+		if n.DeadLetters, err = eraseDeadLetters(ctx, tx, userID, erasedID); err != nil {
 			return err
 		}
-		for _, e := range sqlstore.EraseIssued(cids, pids, userID, erasedID) {
-			if _, err := tx.ExecContext(ctx, `UPDATE issued SET user_id = ?, claim_id = ? WHERE claim_id = ?`,
-				erasedID, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			// What the claim received follows its claim id.
-			if _, err := tx.ExecContext(ctx, `UPDATE codes SET claim_id = ? WHERE claim_id = ?`, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE ledger SET claim_id = ? WHERE claim_id = ?`, e.NewClaimID, e.ClaimID); err != nil {
-				return err
-			}
-			n.Issued++
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE ledger SET user_id = ? WHERE user_id = ?`, erasedID, userID); err != nil {
-			return err
-		}
-		var dead []sqlstore.ErasedRow
-		rows, err = tx.QueryContext(ctx, `SELECT claim_id, promotion_id, fields FROM dead_letters WHERE user_id = ?`, userID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var c, p, f string
-			if err := rows.Scan(&c, &p, &f); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			e, err := sqlstore.EraseDeadLetter(c, p, f, userID, erasedID)
-			if err != nil {
-				_ = rows.Close()
-				return fmt.Errorf("dead letter %s: %w", c, err)
-			}
-			dead = append(dead, e)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		for _, e := range dead {
-			if _, err := tx.ExecContext(ctx, `UPDATE dead_letters SET user_id = ?, claim_id = ?, fields = ? WHERE claim_id = ?`,
-				erasedID, e.NewClaimID, e.Fields, e.ClaimID); err != nil {
-				return err
-			}
-			n.DeadLetters++
-		}
-		evs, err := s.userEvents(ctx, tx, userID, erasedID)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if _, err := tx.ExecContext(ctx, `UPDATE events SET id = ?, claim_id = ?, data = ? WHERE seq = ?`,
-				e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
-				return err
-			}
-			n.Events++
-		}
-		return nil
+		n.Events, err = s.eraseEvents(ctx, tx, userID, erasedID)
+		return err
 	})
 	if err != nil {
 		return store.Erased{}, wrapErr("erase user", err)
+	}
+	return n, nil
+}
+
+// eraseIssued renames userID's issued claims, with what they received
+// (codes, ledger entries) and the user's ledger, inside tx; it returns how
+// many claims it renamed.
+func eraseIssued(ctx context.Context, tx *sql.Tx, userID, erasedID string) (int64, error) {
+	var cids, pids []string
+	rows, err := tx.QueryContext(ctx, `SELECT claim_id, promotion_id FROM issued WHERE user_id = ?`, userID)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var c, p string
+		if err := rows.Scan(&c, &p); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		cids, pids = append(cids, c), append(pids, p)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range sqlstore.EraseIssued(cids, pids, userID, erasedID) {
+		if _, err := tx.ExecContext(ctx, `UPDATE issued SET user_id = ?, claim_id = ? WHERE claim_id = ?`,
+			erasedID, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		// What the claim received follows its claim id.
+		if _, err := tx.ExecContext(ctx, `UPDATE codes SET claim_id = ? WHERE claim_id = ?`, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ledger SET claim_id = ? WHERE claim_id = ?`, e.NewClaimID, e.ClaimID); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ledger SET user_id = ? WHERE user_id = ?`, erasedID, userID); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// eraseDeadLetters renames userID's dead letters inside tx and returns how
+// many it renamed.
+func eraseDeadLetters(ctx context.Context, tx *sql.Tx, userID, erasedID string) (int64, error) {
+	var dead []sqlstore.ErasedRow
+	rows, err := tx.QueryContext(ctx, `SELECT claim_id, promotion_id, fields FROM dead_letters WHERE user_id = ?`, userID)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var c, p, f string
+		if err := rows.Scan(&c, &p, &f); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		e, err := sqlstore.EraseDeadLetter(c, p, f, userID, erasedID)
+		if err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("dead letter %s: %w", c, err)
+		}
+		dead = append(dead, e)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range dead {
+		if _, err := tx.ExecContext(ctx, `UPDATE dead_letters SET user_id = ?, claim_id = ?, fields = ? WHERE claim_id = ?`,
+			erasedID, e.NewClaimID, e.Fields, e.ClaimID); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// eraseEvents rewrites userID's claim events inside tx and returns how many
+// it rewrote.
+func (s *Store) eraseEvents(ctx context.Context, tx *sql.Tx, userID, erasedID string) (int64, error) {
+	evs, err := s.userEvents(ctx, tx, userID, erasedID)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range evs {
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET id = ?, claim_id = ?, data = ? WHERE seq = ?`,
+			e.ID, e.NewClaimID, e.Data, e.Seq); err != nil {
+			return 0, err
+		}
+		n++
 	}
 	return n, nil
 }

@@ -213,69 +213,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	busy := strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10)
-	writeDSN := cfg.Path + "?" + url.Values{
-		"_pragma": {
-			"busy_timeout(" + busy + ")",
-			"journal_mode(WAL)",
-			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
-			// A multi-row insert inside a transaction keeps a statement
-			// journal of the pages it changes; in memory rather than in
-			// a temporary file, it costs no system calls.
-			"temp_store(MEMORY)",
-			// The checkpointer copies the log back; the writer does only
-			// when it fell far behind (see checkpoint.go).
-			"wal_autocheckpoint(" + strconv.Itoa(writerAutocheckpoint) + ")",
-			// The issue path's keys (the users', the codes') take new
-			// entries at random places: a larger page cache keeps more of
-			// their pages, so fewer inserts read a page back from the file
-			// or the log. Pages are allotted only as they are used.
-			"cache_size(" + strconv.Itoa(-writerCacheKiB) + ")",
-		},
-		"_txlock": {"immediate"},
-	}.Encode()
-	ckptDSN := cfg.Path + "?" + url.Values{
-		"_pragma": {
-			"busy_timeout(" + busy + ")",
-			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
-		},
-	}.Encode()
-	readDSN := cfg.Path + "?" + url.Values{
-		"_pragma": {
-			"busy_timeout(" + busy + ")",
-			"query_only(1)",
-		},
-	}.Encode()
-
-	w, err := sql.Open("sqlite", writeDSN)
+	w, r, c, err := openPools(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+		return nil, err
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
-	// Connecting the writer first creates the file and switches it to WAL
-	// before any reader opens it.
-	if err := w.PingContext(ctx); err != nil {
-		_ = w.Close()
-		return nil, wrapErr("open "+cfg.Path, err)
-	}
-	r, err := sql.Open("sqlite", readDSN)
-	if err != nil {
-		_ = w.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
-	}
-	r.SetMaxOpenConns(cfg.ReadConns)
-	r.SetMaxIdleConns(cfg.ReadConns)
-	c, err := sql.Open("sqlite", ckptDSN)
-	if err != nil {
-		_ = r.Close()
-		_ = w.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
-	}
-	c.SetMaxOpenConns(1)
-	c.SetMaxIdleConns(1)
 	s := &Store{
 		w:              w,
 		r:              r,
@@ -295,6 +236,81 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("sqlite: start the group writer: %w", err), c.Close(), r.Close(), w.Close())
 	}
 	return s, nil
+}
+
+// openPools opens the database's three connection pools: the one writer
+// (connected first, which creates the file and switches it to WAL before
+// any reader opens it), the readers and the checkpointer's connection. On
+// failure it closes what it opened.
+func openPools(ctx context.Context, cfg Config) (w, r, c *sql.DB, err error) {
+	writeDSN, readDSN, ckptDSN := dsns(cfg)
+	w, err = sql.Open("sqlite", writeDSN)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, nil, nil, wrapErr("open "+cfg.Path, err)
+	}
+	r, err = sql.Open("sqlite", readDSN)
+	if err != nil {
+		_ = w.Close()
+		return nil, nil, nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	r.SetMaxOpenConns(cfg.ReadConns)
+	r.SetMaxIdleConns(cfg.ReadConns)
+	c, err = sql.Open("sqlite", ckptDSN)
+	if err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, nil, nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	c.SetMaxOpenConns(1)
+	c.SetMaxIdleConns(1)
+	return w, r, c, nil
+}
+
+// dsns returns the data source names of the writer, the readers and the
+// checkpointer: the file and the pragmas each connection runs with.
+func dsns(cfg Config) (write, read, ckpt string) {
+	busy := strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10)
+	write = cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"journal_mode(WAL)",
+			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
+			// A multi-row insert inside a transaction keeps a statement
+			// journal of the pages it changes; in memory rather than in
+			// a temporary file, it costs no system calls.
+			"temp_store(MEMORY)",
+			// The checkpointer copies the log back; the writer does only
+			// when it fell far behind (see checkpoint.go).
+			"wal_autocheckpoint(" + strconv.Itoa(writerAutocheckpoint) + ")",
+			// The issue path's keys (the users', the codes') take new
+			// entries at random places: a larger page cache keeps more of
+			// their pages, so fewer inserts read a page back from the file
+			// or the log. Pages are allotted only as they are used.
+			"cache_size(" + strconv.Itoa(-writerCacheKiB) + ")",
+		},
+		"_txlock": {"immediate"},
+	}.Encode()
+	read = cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"query_only(1)",
+		},
+	}.Encode()
+	ckpt = cfg.Path + "?" + url.Values{
+		"_pragma": {
+			"busy_timeout(" + busy + ")",
+			"synchronous(" + strings.ToUpper(cfg.Synchronous) + ")",
+		},
+	}.Encode()
+	return write, read, ckpt
 }
 
 // Ping checks that the database answers.
