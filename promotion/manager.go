@@ -126,7 +126,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		opened:  make(map[string]time.Time),
 		missing: make(map[string]time.Time),
 		gone:    make(map[string]bool),
-		jr:      newJournals(cfg.JournalSize),
+		jr:      newJournals(cfg.JournalBytes),
 		sold:    newSoldMemory(cfg.SoldOutMemory),
 	}
 	m.known.Store(&map[string]*handle{})
@@ -184,6 +184,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.running.Store(true)
 		first <- nil
 		wg.Go(func() { m.runWaker(runCtx) })
+		wg.Go(func() { m.runJournals(runCtx) })
 		if m.sold.ttl > 0 {
 			wg.Go(func() { m.runSoldMemory(runCtx) })
 		}

@@ -308,6 +308,9 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promoti
 	if !ok {
 		return
 	}
+	// Redis lost writes (or an operator asked): the journals read every
+	// claim they hold at their next prune, not only the oldest.
+	m.jr.verify.Store(true)
 	go func() {
 		defer m.rb.end(id)
 		p, err := def(ctx)

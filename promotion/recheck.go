@@ -113,8 +113,8 @@ func (m *Manager) due(list []Promotion, refresh map[string]bool, now time.Time) 
 // journalEmpty reports whether every claim of promotion id this instance
 // answered was seen confirmed. Loop only.
 func (m *Manager) journalEmpty(id string) bool {
-	j := m.jr.byID[id]
-	return j == nil || len(j.es) == 0
+	h := m.handles[id]
+	return h == nil || h.journaled.Load() == 0
 }
 
 // quiet reports whether p, with marks mk, takes no claims until its end:
