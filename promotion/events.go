@@ -71,7 +71,10 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		if ended && w&wroteEnded == 0 && pe.write(ctx, p, store.EventPromotionEnded, now) {
 			w |= wroteEnded
 		}
-		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 {
+		// Only a promotion the re-check looked at can have sold out since:
+		// an idle one took no claim here, and the instance that sold it
+		// out writes the event.
+		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 && m.lastDue[id] {
 			if st, err := m.state(ctx, p); err == nil && !st.Closed && st.Remaining() == 0 &&
 				pe.write(ctx, p, store.EventPromotionSoldOut, now) {
 				w |= wroteSoldOut

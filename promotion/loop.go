@@ -52,13 +52,13 @@ type handle struct {
 	// pool, it tells the other instances (a hint). A wake from a hint
 	// leaves it alone, so hints are not echoed.
 	tell atomic.Bool
-	// quietUntil is when the promotion's next quiet re-check is due (unix
+	// quietUntil is when the promotion's next idle re-check is due (unix
 	// ns of Config.Now), or not positive when it is re-checked every
-	// RecheckInterval: set by the loop when a re-check found it quiet and
+	// RecheckInterval: set by the loop when a re-check found it idle and
 	// reset to 0 by the loop when it looks again; every wake (a claim here,
 	// a hint from elsewhere) sets it to woken, which makes it ordinary at
 	// once, and keeps a re-check that began before the wake from marking it
-	// quiet.
+	// idle.
 	quietUntil atomic.Int64
 	// journaled is how many claims answered here the promotion's journal
 	// holds (journal.go): written by the journal goroutine once per prune,
@@ -183,7 +183,11 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 		}
 		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
 	case askJournalLost:
-		m.rebuildForJournal(a.id)
+		// A rebuild that ended since the journal asked resumed after the
+		// loss it found: the next prune puts the claims back (or asks again).
+		if !m.rb.endedAfter(a.id, a.asked) {
+			m.rebuildForJournal(a.id)
+		}
 	case askRefresh:
 		err := m.refresh(ctx, a.id)
 		if err != nil && ctx.Err() == nil {
@@ -350,6 +354,8 @@ func (m *Manager) track(list []Promotion, exact bool) {
 
 // untrack drops the handle of a drained promotion. Loop only.
 func (m *Manager) untrack(id string) {
+	delete(m.idleAt, id)
+	delete(m.confirmedSeen, id)
 	if h, ok := m.handles[id]; ok {
 		for _, tag := range h.segs.Tags() {
 			delete(m.handles, tag)

@@ -223,16 +223,19 @@ func (s *Service) start(ctx context.Context) error {
 			pm.Issued(id, n)
 			s.crash(n)
 		},
-		OnDeadLetter:     pm.DeadLetter,
-		OnBacklog:        pm.Backlog,
-		OnHalted:         pm.Halted,
-		OnDrained:        pm.Drained,
-		OnRequeued:       pm.Requeued,
-		OnJournalDropped: pm.JournalDropped,
-		Retention:        cfg.Promotions.Retention,
-		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
-		ClassicClaims:    cfg.Promotions.ClassicClaims,
-		OnMemoryAnswer:   pm.MemoryAnswer,
+		OnDeadLetter:        pm.DeadLetter,
+		OnBacklog:           pm.Backlog,
+		OnHalted:            pm.Halted,
+		OnDrained:           pm.Drained,
+		OnRequeued:          pm.Requeued,
+		OnJournalDropped:    pm.JournalDropped,
+		OnJournal:           pm.Journal,
+		JournalBytes:        int64(cfg.Promotions.JournalMiB) << 20,
+		IdleRecheckInterval: time.Duration(cfg.Promotions.IdleRecheckSeconds) * time.Second,
+		Retention:           cfg.Promotions.Retention,
+		SoldOutMemory:       cfg.Promotions.soldOutMemory(),
+		ClassicClaims:       cfg.Promotions.ClassicClaims,
+		OnMemoryAnswer:      pm.MemoryAnswer,
 	})
 	if err != nil {
 		return err
