@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -74,11 +75,9 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		// Only a promotion the re-check looked at can have sold out since:
 		// an idle one took no claim here, and the instance that sold it
 		// out writes the event.
-		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 && m.lastDue[id] {
-			if st, err := m.state(ctx, p); err == nil && !st.Closed && st.Remaining() == 0 &&
-				pe.write(ctx, p, store.EventPromotionSoldOut, now) {
-				w |= wroteSoldOut
-			}
+		if mk, due := m.lastDue[id]; due && started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 &&
+			pe.soldOut(ctx, p, mk) && pe.write(ctx, p, store.EventPromotionSoldOut, now) {
+			w |= wroteSoldOut
 		}
 		pe.written[id] = w
 	}
@@ -96,6 +95,17 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		}
 		delete(pe.written, id)
 	}
+}
+
+// soldOut reports whether p, which the last re-check read the marks mk
+// of, is sold out and not closed: from the marks when they were read (no
+// Redis command), else from its live state.
+func (pe *promotionEvents) soldOut(ctx context.Context, p Promotion, mk claim.Mark) bool {
+	if mk.Exists && !p.segmented() {
+		return !mk.Closed && mk.SoldOut()
+	}
+	st, err := pe.m.state(ctx, p)
+	return err == nil && !st.Closed && st.Remaining() == 0
 }
 
 // write writes p's event of type typ at at; true once it is written (now

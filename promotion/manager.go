@@ -70,8 +70,9 @@ type Manager struct {
 	// re-check read it from Redis: what an idle one's database is compared
 	// with.
 	confirmedSeen map[string]int64
-	// lastDue is the set of promotions the last re-check looked at.
-	lastDue map[string]bool
+	// lastDue holds the promotions the last re-check looked at, with the
+	// marks it read (zero if it could not).
+	lastDue map[string]claim.Mark
 	pr      probe // the loss probe (probe.go)
 
 	// running is true while the loop runs (from its first re-check to

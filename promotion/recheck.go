@@ -52,14 +52,18 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		all = true
 	}
 	list = m.due(ctx, list, refresh, all, now)
-	m.lastDue = make(map[string]bool, len(list))
-	for _, p := range list {
-		m.lastDue[p.ID] = true
-	}
 	m.withCodes(ctx, list)
 	marks, err := m.checkFloors(ctx, list, refresh)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	m.lastDue = make(map[string]claim.Mark, len(list))
+	for i, p := range list {
+		if i < len(marks) {
+			m.lastDue[p.ID] = marks[i]
+		} else {
+			m.lastDue[p.ID] = claim.Mark{}
+		}
 	}
 	if err := m.repair(ctx, list, marks); err != nil {
 		errs = append(errs, err)

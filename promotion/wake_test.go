@@ -131,7 +131,8 @@ func commandCalls(t testing.TB, client rueidis.Client) map[string]int64 {
 // TestIdleInstanceCommandBudget: an instance with 100 open promotions
 // (stock left), each with a claim confirmed and its pool idle-stopped,
 // sends Redis at most one command per second of its clock — counted with
-// INFO commandstats over two minutes of an injected clock (the re-check
+// INFO commandstats over eleven minutes of an injected clock, one idle
+// re-check of every promotion included (the re-check
 // ticks every 20 ms of real time; the test moves the clock a second per
 // two ticks), PINGs aside. Then: work that came without a hint is found by
 // the idle re-check; and a Redis that lost everything (FLUSHALL), with no
@@ -187,7 +188,7 @@ func TestIdleInstanceCommandBudget(t *testing.T) {
 	if err := client.Do(ctx, client.B().ConfigResetstat().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	const window = 2 * time.Minute
+	const window = 11 * time.Minute
 	for range int(window / time.Second) {
 		clock.Add(time.Second)
 		awaitTicks(2)
