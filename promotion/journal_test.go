@@ -261,6 +261,7 @@ func TestJournalKeepsEveryClaimThroughStall(t *testing.T) {
 	create(t, m, promotion.Promotion{ID: "stall", Stock: n + 100, PerUserLimit: 1})
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	began := time.Now()
 	for range 32 {
 		wg.Go(func() {
 			for i := next.Add(1); i <= n; i = next.Add(1) {
@@ -272,11 +273,12 @@ func TestJournalKeepsEveryClaimThroughStall(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	rate := float64(n) / time.Since(began).Seconds()
 	wait.For(t, 30*time.Second, "every claim journaled", func() bool { return journaled.Load() == n })
 	if d := dropped.Load(); d != 0 {
 		t.Fatalf("%d claims dropped from the journal, want none", d)
 	}
-	t.Logf("inbox peak %d of its capacity", promotion.JournalInboxPeak(m))
+	t.Logf("%.0f claims/s; inbox peak %d claims", rate, promotion.JournalInboxPeak(m))
 
 	// While the database confirms nothing, a prune reads the front only.
 	reads, from := promotion.JournalReads(m), prunes.Load()

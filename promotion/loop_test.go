@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -20,9 +19,6 @@ import (
 func (w world) startManager(t testing.TB, cfg promotion.Config) *promotion.Manager {
 	t.Helper()
 	cfg.Prefix, cfg.Logger = w.prefix, slog.New(slog.DiscardHandler)
-	if os.Getenv("DIBS_TEST_LOG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	if cfg.Stream.BatchSize == 0 {
 		cfg.Stream = fastStream()
 	}
