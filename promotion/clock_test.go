@@ -36,7 +36,9 @@ func TestSkewedClockNeverDrainsEarly(t *testing.T) {
 			skewed, err := promotion.New(w.client, w.st, promotion.Config{
 				Prefix: w.prefix, Instance: "skewed", Stream: sc,
 				RecheckInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-				Now: func() time.Time { return time.Now().Add(skew) },
+				// Re-checked every time, idle or not.
+				IdleRecheckInterval: 50 * time.Millisecond,
+				Now:                 func() time.Time { return time.Now().Add(skew) },
 				OnBacklog: func(id string, _ int64) {
 					select {
 					case rechecks <- id:

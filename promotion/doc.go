@@ -16,9 +16,10 @@
 // pool of any promotion that has work (claims accepted on another instance
 // whose hint was lost, say), detects lost Redis writes, and marks ended
 // promotions drained once every accepted claim is issued or dead-lettered.
-// A quiet promotion — sold out, nothing to confirm, no pool running here —
-// is re-checked once a minute instead ([Config.QuietRecheckInterval]), so
-// an idle instance sends Redis almost nothing.
+// An idle promotion — nothing to confirm, no pool running here — is
+// re-checked in full every ten minutes instead ([Config.IdleRecheckInterval]);
+// one loss probe per Redis master watches them all for lost writes, so an
+// idle instance sends Redis almost nothing.
 //
 // # Who owns what
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -71,11 +72,12 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		if ended && w&wroteEnded == 0 && pe.write(ctx, p, store.EventPromotionEnded, now) {
 			w |= wroteEnded
 		}
-		if started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 {
-			if st, err := m.state(ctx, p); err == nil && !st.Closed && st.Remaining() == 0 &&
-				pe.write(ctx, p, store.EventPromotionSoldOut, now) {
-				w |= wroteSoldOut
-			}
+		// Only a promotion the re-check looked at can have sold out since:
+		// an idle one took no claim here, and the instance that sold it
+		// out writes the event.
+		if mk, due := m.lastDue[id]; due && started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 &&
+			pe.soldOut(ctx, p, mk) && pe.write(ctx, p, store.EventPromotionSoldOut, now) {
+			w |= wroteSoldOut
 		}
 		pe.written[id] = w
 	}
@@ -93,6 +95,17 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		}
 		delete(pe.written, id)
 	}
+}
+
+// soldOut reports whether p, which the last re-check read the marks mk
+// of, is sold out and not closed: from the marks when they were read (no
+// Redis command), else from its live state.
+func (pe *promotionEvents) soldOut(ctx context.Context, p Promotion, mk claim.Mark) bool {
+	if mk.Exists && !p.segmented() {
+		return !mk.Closed && mk.SoldOut()
+	}
+	st, err := pe.m.state(ctx, p)
+	return err == nil && !st.Closed && st.Remaining() == 0
 }
 
 // write writes p's event of type typ at at; true once it is written (now

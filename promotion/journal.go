@@ -2,6 +2,7 @@ package promotion
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -17,46 +18,64 @@ import (
 // everysec, a restore of an older snapshot, a failover to a lagging
 // replica) before any issuer read the claim, nothing in Redis or the
 // database holds it any more — but the instance that answered it is alive
-// and knows it. So every Manager keeps, per promotion, a bounded journal of
-// the claims it answered and has not seen confirmed: rank, user, slot,
-// Idempotency-Key and acceptance time.
+// and knows it. So every Manager keeps, per promotion, a journal of the
+// claims it answered and has not seen confirmed: rank, user, slot,
+// Idempotency-Key and acceptance time, compactly (journalstore.go).
 //
-//   - The claim path appends to its promotion's inbox, a bounded channel on
-//     the handle, without blocking and without a lock; an append that finds
-//     the inbox full is dropped and counted. It then queues the handle for
-//     the loop (at most once at a time, as wakes do).
-//   - The Manager's loop owns the journals: it moves inboxes into them, and
-//     on every re-check reads, in one pipelined round trip (a read-only
-//     script per thousand claims, of either layout), the status of
-//     every journaled rank and the list of every journaled user. A claim
-//     whose status is issued, failed or voided, with its rank in its user's
-//     list, is confirmed (or visibly dead-lettered) and forgotten; one still
-//     pending stays. A claim with no status, or whose rank its user's list
-//     lacks, was lost by Redis.
+//   - The claim path puts the claim on the journals' inbox, one bounded
+//     channel, without blocking and without a lock; a claim that finds it
+//     full is dropped and counted.
+//   - The journal goroutine (one per Manager) owns the journals. It drains
+//     the inbox as claims come, and never waits on the database, so a
+//     stalled database cannot stall it. The journals share one memory
+//     budget (Config.JournalBytes); a claim that finds it spent, after an
+//     early prune, is not journaled, counted (Config.OnJournalDropped) and
+//     logged once.
+//   - Every RecheckInterval it prunes: per promotion, it reads what Redis
+//     holds of the oldest claims not yet seen confirmed — the confirmation
+//     front — in slices of journalSlice claims per read, going further
+//     (twice as many slices each round trip) only while a slice found
+//     claims confirmed. A claim whose status is issued, failed, voided or
+//     revoked, with its rank in its user's list, is forgotten; one still
+//     pending stays. So a database that cannot confirm costs one slice per
+//     promotion per prune, however many claims wait.
+//   - A claim with no status, or whose rank its user's list lacks, was
+//     lost by Redis. Claims beyond the front are read in full (a
+//     verification, paced at slicesPerPass slices a prune) only when a
+//     loss is suspected: a rebuild started, or the loss probe found a Redis
+//     master that lost writes (probe.go).
 //   - A lost claim is put back by claim.Gate.Requeue, under its original
 //     rank, slot and claim id — but only on a promotion rebuilt from the
 //     database after the loss, so that what the database holds is merged
-//     first: the first attempt finds it not rebuilt since, the loop starts
-//     the rebuild, and a re-check after it puts the claims back. A rank another claim took meanwhile (the window no fence sees)
-//     is put back as a collision, and the issuer re-ranks one of the two.
+//     first: the first attempt finds it not rebuilt since, the loop is asked
+//     to rebuild it, and a prune after it puts the claims back. A rank
+//     another claim took meanwhile (the window no fence sees) is put back
+//     as a collision, and the issuer re-ranks one of the two.
 //
-// A journal holds at most Config.JournalSize claims; past that the oldest
-// (the most likely to be confirmed already) are dropped and counted
-// (Config.OnJournalDropped), with one warning per process. What the journal
-// cannot put back: claims answered by an instance that died before Redis's
-// loss was repaired, claims it dropped, and grants (their uploads are
-// idempotent: upload again).
+// What the journal cannot put back: claims answered by an instance that
+// died before Redis's loss was repaired, claims it did not keep (budget
+// spent, inbox full, a user id or key over 255 bytes), and grants (their
+// uploads are idempotent: upload again).
 
-// DefaultJournalSize is the default of Config.JournalSize.
-const DefaultJournalSize = 10_000
+// DefaultJournalBytes is the default of Config.JournalBytes: 64 MiB, about
+// 1.1 million claims of 36-byte user ids without Idempotency-Keys (24
+// bytes a claim plus its user id and key): 50,000 claims a second for 20 s
+// of a database that confirms nothing.
+const DefaultJournalBytes = 64 << 20
 
 const (
-	// inboxSize bounds each promotion's claims waiting for the loop to move
-	// them into its journal (allocated on the promotion's first claim on
-	// this instance).
-	inboxSize = 1024
-	// journalChunk bounds the claims of one read of a prune.
-	journalChunk = 1000
+	// inboxSize bounds the claims waiting for the journal goroutine: a
+	// third of a second at 48,000 claims/s, where the goroutine drains the
+	// inbox between any two Redis round trips (a few ms at most).
+	inboxSize = 16384
+	// journalSlice bounds the claims of one read of a prune.
+	journalSlice = 100
+	// sliceTrip bounds the slices of one pipelined round trip.
+	sliceTrip = 64
+	// slicesPerPass bounds the slices one prune reads: 200,000 claims.
+	slicesPerPass = 2000
+	// requeuePerPass bounds the claims one prune puts back.
+	requeuePerPass = 1000
 )
 
 // accepted is a claim this instance answered 202 and has not seen
@@ -65,252 +84,342 @@ type accepted struct {
 	rank int64
 	user string
 	slot int
-	at   time.Time // Redis TIME at acceptance
-	idem string    // Idempotency-Key, or ""
-	// after is the Redis TIME a rebuild must be later than for the claim to
-	// be put back (zero: at); set when it was found lost before a rebuild.
-	after time.Time
+	at   int64  // Redis TIME at acceptance, unix ms
+	idem string // Idempotency-Key, or ""
 }
 
-// inbox is the claim path's side of one promotion's journal: a bounded
-// channel, made on first use, that only the loop reads.
-type inbox struct {
-	ch      atomic.Pointer[chan accepted]
-	queued  atomic.Bool  // the handle is on journals.wakes, or about to be
-	dropped atomic.Int64 // appends dropped because ch was full, not yet reported
-}
-
-// channel returns the inbox's channel, making it on first use.
-func (in *inbox) channel() chan accepted {
-	if p := in.ch.Load(); p != nil {
-		return *p
-	}
-	ch := make(chan accepted, inboxSize)
-	if in.ch.CompareAndSwap(nil, &ch) {
-		return ch
-	}
-	return *in.ch.Load()
-}
-
-// journal is one promotion's unconfirmed claims, oldest first. Loop only.
-type journal struct {
-	es         []accepted
-	lastPruned time.Time // when a full journal was last pruned early
+// inboxed is a claim on its way to its promotion's journal.
+type inboxed struct {
+	id string
+	a  accepted
 }
 
 // journals is the Manager's state of the journals.
 type journals struct {
-	size int
-	// wakes carries handles whose inbox has claims to the loop; bounded,
-	// senders never block (see inbox.queued).
-	wakes chan *handle
-	// warned is set by the first dropped claim, which is logged.
-	warned atomic.Bool
-	// byID is owned by the loop.
-	byID map[string]*journal
+	budget int64
+	// in carries claims to the journal goroutine; bounded, senders never
+	// block (a claim that finds it full is counted in inDropped).
+	in        chan inboxed
+	inDropped atomic.Int64
+	// verify asks the next prune to read every journaled claim: Redis may
+	// have lost writes. Set by anyone.
+	verify atomic.Bool
+	// peak is the most claims seen waiting in the inbox, and reads the
+	// slices of claims read from Redis (both for tests and benchmarks).
+	peak, reads atomic.Int64
+	// warned is set once each reason of a drop was logged.
+	warnedBudget, warnedInbox, warnedLong atomic.Bool
+	// Owned by the journal goroutine.
+	byID      map[string]*journal
+	bytes     int64     // memory of every journal
+	pruning   bool      // a prune runs (an early prune is not nested in it)
+	lastEarly time.Time // when a spent budget last pruned early
 }
 
-func newJournals(size int) journals {
-	return journals{size: size, wakes: make(chan *handle, wakeBacklog), byID: make(map[string]*journal)}
+func newJournals(budget int64) journals {
+	return journals{budget: budget, in: make(chan inboxed, inboxSize), byID: make(map[string]*journal)}
 }
 
 // journalAccepted records that this instance answered res to userID in
 // promotion id. It never blocks and takes no lock: called on the claim
 // path.
 func (m *Manager) journalAccepted(id, userID, idemKey string, res claim.Result) {
-	a := accepted{rank: res.Rank, user: userID, slot: res.Slot, at: res.AcceptedAt, idem: idemKey}
-	h := (*m.known.Load())[id]
-	if h == nil {
-		// Not published yet: the loop is asked to open it (wakePool), and
-		// takes the claim the same way.
-		if !m.ask(ask{kind: askJournal, id: id, asked: time.Now(), accepted: a}) {
-			m.journalDropped(id, 1)
-		}
-		return
-	}
+	a := accepted{rank: res.Rank, user: userID, slot: res.Slot, at: res.AcceptedAt.UnixMilli(), idem: idemKey}
 	select {
-	case h.in.channel() <- a:
+	case m.jr.in <- inboxed{id: id, a: a}:
 	default:
-		h.in.dropped.Add(1)
-	}
-	if !h.in.queued.CompareAndSwap(false, true) {
-		return // queued already and not yet drained: that drain takes this claim
-	}
-	select {
-	case m.jr.wakes <- h:
-	default:
-		h.in.queued.Store(false) // the next re-check drains it
+		m.jr.inDropped.Add(1)
 	}
 }
 
 // journalDropped counts n claims of promotion id that the journal could not
-// keep. Safe from any goroutine.
-func (m *Manager) journalDropped(id string, n int64) {
-	if m.jr.warned.CompareAndSwap(false, true) {
-		m.log.Warn("journal of unconfirmed claims full: claims are dropped from it, oldest first, and could not be put back if Redis lost them now (further drops are only counted)",
-			"promotion", id, "dropped", n, "journal_size", m.jr.size)
+// keep, and logs the first of each reason. Safe from any goroutine.
+func (m *Manager) journalDropped(id string, n int64, why *atomic.Bool, msg string) {
+	if why.CompareAndSwap(false, true) {
+		m.log.Warn(msg+"; they could not be put back if Redis lost them now (further drops are only counted in dibs_journal_dropped_total)",
+			"promotion", id, "dropped", n, "journal_bytes", m.jr.bytes, "journal_budget_bytes", m.jr.budget)
 	}
 	if m.cfg.OnJournalDropped != nil {
 		m.cfg.OnJournalDropped(id, int(n))
 	}
 }
 
-// drainInbox moves the claims queued in h's inbox into its journal. Loop
-// only.
-func (m *Manager) drainInbox(ctx context.Context, h *handle) {
-	h.in.queued.Store(false)
-	if n := h.in.dropped.Swap(0); n > 0 {
-		m.journalDropped(h.id, n)
+// runJournals is the journal goroutine: it moves claims from the inbox
+// into the journals as they come and prunes every RecheckInterval, until
+// ctx ends.
+func (m *Manager) runJournals(ctx context.Context) {
+	t := time.NewTicker(m.cfg.RecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-m.jr.in:
+			m.journalAdd(ctx, it)
+			m.drainInbox(ctx)
+		case <-t.C:
+			m.recheckJournals(ctx)
+		}
 	}
-	p := h.in.ch.Load()
-	if p == nil {
+}
+
+// drainInbox moves the claims waiting in the inbox now into the journals.
+// Journal goroutine only.
+func (m *Manager) drainInbox(ctx context.Context) {
+	n := len(m.jr.in)
+	if int64(n) > m.jr.peak.Load() {
+		m.jr.peak.Store(int64(n))
+	}
+	for ; n > 0; n-- {
+		m.journalAdd(ctx, <-m.jr.in)
+	}
+	if n := m.jr.inDropped.Swap(0); n > 0 {
+		m.journalDropped("", n, &m.jr.warnedInbox, "the journal's inbox was full: claims answered were not journaled")
+	}
+}
+
+// journalAdd appends a claim to its promotion's journal. With the budget
+// spent it prunes first (at most eight times per re-check interval); if the
+// budget is still spent, the claim is not journaled. Journal goroutine
+// only.
+func (m *Manager) journalAdd(ctx context.Context, it inboxed) {
+	if !it.a.fits() {
+		m.journalDropped(it.id, 1, &m.jr.warnedLong, "a claim's user id or Idempotency-Key is over 255 bytes: it is not journaled")
 		return
 	}
-	// Only what is queued now: claims keep coming, the loop has more to do.
-	for n := len(*p); n > 0; n-- {
-		m.journalAdd(ctx, h.id, <-*p)
-	}
-}
-
-// journalAdd appends a to promotion id's journal. A full journal is pruned
-// first (at most a few times per re-check interval); if it is still full,
-// its oldest claim is dropped. Loop only.
-func (m *Manager) journalAdd(ctx context.Context, id string, a accepted) {
-	j := m.jr.byID[id]
+	j := m.jr.byID[it.id]
 	if j == nil {
-		j = &journal{}
-		m.jr.byID[id] = j
+		j = &journal{after: map[uint64]int64{}, retry: map[uint64]bool{}}
+		m.jr.byID[it.id] = j
 	}
-	if len(j.es) >= m.jr.size {
-		if now := time.Now(); now.Sub(j.lastPruned) >= m.cfg.RecheckInterval/8 {
-			j.lastPruned = now
-			m.pruneJournals(ctx, []string{id}, false)
+	if m.jr.bytes+j.need(it.a) > m.jr.budget {
+		if now := time.Now(); !m.jr.pruning && now.Sub(m.jr.lastEarly) >= m.cfg.RecheckInterval/8 {
+			m.jr.lastEarly = now
+			m.prunePass(ctx)
 		}
-		if over := len(j.es) - m.jr.size + 1; over > 0 {
-			j.es = j.es[over:]
-			m.journalDropped(id, int64(over))
+		if m.jr.bytes+j.need(it.a) > m.jr.budget {
+			m.journalDropped(it.id, 1, &m.jr.warnedBudget, "the journal of unconfirmed claims is over its memory budget (Config.JournalBytes): claims answered are not journaled")
+			return
 		}
 	}
-	j.es = append(j.es, a)
+	m.jr.bytes += j.add(it.a)
 }
 
-// recheckJournals drains every inbox, forgets the confirmed claims of every
-// journal and puts back those Redis lost. Loop only, once per re-check.
+// recheckJournals drains the inbox, prunes every journal (reading all of
+// them if a loss is suspected), puts back the claims Redis lost, and
+// publishes what each promotion holds. Journal goroutine only, once per
+// re-check interval.
 func (m *Manager) recheckJournals(ctx context.Context) {
-	for _, h := range m.handles {
-		m.drainInbox(ctx, h)
-	}
-	ids := make([]string, 0, len(m.jr.byID))
-	for id, j := range m.jr.byID {
-		if len(j.es) == 0 {
-			delete(m.jr.byID, id)
-			continue
+	m.drainInbox(ctx)
+	if m.jr.verify.Swap(false) {
+		for _, j := range m.jr.byID {
+			j.verify, j.cursor = true, j.front()
 		}
+	}
+	m.prunePass(ctx)
+	budget := requeuePerPass
+	for _, id := range m.journalIDs() {
+		if j := m.jr.byID[id]; len(j.retry) > 0 && budget > 0 {
+			budget -= m.requeue(ctx, id, j, budget)
+			m.drainInbox(ctx)
+		}
+	}
+	claims := 0
+	for id, j := range m.jr.byID {
+		if j.live == 0 {
+			m.jr.bytes -= j.bytes
+			delete(m.jr.byID, id)
+		}
+		claims += j.live
+	}
+	for id, h := range *m.known.Load() {
+		n := 0
+		if j := m.jr.byID[id]; j != nil {
+			n = j.live
+		}
+		if int64(n) != h.journaled.Load() {
+			h.journaled.Store(int64(n))
+		}
+	}
+	if m.cfg.OnJournal != nil {
+		m.cfg.OnJournal(claims, m.jr.bytes)
+	}
+}
+
+// journalIDs returns the promotions with a journal, sorted.
+func (m *Manager) journalIDs() []string {
+	ids := make([]string, 0, len(m.jr.byID))
+	for id := range m.jr.byID {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	m.pruneJournals(ctx, ids, true)
+	return ids
 }
 
-// pruneJournals reads, in one pipelined round trip, the status of every
-// rank and the list of every user the journals of ids hold (one
-// claim.Gate.Sightings query per journalChunk claims); it forgets the
-// confirmed claims and, with requeue, puts back those Redis lost. Loop only.
-func (m *Manager) pruneJournals(ctx context.Context, ids []string, requeue bool) {
-	type span struct{ from, to int } // the queries of one journal
-	var qs []claim.Sighted
-	spans := make([]span, len(ids))
-	for i, id := range ids {
-		es := m.jr.byID[id].es
-		spans[i].from = len(qs)
-		for start := 0; start < len(es); start += journalChunk {
-			chunk := es[start:min(start+journalChunk, len(es))]
-			q := claim.Sighted{ID: id, Ranks: make([]int64, len(chunk)), Users: make([]string, len(chunk))}
-			for n, a := range chunk {
-				q.Ranks[n], q.Users[n] = a.rank, a.user
-			}
-			qs = append(qs, q)
-		}
-		spans[i].to = len(qs)
-	}
-	if len(qs) == 0 {
-		return
-	}
-	seen, errs := m.gate.Sightings(ctx, qs)
-	for i, id := range ids {
+// scan is one promotion's reading in a prune: from its confirmation front
+// on, slices at a time while they find claims confirmed, or, verifying,
+// to its end.
+type scan struct {
+	id     string
+	j      *journal
+	from   uint64
+	want   int // slices of the next round trip
+	verify bool
+	done   bool
+}
+
+// prunePass reads, in round trips of at most sliceTrip slices and
+// slicesPerPass slices in all, what Redis holds of the journaled claims
+// (see the top of this file): it forgets the confirmed ones and marks the
+// lost ones for requeue. It drains the inbox between round trips. Journal
+// goroutine only.
+func (m *Manager) prunePass(ctx context.Context) {
+	m.jr.pruning = true
+	defer func() { m.jr.pruning = false }()
+	var scans []*scan
+	for _, id := range m.journalIDs() {
 		j := m.jr.byID[id]
-		lost := m.sortJournal(id, j, seen[spans[i].from:spans[i].to], errs[spans[i].from:spans[i].to])
-		if requeue && len(lost) > 0 {
-			m.requeue(ctx, id, j, lost)
+		scans = append(scans, &scan{id: id, j: j, from: j.front(), want: 1})
+		if j.verify {
+			scans = append(scans, &scan{id: id, j: j, from: max(j.cursor, j.front()), want: sliceTrip, verify: true})
+		}
+	}
+	type read struct {
+		s  *scan
+		cs []jclaim
+	}
+	for budget := slicesPerPass; budget > 0 && ctx.Err() == nil; {
+		var qs []claim.Sighted
+		var reads []read
+		for _, s := range scans {
+			for n := 0; !s.done && n < s.want && len(qs) < min(sliceTrip, budget); n++ {
+				cs, next := s.j.slice(s.from, journalSlice)
+				s.from = next
+				if len(cs) == 0 {
+					s.done = true
+					break
+				}
+				q := claim.Sighted{ID: s.id, Ranks: make([]int64, len(cs)), Users: make([]string, len(cs))}
+				for i, c := range cs {
+					q.Ranks[i], q.Users[i] = c.rank, c.user
+				}
+				qs, reads = append(qs, q), append(reads, read{s: s, cs: cs})
+			}
+		}
+		if len(qs) == 0 {
+			break
+		}
+		budget -= len(qs)
+		m.jr.reads.Add(int64(len(qs)))
+		seen, errs := m.gate.Sightings(ctx, qs)
+		progress := map[*scan]bool{}
+		for i, r := range reads {
+			if errs[i] != nil || len(seen[i]) != len(r.cs) {
+				m.log.Debug("cannot read the status of journaled claims; the next prune retries", "promotion", r.s.id, "err", errs[i])
+				r.s.done = true
+				continue
+			}
+			if m.sortSlice(r.s.j, r.cs, seen[i]) {
+				progress[r.s] = true
+			}
+		}
+		for _, s := range scans {
+			if !s.verify && !s.done {
+				if progress[s] {
+					s.want = min(2*s.want, sliceTrip)
+				} else {
+					s.done = true // the confirmation front: later claims wait too
+				}
+			}
+		}
+		m.drainInbox(ctx)
+	}
+	for _, s := range scans {
+		if s.verify {
+			s.j.cursor = s.from
+			s.j.verify = !s.done
 		}
 	}
 }
 
-// sortJournal forgets the confirmed claims of j, given what Redis holds of
-// them (per chunk of journalChunk claims, with the chunk's error), and
-// returns the indexes in j.es of the claims Redis lost. A chunk whose read
-// failed is kept as it is.
-func (m *Manager) sortJournal(id string, j *journal, seen [][]claim.Sighting, errs []error) (lost []int) {
-	kept := j.es[:0]
-	for c := range seen {
-		chunk := j.es[c*journalChunk : min((c+1)*journalChunk, len(j.es))]
-		if errs[c] != nil || len(seen[c]) != len(chunk) {
-			m.log.Debug("cannot read the status of journaled claims; the next re-check retries",
-				"promotion", id, "err", errs[c])
-			kept = append(kept, chunk...)
+// sortSlice forgets the confirmed claims of cs, given what Redis holds of
+// them, and marks the lost ones for requeue (and the claims after the
+// first of them for a verification). It reports whether any claim
+// was confirmed or lost (the front moved).
+func (m *Manager) sortSlice(j *journal, cs []jclaim, seen []claim.Sighting) bool {
+	moved := false
+	for n, c := range cs {
+		switch s := seen[n]; {
+		case s.Status == "" || !s.Listed:
+			if !j.retry[c.pos] && !j.verify {
+				// Redis lost writes: the claims answered after this one
+				// are read too, at the next prune.
+				j.verify, j.cursor = true, c.pos+1
+			}
+			j.retry[c.pos] = true
+			moved = true
+		case s.Status == "p":
+		default:
+			// Issued, failed (a dead letter an admin sees), voided or
+			// revoked.
+			m.jr.bytes -= j.forget(c.pos)
+			delete(j.retry, c.pos)
+			moved = true
+		}
+	}
+	return moved
+}
+
+// requeue puts back at most limit of the claims of j Redis lost (see
+// claim.Gate.Requeue) and returns how many it tried. A claim found lost on
+// a promotion not rebuilt since asks the loop to rebuild it; a prune after
+// it puts the claims back. Journal goroutine only.
+func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int) int {
+	var pos []uint64
+	var cs []claim.Unconfirmed
+	for _, p := range slices.Sorted(maps.Keys(j.retry)) {
+		a, ok := j.accepted(p)
+		if !ok {
+			delete(j.retry, p)
 			continue
 		}
-		for n, a := range chunk {
-			s := seen[c][n]
-			switch {
-			case s.Status == "" || !s.Listed:
-				lost = append(lost, len(kept))
-				kept = append(kept, a)
-			case s.Status == "p":
-				kept = append(kept, a)
-			default:
-				// Issued, failed (a dead letter an admin sees) or voided.
-			}
+		if len(cs) == limit {
+			break
 		}
-	}
-	clear(j.es[len(kept):])
-	j.es = kept
-	return lost
-}
-
-// requeue puts back the claims of j at the indexes lost (see
-// claim.Gate.Requeue). A claim found lost on a promotion not rebuilt since
-// starts its rebuild, and a re-check after it puts the claims back. Loop
-// only.
-func (m *Manager) requeue(ctx context.Context, id string, j *journal, lost []int) {
-	cs := make([]claim.Unconfirmed, len(lost))
-	for n, i := range lost {
-		a := j.es[i]
-		cs[n] = claim.Unconfirmed{Rank: a.rank, UserID: a.user, Slot: a.slot, AcceptedAt: a.at, IdemKey: a.idem, RebuiltAfter: a.after}
+		pos = append(pos, p)
+		cs = append(cs, claim.Unconfirmed{Rank: a.rank, UserID: a.user, Slot: a.slot, AcceptedAt: time.UnixMilli(a.at),
+			IdemKey: a.idem, RebuiltAfter: j.rebuiltAfter(p)})
 	}
 	requeued, collided := 0, 0
 	for n, r := range m.gate.Requeue(ctx, id, cs) {
-		a := &j.es[lost[n]]
+		p := pos[n]
+		if r.Err != nil && ctx.Err() == nil {
+			m.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
+		}
 		switch r.Outcome {
 		case claim.Requeued:
 			requeued++
 		case claim.RequeueCollided:
 			collided++
 		case claim.RequeueReranked:
-			a.rank = r.Rank
+			j.setRank(p, r.Rank)
+		case claim.RequeuePresent:
 		case claim.RequeueLost:
 			// Every claim not yet put back waits for a rebuild that resumes
 			// after now (Redis TIME of one node, the one that resumes it: so
 			// the clock of the node that accepted the claims does not
 			// matter).
-			for _, i := range lost[n:] {
-				j.es[i].after = r.RebuiltAfter
+			for _, q := range pos[n:] {
+				j.after[q] = r.RebuiltAfter.UnixMilli()
 			}
-			m.rebuildForJournal(id)
+			m.ask(ask{kind: askJournalLost, id: id, asked: time.Now()})
+			continue
+		default:
+			// Paused, not found, not tried or failed: the next prune
+			// tries again.
+			continue
 		}
-		if r.Err != nil && ctx.Err() == nil {
-			m.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
-		}
+		delete(j.retry, p)
 	}
 	if n := requeued + collided; n > 0 {
 		m.log.Warn("requeued claims Redis lost that this instance had answered",
@@ -320,6 +429,7 @@ func (m *Manager) requeue(ctx context.Context, id string, j *journal, lost []int
 		}
 		m.wakePool(id)
 	}
+	return len(cs)
 }
 
 // rebuildForJournal starts the rebuild of promotion id, whose claims this

@@ -236,54 +236,121 @@ func TestJournalCollisionIsReranked(t *testing.T) {
 	}
 }
 
-// TestJournalOverflowDropsOldest: a journal holds at most JournalSize
-// claims; past it the oldest are dropped and counted. After a loss, the
-// claims it still holds are put back, and the one it dropped is the loss
-// the bound allows.
-func TestJournalOverflowDropsOldest(t *testing.T) {
+// TestJournalKeepsEveryClaimThroughStall: the database confirms nothing
+// while 12,000 claims (more than an earlier journal's 10,000 per promotion)
+// are answered as fast as 32 clients can: every one is journaled, none is
+// dropped, the inbox never fills, and while they wait each prune reads a
+// slice or two at the confirmation front, not the whole journal. Then Redis
+// loses the last 50 claims: the rebuild has the journal read every claim,
+// and it puts those 50 back. Once the database is back, every claim is
+// issued once and the journal empties.
+func TestJournalKeepsEveryClaimThroughStall(t *testing.T) {
+	t.Parallel()
+	const n = 12_000
+	w := newWorld(t, "single", "sqlite")
+	held := holdIssuance(w.st)
+	var requeued, dropped, prunes, journaled atomic.Int64
+	m := journalManager(t, w, held, promotion.Config{Instance: "a",
+		OnRequeued:       func(_ string, n int) { requeued.Add(int64(n)) },
+		OnJournalDropped: func(_ string, n int) { dropped.Add(int64(n)) },
+		OnJournal: func(claims int, _ int64) {
+			journaled.Store(int64(claims))
+			prunes.Add(1)
+		}})
+	ctx := context.Background()
+	create(t, m, promotion.Promotion{ID: "stall", Stock: n + 100, PerUserLimit: 1})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= n; i = next.Add(1) {
+				if _, err := m.Claim(ctx, "stall", fmt.Sprintf("u%d", i), ""); err != nil {
+					t.Errorf("claim %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rate := float64(n) / time.Since(began).Seconds()
+	wait.For(t, 30*time.Second, "every claim journaled", func() bool { return journaled.Load() == n })
+	if d := dropped.Load(); d != 0 {
+		t.Fatalf("%d claims dropped from the journal, want none", d)
+	}
+	t.Logf("%.0f claims/s; inbox peak %d claims", rate, promotion.JournalInboxPeak(m))
+
+	// While the database confirms nothing, a prune reads the front only.
+	reads, from := promotion.JournalReads(m), prunes.Load()
+	wait.For(t, 30*time.Second, "three more prunes", func() bool { return prunes.Load() >= from+3 })
+	if got, most := promotion.JournalReads(m)-reads, (prunes.Load()-from+1)*2; got > most {
+		t.Fatalf("%d slices read over %d prunes of a stalled journal, want at most %d: the front only", got, prunes.Load()-from, most)
+	}
+
+	redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "stall"), n-49)
+	wait.For(t, 60*time.Second, "the 50 lost claims put back", func() bool { return requeued.Load() >= 50 })
+	held.releaseIssuance()
+	wait.For(t, 120*time.Second, "every claim issued", func() bool {
+		c, err := w.st.Counts(ctx, "stall")
+		return err == nil && c.Issued == n
+	})
+	wait.For(t, 30*time.Second, "the journal emptied", func() bool { return journaled.Load() == 0 })
+	if d, r := dropped.Load(), requeued.Load(); d != 0 || r != 50 {
+		t.Fatalf("%d dropped, %d put back; want 0 and 50", d, r)
+	}
+}
+
+// TestJournalOverBudgetDropsNewest: the journals hold at most JournalBytes;
+// a claim that finds the budget spent (the database confirming nothing) is
+// not journaled, and counted. After a loss, the claims the journal holds
+// are put back, and those it did not keep are the loss the budget allows.
+func TestJournalOverBudgetDropsNewest(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "single", "sqlite")
 	held := holdIssuance(w.st)
 	var requeued, dropped atomic.Int64
-	m := journalManager(t, w, held, promotion.Config{Instance: "a", JournalSize: 3,
+	// Room for the first block: eight claims.
+	m := journalManager(t, w, held, promotion.Config{Instance: "a", JournalBytes: promotion.JournalFirstBlock(),
 		OnRequeued:       func(_ string, n int) { requeued.Add(int64(n)) },
 		OnJournalDropped: func(_ string, n int) { dropped.Add(int64(n)) }})
 	ctx := context.Background()
 	create(t, m, promotion.Promotion{ID: "full", Stock: 20, PerUserLimit: 1})
-	for i := 1; i <= 6; i++ {
+	for i := 1; i <= 10; i++ {
 		if _, err := m.Claim(ctx, "full", fmt.Sprintf("u%d", i), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wait.For(t, 30*time.Second, "three claims dropped from the journal", func() bool { return dropped.Load() >= 3 })
-	redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "full"), 3)
-	wait.For(t, 30*time.Second, "the journal's three claims put back", func() bool { return requeued.Load() >= 3 })
+	wait.For(t, 30*time.Second, "two claims not journaled", func() bool { return dropped.Load() >= 2 })
+	redistest.LoseClaimsFrom(t, w.client, claim.KeysFor(w.prefix, "full"), 7)
+	wait.For(t, 30*time.Second, "the journal's two lost claims put back", func() bool { return requeued.Load() >= 2 })
 	held.releaseIssuance()
-	wait.For(t, 30*time.Second, "five claims issued", func() bool {
+	wait.For(t, 30*time.Second, "eight claims issued", func() bool {
 		c, err := w.st.Counts(ctx, "full")
-		return err == nil && c.Issued == 5
+		return err == nil && c.Issued == 8
 	})
-	if n := dropped.Load(); n != 3 {
-		t.Fatalf("%d claims dropped, want 3", n)
+	if n := dropped.Load(); n != 2 {
+		t.Fatalf("%d claims dropped, want 2", n)
 	}
-	for user, want := range map[string]int{"u1": 1, "u2": 1, "u3": 0, "u4": 1, "u5": 1, "u6": 1} {
+	for i := 1; i <= 10; i++ {
+		want := 1
+		if i > 8 {
+			want = 0
+		}
+		user := fmt.Sprintf("u%d", i)
 		rows, err := w.st.ListIssued(ctx, "full", user)
 		if err != nil || len(rows) != want {
 			t.Errorf("%s holds %d issued rows (%v), want %d", user, len(rows), err, want)
 		}
 	}
-	if cs, err := m.UserClaims(ctx, "full", "u3"); err != nil || len(cs) != 0 {
-		t.Fatalf("u3's claims: %+v, %v; want none: its claim was dropped from the journal and lost", cs, err)
-	}
 }
 
-// TestJournalSizeIsValidated: a negative JournalSize is refused with an
+// TestJournalBytesIsValidated: a negative JournalBytes is refused with an
 // error naming the field.
-func TestJournalSizeIsValidated(t *testing.T) {
+func TestJournalBytesIsValidated(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "single", "sqlite")
-	_, err := promotion.New(w.client, w.st, promotion.Config{JournalSize: -1})
-	if err == nil || !strings.Contains(err.Error(), "Config.JournalSize") {
-		t.Fatalf("New with JournalSize -1: %v, want an error naming Config.JournalSize", err)
+	_, err := promotion.New(w.client, w.st, promotion.Config{JournalBytes: -1})
+	if err == nil || !strings.Contains(err.Error(), "Config.JournalBytes") {
+		t.Fatalf("New with JournalBytes -1: %v, want an error naming Config.JournalBytes", err)
 	}
 }

@@ -52,16 +52,18 @@ type handle struct {
 	// pool, it tells the other instances (a hint). A wake from a hint
 	// leaves it alone, so hints are not echoed.
 	tell atomic.Bool
-	// quietUntil is when the promotion's next quiet re-check is due (unix
+	// quietUntil is when the promotion's next idle re-check is due (unix
 	// ns of Config.Now), or not positive when it is re-checked every
-	// RecheckInterval: set by the loop when a re-check found it quiet and
+	// RecheckInterval: set by the loop when a re-check found it idle and
 	// reset to 0 by the loop when it looks again; every wake (a claim here,
 	// a hint from elsewhere) sets it to woken, which makes it ordinary at
 	// once, and keeps a re-check that began before the wake from marking it
-	// quiet.
+	// idle.
 	quietUntil atomic.Int64
-	// in is the promotion's inbox of claims for the journal (journal.go).
-	in inbox
+	// journaled is how many claims answered here the promotion's journal
+	// holds (journal.go): written by the journal goroutine once per prune,
+	// read by the loop.
+	journaled atomic.Int64
 	// segs is the promotion's segment layout (segments.go); every segment's
 	// handle holds the promotion's. Never changes.
 	segs claim.Segments
@@ -95,9 +97,10 @@ const (
 	// askLost: a claim or an issuer found Redis lost writes of promotion id
 	// (the script paused it): start its rebuild.
 	askLost
-	// askJournal: journal accepted, a claim answered on a promotion the
-	// loop has not published yet (journal.go).
-	askJournal
+	// askJournalLost: the journal found claims this instance answered
+	// that Redis lost on promotion id, which was not rebuilt since: start
+	// its rebuild (journal.go).
+	askJournalLost
 	// askRefresh: promotion id changed (a hint.Changed, or a Patch here):
 	// read its definition from the database and hand it to its running
 	// pools (refreshHandles); answer on done if set.
@@ -121,8 +124,6 @@ type ask struct {
 	// done receives the answer of an askOpen; buffered, so the loop never
 	// blocks on an asker that gave up. nil for the other kinds.
 	done chan error
-	// accepted is the claim of an askJournal.
-	accepted accepted
 }
 
 // loop is the Manager's owner goroutine; it returns when ctx ends.
@@ -137,14 +138,11 @@ func (m *Manager) loop(ctx context.Context) {
 			return
 		case a := <-m.asks:
 			m.serve(ctx, a)
-		case h := <-m.jr.wakes:
-			m.drainInbox(ctx, h)
 		case <-t.C:
 			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("re-check of promotions failed", "err", err)
 			}
 			pe.observe(ctx)
-			m.recheckJournals(ctx)
 			if f := m.afterRecheck.Load(); f != nil {
 				(*f)()
 			}
@@ -184,8 +182,12 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 			return
 		}
 		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
-	case askJournal:
-		m.journalAdd(ctx, a.id, a.accepted)
+	case askJournalLost:
+		// A rebuild that ended since the journal asked resumed after the
+		// loss it found: the next prune puts the claims back (or asks again).
+		if !m.rb.endedAfter(a.id, a.asked) {
+			m.rebuildForJournal(a.id)
+		}
 	case askRefresh:
 		err := m.refresh(ctx, a.id)
 		if err != nil && ctx.Err() == nil {
@@ -352,6 +354,8 @@ func (m *Manager) track(list []Promotion, exact bool) {
 
 // untrack drops the handle of a drained promotion. Loop only.
 func (m *Manager) untrack(id string) {
+	delete(m.idleAt, id)
+	delete(m.confirmedSeen, id)
 	if h, ok := m.handles[id]; ok {
 		for _, tag := range h.segs.Tags() {
 			delete(m.handles, tag)

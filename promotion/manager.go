@@ -62,6 +62,18 @@ type Manager struct {
 	opened  map[string]time.Time // when an open of the id last succeeded
 	missing map[string]time.Time // when a lookup of the id last found none
 	gone    map[string]bool      // retired promotions seen (bounded by maxRemembered)
+	// idleAt holds the idle promotions (recheck.go), each with the probes
+	// done when it was found idle: it is left out of re-checks only once a
+	// later probe ran (probe.go).
+	idleAt map[string]uint64
+	// confirmedSeen is each promotion's confirmed rank as its last full
+	// re-check read it from Redis: what an idle one's database is compared
+	// with.
+	confirmedSeen map[string]int64
+	// lastDue holds the promotions the last re-check looked at, with the
+	// marks it read (zero if it could not).
+	lastDue map[string]claim.Mark
+	pr      probe // the loss probe (probe.go)
 
 	// running is true while the loop runs (from its first re-check to
 	// Stop); written by the loop's goroutine and Stop, read by anyone.
@@ -113,21 +125,23 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}
 	m := &Manager{
-		client:  client,
-		st:      st,
-		gate:    gate,
-		reg:     reg,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		asks:    make(chan ask, askBacklog),
-		wakes:   make(chan *handle, wakeBacklog),
-		active:  make(map[string]Promotion),
-		handles: make(map[string]*handle),
-		opened:  make(map[string]time.Time),
-		missing: make(map[string]time.Time),
-		gone:    make(map[string]bool),
-		jr:      newJournals(cfg.JournalSize),
-		sold:    newSoldMemory(cfg.SoldOutMemory),
+		client:        client,
+		st:            st,
+		gate:          gate,
+		reg:           reg,
+		cfg:           cfg,
+		log:           cfg.Logger,
+		asks:          make(chan ask, askBacklog),
+		wakes:         make(chan *handle, wakeBacklog),
+		active:        make(map[string]Promotion),
+		handles:       make(map[string]*handle),
+		opened:        make(map[string]time.Time),
+		missing:       make(map[string]time.Time),
+		gone:          make(map[string]bool),
+		idleAt:        make(map[string]uint64),
+		confirmedSeen: make(map[string]int64),
+		jr:            newJournals(cfg.JournalBytes),
+		sold:          newSoldMemory(cfg.SoldOutMemory),
 	}
 	m.known.Store(&map[string]*handle{})
 	if !cfg.DisableHints {
@@ -184,6 +198,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.running.Store(true)
 		first <- nil
 		wg.Go(func() { m.runWaker(runCtx) })
+		wg.Go(func() { m.runJournals(runCtx) })
 		if m.sold.ttl > 0 {
 			wg.Go(func() { m.runSoldMemory(runCtx) })
 		}

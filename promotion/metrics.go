@@ -18,7 +18,8 @@ import (
 // Each method named after a Config hook is that hook: plug m.Issued into
 // Config.OnIssued, m.DeadLetter into OnDeadLetter, m.Backlog into
 // OnBacklog, m.Halted into OnHalted, m.Requeued into OnRequeued,
-// m.JournalDropped into OnJournalDropped, m.MemoryAnswer into
+// m.JournalDropped into OnJournalDropped, m.Journal into OnJournal,
+// m.MemoryAnswer into
 // OnMemoryAnswer, m.Remaining into OnRemaining, m.Handling into
 // OnHandling, m.Drained into OnDrained, and m.StreamHooks() into the
 // Stream config's Hooks. CountDeadLetters adds the dead letters waiting
@@ -30,6 +31,8 @@ type Metrics struct {
 	halted      *prometheus.GaugeVec
 	requeued    *prometheus.CounterVec
 	dropped     prometheus.Counter
+	jClaims     prometheus.Gauge
+	jBytes      prometheus.Gauge
 	fromMemory  *prometheus.CounterVec
 	remaining   *prometheus.GaugeVec
 	oldest      *oldestPending
@@ -65,7 +68,13 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 			Name: "dibs_claims_requeued_total", Help: "Claims answered 202 by this instance that Redis lost and the instance put back, by promotion.",
 		}, []string{"promotion"}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dibs_journal_dropped_total", Help: "Claims answered 202 that the journal of unconfirmed claims dropped because it was full.",
+			Name: "dibs_journal_dropped_total", Help: "Claims answered 202 that the journal of unconfirmed claims could not keep (its memory budget spent, or its inbox full).",
+		}),
+		jClaims: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dibs_journal_claims", Help: "Claims answered 202 by this instance that its journal holds until it sees them confirmed.",
+		}),
+		jBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dibs_journal_bytes", Help: "Memory of the journal of unconfirmed claims, in bytes (its budget is promotions.journal_mib).",
 		}),
 		fromMemory: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dibs_claims_answered_from_memory_total",
@@ -81,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	}
 	m.oldest = newOldestPending(func() time.Time { return m.now() })
 	m.streams = stream.NewMetricsBy(reg, "promotion", m.promotionOf)
-	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.fromMemory,
+	reg.MustRegister(m.issued, m.deadLetters, m.pending, m.halted, m.requeued, m.dropped, m.jClaims, m.jBytes, m.fromMemory,
 		m.remaining, m.oldest)
 	return m
 }
@@ -135,6 +144,13 @@ func (m *Metrics) Requeued(promotionID string, n int) {
 // JournalDropped counts n claims the journal dropped; it is an
 // OnJournalDropped hook.
 func (m *Metrics) JournalDropped(_ string, n int) { m.dropped.Add(float64(n)) }
+
+// Journal sets the claims the journal holds and the bytes it takes; it is
+// an OnJournal hook.
+func (m *Metrics) Journal(claims int, bytes int64) {
+	m.jClaims.Set(float64(claims))
+	m.jBytes.Set(float64(bytes))
+}
 
 // MemoryAnswer counts one claim of the promotion answered from the
 // sold-out memory with code; it is an OnMemoryAnswer hook.

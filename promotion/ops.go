@@ -294,6 +294,14 @@ func (m *Manager) onGate(ctx context.Context, id string, call func() error) erro
 	if errors.Is(err, claim.ErrLost) {
 		m.reportLost(id)
 	}
+	if errors.Is(err, claim.ErrRebuilding) {
+		// Paused by a rebuild, maybe of an instance that died: the next
+		// re-check looks at it even if it was idle here, and takes the
+		// rebuild over once its hold expires.
+		if h := (*m.known.Load())[id]; h != nil && h.quietUntil.Load() != woken {
+			h.quietUntil.Store(woken)
+		}
+	}
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/waitroom"
@@ -69,6 +70,22 @@ func TestPatchRaiseUnderLoad(t *testing.T) {
 				<-raised
 				if _, err := ms[1].Patch(ctx, "raise", promotion.Change{Stock: ptr(int64(1500))}); err != nil {
 					t.Errorf("raise: %v", err)
+				}
+				// The other instances learn of the raise by a hint; the last
+				// third goes out once none answers from a stale sold-out
+				// memory (or the raised stock is taken already).
+				if !wait.Until(30*time.Second, func() bool {
+					mu.Lock()
+					full := len(ranks) >= 1500
+					mu.Unlock()
+					for _, m := range ms {
+						if promotion.Remembers(m, "raise") != "" && !full {
+							return false
+						}
+					}
+					return true
+				}) {
+					t.Errorf("an instance still answers the raised promotion sold out from memory")
 				}
 			})
 			for i := range users {

@@ -76,10 +76,11 @@ type RebuildReport struct {
 type rebuilder struct {
 	life    startstop.Base
 	mu      sync.Mutex
-	running map[string]bool    // promotions being rebuilt; written by begin and end under mu
-	ctx     context.Context    // the rebuilds' context; set by the first begin under mu
-	cancel  context.CancelFunc // called by the keeper under mu
-	wg      sync.WaitGroup     // the rebuilds; Add under mu, before the keeper waits
+	running map[string]bool      // promotions being rebuilt; written by begin and end under mu
+	ended   map[string]time.Time // when a rebuild of each promotion last ended; under mu
+	ctx     context.Context      // the rebuilds' context; set by the first begin under mu
+	cancel  context.CancelFunc   // called by the keeper under mu
+	wg      sync.WaitGroup       // the rebuilds; Add under mu, before the keeper waits
 }
 
 // begin reserves promotion id for a rebuild and returns the context to run
@@ -121,6 +122,10 @@ func (r *rebuilder) keep(stopping <-chan struct{}) {
 func (r *rebuilder) end(id string) {
 	r.mu.Lock()
 	delete(r.running, id)
+	if r.ended == nil || len(r.ended) >= maxRemembered {
+		r.ended = make(map[string]time.Time)
+	}
+	r.ended[id] = time.Now()
 	r.mu.Unlock()
 	r.wg.Done()
 }
@@ -129,6 +134,13 @@ func (r *rebuilder) busy(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.running[id]
+}
+
+// endedAfter reports whether a rebuild of promotion id ended after t.
+func (r *rebuilder) endedAfter(id string, t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended[id].After(t)
 }
 
 // stop cancels the running rebuilds and waits for them; their promotions
@@ -229,6 +241,7 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 	}
 	var errs []error
 	for i, p := range list {
+		m.confirmedSeen[p.ID] = confirmed[i]
 		m.fences.raise(p.ID, floors[p.ID])
 		mk, floor := marks[i], max(floors[p.ID], known[i])
 		if refresh[p.ID] || !mk.Exists {
@@ -308,6 +321,9 @@ func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promoti
 	if !ok {
 		return
 	}
+	// Redis lost writes (or an operator asked): the journals read every
+	// claim they hold at their next prune, not only the oldest.
+	m.jr.verify.Store(true)
 	go func() {
 		defer m.rb.end(id)
 		p, err := def(ctx)

@@ -15,9 +15,10 @@ import (
 // state, starts the pool of each one with work, and marks ended promotions
 // with no work left drained. On the first pass every undrained promotion's
 // pool is started, so entries left pending by a killed process are resumed.
-// A quiet promotion (see Config.QuietRecheckInterval) is left out until its
-// next quiet re-check is due, so an instance whose promotions are all quiet
-// sends Redis nothing in between.
+// An idle promotion (see Config.IdleRecheckInterval) is left out until its
+// next idle re-check is due, so an instance whose promotions are all idle
+// sends Redis only its loss probes (probe.go) in between; a probe that
+// finds Redis lost writes has every promotion re-checked at once.
 func (m *Manager) recheck(ctx context.Context, first bool) error {
 	stored, err := m.st.ListUndrained(ctx)
 	if err != nil {
@@ -45,11 +46,24 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			refresh[p.ID] = true
 		}
 	}
-	list = m.due(list, refresh, now)
+	// Every promotion is looked at if Redis may have lost writes.
+	all := first
+	if m.probeDue() && m.probeLoss(ctx) {
+		all = true
+	}
+	list = m.due(ctx, list, refresh, all, now)
 	m.withCodes(ctx, list)
 	marks, err := m.checkFloors(ctx, list, refresh)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	m.lastDue = make(map[string]claim.Mark, len(list))
+	for i, p := range list {
+		if i < len(marks) {
+			m.lastDue[p.ID] = marks[i]
+		} else {
+			m.lastDue[p.ID] = claim.Mark{}
+		}
 	}
 	if err := m.repair(ctx, list, marks); err != nil {
 		errs = append(errs, err)
@@ -64,6 +78,7 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		work, err := works[i], werrs[i]
 		if err != nil {
 			errs = append(errs, err)
+			delete(m.idleAt, p.ID)
 			continue
 		}
 		if m.cfg.OnBacklog != nil {
@@ -73,57 +88,117 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 			if _, err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
 				errs = append(errs, err)
 			}
+			delete(m.idleAt, p.ID)
 			continue
 		}
 		running := m.reg.Running(p.ID) || segBusy[p.ID]
+		calm := marks != nil && !running && m.journalEmpty(p.ID) && !m.rb.busy(p.ID) && canIdle(p, marks[i])
 		if p.ended(now) && !running {
 			if err := m.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
+				calm = false
 			}
-			continue
+			if _, undrained := m.active[p.ID]; !undrained {
+				continue
+			}
 		}
-		if h := m.handles[p.ID]; h != nil && marks != nil && !running && m.journalEmpty(p.ID) && quiet(p, marks[i], now) {
-			// Unless a claim or a hint came since due cleared the mark.
-			h.quietUntil.CompareAndSwap(0, now.Add(m.cfg.QuietRecheckInterval).UnixNano())
+		if calm {
+			m.markIdle(p, now)
+		} else {
+			delete(m.idleAt, p.ID)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// due returns the promotions of list this re-check looks at: all but the
-// quiet ones whose next quiet re-check is not due yet. It clears the quiet
-// mark of those it returns; the re-check sets it again if they are still
-// quiet. Loop only.
-func (m *Manager) due(list []Promotion, refresh map[string]bool, now time.Time) []Promotion {
+// due returns the promotions of list this re-check looks at: all of them
+// with all, else all but the idle ones whose next idle re-check is not due
+// yet and that a probe ran after they were found idle (probe.go). It
+// clears the idle mark of those it returns; the re-check sets it again if
+// they are still idle. An idle promotion left out is still checked
+// against the database (one query, no Redis command): a database whose
+// highest rank is below the rank Redis last showed confirmed (the
+// database-older-than-Redis halt) makes it due now. Loop only.
+func (m *Manager) due(ctx context.Context, list []Promotion, refresh map[string]bool, all bool, now time.Time) []Promotion {
 	out := list[:0:0]
+	var skipped []string
 	for _, p := range list {
 		h := m.handles[p.ID]
-		if h != nil && !refresh[p.ID] {
+		if h != nil && !refresh[p.ID] && !all {
 			// Half a tick early rather than a whole tick late.
-			if until := h.quietUntil.Load(); until > 0 && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
+			until := h.quietUntil.Load()
+			at, idle := m.idleAt[p.ID]
+			if until > 0 && idle && at < m.pr.seq && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
+				skipped = append(skipped, p.ID)
 				continue
 			}
+			if until == woken {
+				delete(m.idleAt, p.ID)
+			}
+		}
+		if h != nil {
 			h.quietUntil.Store(0)
 		}
 		out = append(out, p)
 	}
+	if len(skipped) == 0 {
+		return out
+	}
+	floors, err := m.st.MaxRanks(ctx, skipped)
+	if err != nil {
+		m.log.Debug("cannot read the highest ranks of idle promotions; the next re-check retries", "err", err)
+		return out
+	}
+	for _, id := range skipped {
+		if floors[id] < m.confirmedSeen[id] {
+			m.handles[id].quietUntil.Store(0)
+			out = append(out, m.active[id])
+		}
+	}
 	return out
+}
+
+// markIdle records that a re-check found p idle: it is looked at again
+// after Config.IdleRecheckInterval, or when it ends if that is sooner (an
+// ended one not yet drained: sooner still, backing off), unless a claim or
+// a hint comes first. Loop only.
+func (m *Manager) markIdle(p Promotion, now time.Time) {
+	h := m.handles[p.ID]
+	if h == nil {
+		return
+	}
+	until := now.Add(m.cfg.IdleRecheckInterval)
+	switch {
+	case !p.ended(now) && p.EndsAt.Before(until):
+		until = p.EndsAt
+	case p.ended(now):
+		// Ended and not drained yet (by Redis TIME, the claims'
+		// clock, it may not have ended): looked at again after as long as
+		// it has been ended here, at least a re-check interval.
+		until = now.Add(min(m.cfg.IdleRecheckInterval, max(now.Sub(p.EndsAt), m.cfg.RecheckInterval)))
+	}
+	// Unless a claim or a hint came since due cleared the mark.
+	if !h.quietUntil.CompareAndSwap(0, until.UnixNano()) {
+		delete(m.idleAt, p.ID)
+		return
+	}
+	if _, ok := m.idleAt[p.ID]; !ok {
+		m.idleAt[p.ID] = m.pr.seq
+	}
 }
 
 // journalEmpty reports whether every claim of promotion id this instance
 // answered was seen confirmed. Loop only.
 func (m *Manager) journalEmpty(id string) bool {
-	j := m.jr.byID[id]
-	return j == nil || len(j.es) == 0
+	h := m.handles[id]
+	return h == nil || h.journaled.Load() == 0
 }
 
-// quiet reports whether p, with marks mk, takes no claims until its end:
-// a first-come promotion whose stock is all taken, that is not closed,
-// paused or halted (those are watched every re-check), and whose window
-// is still open (an ended one is drained by the re-check).
-func quiet(p Promotion, mk claim.Mark, now time.Time) bool {
-	return p.Mode == ModeFirstCome && !p.segmented() && mk.SoldOut() && !mk.Paused && mk.Halted == "" &&
-		!mk.Closed && !p.ended(now)
+// canIdle reports whether p, with marks mk, can be left idle: Redis holds
+// it, not paused or halted (those are watched every re-check), and it has
+// no segments (their transfers are settled every re-check).
+func canIdle(p Promotion, mk claim.Mark) bool {
+	return mk.Exists && !mk.Paused && mk.Halted == "" && !p.segmented()
 }
 
 // groupState is the consumer group's backlog.

@@ -103,8 +103,8 @@ func BenchmarkWakeAcrossInstances(b *testing.B) {
 // BenchmarkIdleInstanceCommands counts, with INFO commandstats over two
 // minutes of real time, the commands an instance sends Redis when its one
 // promotion is idle, its claims confirmed: "open" still takes claims (stock
-// left), so it is re-checked every second, as every promotion was before
-// quiet re-checks; "quiet" is sold out. Both use rueidis's default client
+// left), "quiet" is sold out; both are idle, re-checked in full every
+// IdleRecheckInterval, with the loss probe in between. Both use rueidis's default client
 // options. PINGs are the client's keep-alive of idle connections (one per
 // connection idle for Dialer.KeepAlive, 1 s by default) and are reported
 // apart; "quiet-serve" is "quiet" with the keep-alive dibs serve sets

@@ -128,14 +128,19 @@ func commandCalls(t testing.TB, client rueidis.Client) map[string]int64 {
 	return out
 }
 
-// TestQuietInstanceCommandBudget: an instance whose only promotion is sold
-// out, confirmed and idle sends Redis at most one command per 10 s of its
-// clock, counted with INFO commandstats over two minutes of an injected
-// clock (the re-check ticks every 20 ms of real time; each tick the test
-// moves the clock by a second). The quiet re-check still runs: new work
-// that came without a hint is found once it is due.
-func TestQuietInstanceCommandBudget(t *testing.T) {
+// TestIdleInstanceCommandBudget: an instance with 100 open promotions
+// (stock left), each with a claim confirmed and its pool idle-stopped,
+// sends Redis at most one command per second of its clock — counted with
+// INFO commandstats over eleven minutes of an injected clock, one idle
+// re-check of every promotion included (the re-check
+// ticks every 20 ms of real time; the test moves the clock a second per
+// two ticks), PINGs aside. Then: work that came without a hint is found by
+// the idle re-check; and a Redis that lost everything (FLUSHALL), with no
+// claim coming, is found by the loss probe and every promotion rebuilt from
+// the database.
+func TestIdleInstanceCommandBudget(t *testing.T) {
 	t.Parallel()
+	const n = 100
 	srv := redistest.Fresh(t, redisserver.Options{})
 	client, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true,
@@ -147,67 +152,68 @@ func TestQuietInstanceCommandBudget(t *testing.T) {
 	w := newWorld(t, "single", "sqlite")
 	w.client = client
 	clock := newFakeClock()
-	var ticks, checks atomic.Int64
-	m := w.startManager(t, quickIdle("quiet", promotion.Config{
+	var ticks, rebuilt atomic.Int64
+	m := w.startManager(t, quickIdle("idle", promotion.Config{
 		RecheckInterval: 20 * time.Millisecond,
 		Now:             clock.Now,
-		OnBacklog:       func(string, int64) { checks.Add(1) },
+		OnRebuild: func(r promotion.RebuildReport) {
+			if r.Err == nil {
+				rebuilt.Add(1)
+			}
+		},
 	}))
 	promotion.AfterRecheck(m, func() { ticks.Add(1) })
-	// awaitTicks waits for n more re-checks.
-	awaitTicks := func(n int64) {
+	// awaitTicks waits for k more re-checks.
+	awaitTicks := func(k int64) {
 		t.Helper()
-		target := ticks.Load() + n
+		target := ticks.Load() + k
 		wait.For(t, 30*time.Second, fmt.Sprintf("re-check %d", target), func() bool { return ticks.Load() >= target })
 	}
 
 	ctx := context.Background()
-	create(t, m, promotion.Promotion{ID: "gone", Stock: 2})
-	for _, u := range []string{"u1", "u2"} {
-		if _, err := m.Claim(ctx, "gone", u, ""); err != nil {
+	for i := range n {
+		id := fmt.Sprintf("p%d", i)
+		create(t, m, promotion.Promotion{ID: id, Stock: 10})
+		if _, err := m.Claim(ctx, id, "u1", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.Claim(ctx, "gone", "u3", ""); err == nil {
-		t.Fatal("claim past the stock accepted")
+	for i := range n {
+		id := fmt.Sprintf("p%d", i)
+		waitCounts(t, m, id, 1, 0)
+		wait.For(t, 30*time.Second, "the pool of "+id+" idle-stopped", func() bool { return !m.Registry().Running(id) })
 	}
-	waitCounts(t, m, "gone", 2, 0)
-	wait.For(t, 30*time.Second, "the pool idle-stopped", func() bool { return !m.Registry().Running("gone") })
-	awaitTicks(3) // the journal is pruned, then the promotion found quiet
+	awaitTicks(30) // the journal is pruned, the promotions found idle, a probe runs
 
 	if err := client.Do(ctx, client.B().ConfigResetstat().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	checks.Store(0)
-	const window = 2 * time.Minute
+	const window = 11 * time.Minute
 	for range int(window / time.Second) {
 		clock.Add(time.Second)
 		awaitTicks(2)
 	}
 	calls := commandCalls(t, client)
 	var total int64
-	for name, n := range calls {
+	for name, k := range calls {
 		switch name {
 		case "info", "config|resetstat", "ping":
 			// The measurement itself, and the client's keep-alive PINGs
 			// of idle connections (once per Dialer.KeepAlive of real
 			// time, not the instance's doing).
 		default:
-			total += n
+			total += k
 		}
 	}
-	t.Logf("commands over %s of the instance's clock: %d %v; quiet re-checks: %d", window, total, calls, checks.Load())
-	if budget := int64(window / (10 * time.Second)); total > budget {
-		t.Fatalf("%d commands over %s, budget %d: %v", total, window, budget, calls)
-	}
-	if checks.Load() == 0 {
-		t.Fatal("no quiet re-check ran in the window")
+	t.Logf("commands over %s of the instance's clock (%d re-checks): %d %v", window, 2*int(window/time.Second), total, calls)
+	if budget := int64(window / time.Second); total > budget {
+		t.Fatalf("%d commands over %s with %d idle promotions, budget %d: %v", total, window, n, budget, calls)
 	}
 
 	// Work that arrives with no hint (a copy of an issued claim, as a
-	// replay elsewhere would add it) is found by the next quiet re-check.
-	k := claim.KeysFor(w.prefix, "gone")
-	issued, err := w.st.ListIssued(ctx, "gone", "u1")
+	// replay elsewhere would add it) is found by the next idle re-check.
+	k := claim.KeysFor(w.prefix, "p7")
+	issued, err := w.st.ListIssued(ctx, "p7", "u1")
 	if err != nil || len(issued) != 1 {
 		t.Fatalf("issued %+v %v", issued, err)
 	}
@@ -217,20 +223,35 @@ func TestQuietInstanceCommandBudget(t *testing.T) {
 	if err := client.Do(ctx, add).Error(); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(promotion.DefaultQuietRecheckInterval)
-	wait.For(t, 30*time.Second, "the quiet re-check to start the pool and drain the group", func() bool {
-		return groupIdle(t, w, "gone")
+	clock.Add(promotion.DefaultIdleRecheckInterval)
+	wait.For(t, 30*time.Second, "the idle re-check to start the pool and drain the group", func() bool {
+		return groupIdle(t, w, "p7")
 	})
-	waitCounts(t, m, "gone", 2, 0)
+	waitCounts(t, m, "p7", 1, 0)
+
+	// Redis loses everything; no claim comes. The probe finds it and every
+	// promotion is rebuilt from the database.
+	awaitTicks(30)
+	if err := client.Do(ctx, client.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := ticks.Load()
+	if !wait.Until(60*time.Second, func() bool { return rebuilt.Load() >= n }) {
+		t.Fatalf("rebuilt %d; ticks %d -> %d", rebuilt.Load(), before, ticks.Load())
+	}
+	v, err := m.Get(ctx, "p3")
+	if err != nil || v.Counts.Accepted != 1 || *v.Counts.Remaining != 9 {
+		t.Fatalf("p3 after the rebuild: %+v, %v; want its one claim back", v.Counts, err)
+	}
 }
 
-// TestQuietRecheckIntervalIsValidated: a negative interval is refused and
+// TestIdleRecheckIntervalIsValidated: a negative interval is refused and
 // named.
-func TestQuietRecheckIntervalIsValidated(t *testing.T) {
+func TestIdleRecheckIntervalIsValidated(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "single", "sqlite")
-	_, err := promotion.New(w.client, w.st, promotion.Config{QuietRecheckInterval: -time.Second})
-	if err == nil || !strings.Contains(err.Error(), "QuietRecheckInterval") {
+	_, err := promotion.New(w.client, w.st, promotion.Config{IdleRecheckInterval: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "IdleRecheckInterval") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -188,6 +188,15 @@ type PromotionsConfig struct {
 	// answer wrong_mode to a compact promotion. A promotion keeps the
 	// layout it was created with. Defaults to false (compact).
 	ClassicClaims bool `yaml:"classic_claims"`
+	// JournalMiB is the memory, in MiB, of the journal of claims this
+	// instance answered and has not seen confirmed, kept to put them back
+	// if Redis loses them (docs/durability.md). 1..65536. Defaults to
+	// promotion.DefaultJournalBytes (64 MiB).
+	JournalMiB int `yaml:"journal_mib"`
+	// IdleRecheckSeconds is how often an idle promotion is re-checked in
+	// full (docs/tuning.md). 1..86400. Defaults to
+	// promotion.DefaultIdleRecheckInterval (600).
+	IdleRecheckSeconds int `yaml:"idle_recheck_seconds"`
 }
 
 // soldOutMemory is SoldOutMemoryMS as promotion.Config.SoldOutMemory.
@@ -208,6 +217,12 @@ func (p PromotionsConfig) validate() error {
 	}
 	if ms := p.SoldOutMemoryMS; ms != nil && (*ms < 0 || *ms > 60_000) {
 		return fmt.Errorf("promotions.soldout_memory_ms must be 0..60000, got %d", *ms)
+	}
+	if p.JournalMiB < 0 || p.JournalMiB > 65_536 {
+		return fmt.Errorf("promotions.journal_mib must be 1..65536, got %d", p.JournalMiB)
+	}
+	if p.IdleRecheckSeconds < 0 || p.IdleRecheckSeconds > 86_400 {
+		return fmt.Errorf("promotions.idle_recheck_seconds must be 1..86400, got %d", p.IdleRecheckSeconds)
 	}
 	return nil
 }

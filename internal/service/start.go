@@ -246,18 +246,21 @@ func (s *Service) managerConfig(rooms *waitroom.Rooms, pm *promotion.Metrics, ta
 			tally.Issued(id, n)
 			s.crash(n)
 		},
-		OnDeadLetter:     pm.DeadLetter,
-		OnBacklog:        pm.Backlog,
-		OnHalted:         pm.Halted,
-		OnDrained:        pm.Drained,
-		OnRequeued:       pm.Requeued,
-		OnJournalDropped: pm.JournalDropped,
-		Retention:        cfg.Promotions.Retention,
-		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
-		ClassicClaims:    cfg.Promotions.ClassicClaims,
-		OnMemoryAnswer:   pm.MemoryAnswer,
-		OnRemaining:      pm.Remaining,
-		OnHandling:       pm.Handling,
+		OnDeadLetter:        pm.DeadLetter,
+		OnBacklog:           pm.Backlog,
+		OnHalted:            pm.Halted,
+		OnDrained:           pm.Drained,
+		OnRequeued:          pm.Requeued,
+		OnJournalDropped:    pm.JournalDropped,
+		OnJournal:           pm.Journal,
+		JournalBytes:        int64(cfg.Promotions.JournalMiB) << 20,
+		IdleRecheckInterval: time.Duration(cfg.Promotions.IdleRecheckSeconds) * time.Second,
+		Retention:           cfg.Promotions.Retention,
+		SoldOutMemory:       cfg.Promotions.soldOutMemory(),
+		ClassicClaims:       cfg.Promotions.ClassicClaims,
+		OnMemoryAnswer:      pm.MemoryAnswer,
+		OnRemaining:         pm.Remaining,
+		OnHandling:          pm.Handling,
 	}, nil
 }
 
