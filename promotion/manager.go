@@ -172,18 +172,11 @@ func (m *Manager) Registry() *stream.Registry { return m.reg }
 // first re-check failed is done too.
 func (m *Manager) Start(ctx context.Context) error {
 	first := make(chan error, 1)
-	err := m.life.Start(func(stopping <-chan struct{}) {
-		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	err := m.life.StartContext(ctx, func(runCtx context.Context) {
+		// The loop, and with it the waker and the sold-out memory, returns
+		// only once runCtx ends (Stop): then they are waited for.
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		defer cancel()
-		wg.Go(func() {
-			select {
-			case <-stopping:
-				cancel()
-			case <-runCtx.Done():
-			}
-		})
 		if m.hints != nil {
 			if err := m.hints.Start(); err != nil {
 				first <- err

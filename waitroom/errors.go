@@ -1,6 +1,10 @@
 package waitroom
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/dibsio/dibs/internal/startstop"
+)
 
 // Sentinel outcomes. Callers switch on them with errors.Is. The pass errors
 // (ErrForged, ErrExpired, ErrSpent, ErrNotYours, ErrUnknownPass) all answer
@@ -29,6 +33,17 @@ var (
 	// ErrUnknownPass means a correctly signed token names a pass Redis does
 	// not hold (the room was deleted or Redis lost it).
 	ErrUnknownPass = errors.New("waitroom: unknown pass")
+)
+
+// Lifecycle errors of the Scheduler and the Watcher, the same values as
+// stream's and promotion's: every long-running part of dibs answers alike.
+var (
+	// ErrStarted is returned by a second Scheduler.Start or Watcher.Start.
+	ErrStarted = startstop.ErrStarted
+	// ErrStopped is returned by Scheduler.Start or Watcher.Start after
+	// Stop: a stopped scheduler or watcher is done for good; make a new
+	// one to run again.
+	ErrStopped = startstop.ErrStopped
 )
 
 // outcomes maps the scripts' outcome strings to the sentinels.

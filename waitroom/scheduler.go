@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dibsio/dibs/internal/startstop"
 )
 
 // releaseTimeout bounds giving the leases up when the scheduler stops.
@@ -47,12 +49,9 @@ type Scheduler struct {
 	// the rooms out.
 	entries sync.Map
 
-	// mu guards the lifecycle fields below; the scheduler's state belongs
-	// to the loop goroutine.
-	mu      sync.Mutex
-	cancel  context.CancelFunc // set by Start, nil before
-	done    chan struct{}      // closed when the loop returned
-	stopped bool
+	// life runs the loop, which owns the scheduler's state (the round in
+	// flight, the rooms of the last round).
+	life startstop.Base
 }
 
 // NewScheduler returns the scheduler of rooms, configured by rooms' Config.
@@ -68,43 +67,21 @@ func NewScheduler(rooms *Rooms) *Scheduler {
 	return s
 }
 
-// Start starts the scheduler. It returns an error if it was started or
-// stopped before.
+// Start starts the scheduler; ctx's values reach the ticks, not its
+// cancellation (Stop ends the scheduler). A second Start fails with
+// ErrStarted, and a Start after Stop with ErrStopped.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil || s.stopped {
-		return errors.New("waitroom: scheduler already started")
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		s.loop.run(ctx)
-	}()
-	return nil
+	return s.life.StartContext(ctx, s.loop.run)
 }
 
 // Stop stops the scheduler: no new round starts, the round in flight is
 // cancelled and waited for, and the leases of this instance are given up so
 // another instance takes its rooms at once. It returns ctx.Err() if ctx ends
-// first. It is safe to call twice, and before Start.
+// first (the loop then goes on returning, and giving the leases up, in the
+// background).
+// It is safe to call twice, and before Start.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	s.stopped = true
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.life.Stop(ctx)
 }
 
 // Stats counts what the scheduler did.

@@ -136,8 +136,8 @@ func TestSchedulerStartStop(t *testing.T) {
 		if err := s.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Start(ctx); err == nil {
-			t.Fatal("started after stop")
+		if err := s.Start(ctx); !errors.Is(err, ErrStopped) {
+			t.Fatalf("Start after Stop = %v, want ErrStopped", err)
 		}
 	})
 	t.Run("stop twice", func(t *testing.T) {
@@ -145,13 +145,16 @@ func TestSchedulerStartStop(t *testing.T) {
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Start(ctx); err == nil {
-			t.Fatal("started twice")
+		if err := s.Start(ctx); !errors.Is(err, ErrStarted) {
+			t.Fatalf("second Start = %v, want ErrStarted", err)
 		}
 		for range 2 {
 			if err := s.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := s.Start(ctx); !errors.Is(err, ErrStopped) {
+			t.Fatalf("Start after Stop = %v, want ErrStopped", err)
 		}
 	})
 	t.Run("stop deadline", func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/internal/startstop"
 )
 
 // DefaultWatchRefresh is how often a Watcher re-reads a room it serves when
@@ -98,12 +100,8 @@ type Watcher struct {
 	// Counters written by the loop and the lookups, read by Stats.
 	watches, fromSnapshot, fromScript atomic.Int64
 
-	// mu guards the lifecycle fields.
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	running chan struct{} // closed by Start
-	exited  chan struct{} // closed when the loop returned
-	stopped bool
+	// life runs the loop. Started closed and Done open: the loop runs.
+	life startstop.Base
 }
 
 // NewWatcher returns a Watcher of rooms' standings. Start it before use.
@@ -126,49 +124,23 @@ func NewWatcher(rooms *Rooms, cfg WatcherConfig) *Watcher {
 		asks:        make(chan *ask),
 		hints:       make(chan string),
 		results:     make(chan roundDone),
-		running:     make(chan struct{}),
-		exited:      make(chan struct{}),
 	}
 }
 
-// Start starts the watcher's loop. It returns an error if it was started or
-// stopped before.
+// Start starts the watcher's loop; ctx's values reach the reads, not its
+// cancellation (Stop ends the watcher). A second Start fails with
+// ErrStarted, and a Start after Stop with ErrStopped.
 func (w *Watcher) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil || w.stopped {
-		return errors.New("waitroom: watcher already started")
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.cancel = cancel
-	close(w.running)
-	go func() {
-		defer close(w.exited)
-		w.run(ctx)
-	}()
-	return nil
+	return w.life.StartContext(ctx, w.run)
 }
 
 // Stop stops the watcher: its subscriptions end, the re-reads in flight are
 // cancelled and waited for. Open watches get no more updates (their
-// channels stay open; close them), and lookups go to the status script.
-// It returns ctx.Err() if ctx ends first. It is safe to call twice, and
-// before Start.
+// channels stay open; close them; their Done closes), and lookups go to
+// the status script. It returns ctx.Err() if ctx ends first. It is safe to
+// call twice, and before Start.
 func (w *Watcher) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	w.stopped = true
-	cancel := w.cancel
-	w.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-w.exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.life.Stop(ctx)
 }
 
 // Watches is the number of open watches.
@@ -207,7 +179,7 @@ func (s *Watch) Updates() <-chan Standing { return s.c }
 // Done is closed when the Watcher stops: no more updates come. A stream
 // fed by the watch should end then, so that its client reconnects to an
 // instance that runs.
-func (s *Watch) Done() <-chan struct{} { return s.w.exited }
+func (s *Watch) Done() <-chan struct{} { return s.w.life.Done() }
 
 // Close stops the watch. It is safe to call twice, and after the Watcher
 // stopped.
@@ -215,7 +187,7 @@ func (s *Watch) Close() {
 	s.once.Do(func() {
 		select {
 		case s.w.unsubscribe <- s:
-		case <-s.w.exited:
+		case <-s.w.life.Done():
 		}
 	})
 }
@@ -226,15 +198,13 @@ func (s *Watch) Close() {
 // its user in. ErrWatcherClosed if the watcher is not running.
 func (w *Watcher) Watch(id, userID string) (*Watch, error) {
 	s := &Watch{promotion: id, user: userID, w: w, c: make(chan Standing, 1)}
-	select {
-	case <-w.running:
-	default:
+	if !w.started() {
 		return nil, ErrWatcherClosed
 	}
 	select {
 	case w.subscribe <- s:
 		return s, nil
-	case <-w.exited:
+	case <-w.life.Done():
 		return nil, ErrWatcherClosed
 	}
 }
@@ -278,18 +248,28 @@ func (w *Watcher) Status(ctx context.Context, id, userID string) (Standing, erro
 // toLoop hands a to the loop; false if the loop does not run or ctx ends
 // first.
 func (w *Watcher) toLoop(ctx context.Context, a *ask) bool {
-	select {
-	case <-w.running:
-	default:
+	if !w.started() {
 		return false
 	}
 	select {
 	case w.asks <- a:
 		return true
-	case <-w.exited:
+	case <-w.life.Done():
 	case <-ctx.Done():
 	}
 	return false
+}
+
+// started tells whether Start ran the loop (which may have returned since:
+// wait on w.life.Done beside any send to it). Before, nothing would ever
+// receive.
+func (w *Watcher) started() bool {
+	select {
+	case <-w.life.Started():
+		return true
+	default:
+		return false
+	}
 }
 
 // admitMsg hands a tick's admissions to the loop; done is closed once they
@@ -304,19 +284,14 @@ type admitMsg struct {
 // with their entry tokens, before it returns. Use it as Config.OnAdmit. It
 // does nothing on a nil or stopped Watcher.
 func (w *Watcher) Admit(id string, admitted []Admission) {
-	if w == nil || len(admitted) == 0 {
-		return
-	}
-	select {
-	case <-w.running:
-	default:
+	if w == nil || len(admitted) == 0 || !w.started() {
 		return
 	}
 	m := admitMsg{id: id, admitted: admitted, done: make(chan struct{})}
 	select {
 	case w.admit <- m:
 		<-m.done
-	case <-w.exited:
+	case <-w.life.Done():
 	}
 }
 

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -218,8 +219,8 @@ func TestWatchLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Stop(ctx) })
-	if err := w.Start(ctx); err == nil {
-		t.Fatal("started twice")
+	if err := w.Start(ctx); !errors.Is(err, ErrStarted) {
+		t.Fatalf("second Start = %v, want ErrStarted", err)
 	}
 	var open []*Watch
 	for i := range 3 {
@@ -244,8 +245,34 @@ func TestWatchLifecycle(t *testing.T) {
 		t.Fatalf("watch after stop: %v", err)
 	}
 	w.Admit("p", []Admission{{}})
+	if err := w.Start(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop = %v, want ErrStopped", err)
+	}
+	for _, s := range open {
+		<-s.Done()
+	}
 	var nilWatcher *Watcher
 	nilWatcher.Admit("p", []Admission{{}})
+}
+
+// TestWatcherStopBeforeStart: a Watcher stopped before Start is done for
+// good: Start fails with ErrStopped, watches are refused and Admit does
+// nothing, without blocking.
+func TestWatcherStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	f := setup(t, redistest.Topologies(t)[0], 1)
+	w := NewWatcher(f.rooms, WatcherConfig{})
+	ctx := context.Background()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop = %v, want ErrStopped", err)
+	}
+	if _, err := w.Watch("p", "u1"); err != ErrWatcherClosed {
+		t.Fatalf("watch after stop: %v", err)
+	}
+	w.Admit("p", []Admission{{}})
 }
 
 func TestRefreshEvery(t *testing.T) {

@@ -38,6 +38,25 @@
 //		}
 //	}
 //
+// A part whose loop works on a context (its requests to Redis or a database
+// take one) calls StartContext instead: the loop gets a context that keeps
+// the values of Start's ctx but not its cancellation, and is cancelled when
+// Stopping closes. So the caller's ctx, often one of a request or of the
+// process's start-up, never ends the part; only Stop does:
+//
+//	func (p *Poller) Start(ctx context.Context) error { return p.life.StartContext(ctx, p.loop) }
+//
+//	func (p *Poller) loop(ctx context.Context) {
+//		for {
+//			select {
+//			case <-ctx.Done():
+//				return
+//			case <-tick:
+//				p.poll(ctx)
+//			}
+//		}
+//	}
+//
 // Every goroutine the loop starts must be waited for before the loop
 // returns: Done then means that nothing of the part runs any more.
 package startstop
@@ -67,22 +86,31 @@ const (
 // Base runs one loop goroutine and answers Start and Stop for it. The zero
 // value is ready to use; a Base must not be copied after first use.
 type Base struct {
-	mu       sync.Mutex // guards the fields below
-	state    state
-	stopping chan struct{} // closed by the first Stop, or when the loop returned
-	done     chan struct{} // closed when the loop returned, or by Stop before Start
+	once sync.Once // makes the channels, which never change after
+	// started is closed by Start; stopping by the first Stop, or when the
+	// loop returned; done when the loop returned, or by Stop before Start.
+	started, stopping, done chan struct{}
+
+	mu     sync.Mutex // guards the fields below, and the closing of the channels
+	state  state
+	cancel context.CancelFunc // cancels StartContext's context; nil for Start
 }
 
-// init makes the channels. The caller holds b.mu.
+// init makes the channels, once. Their readers need no lock.
 func (b *Base) init() {
-	if b.stopping == nil {
+	b.once.Do(func() {
+		b.started = make(chan struct{})
 		b.stopping = make(chan struct{})
 		b.done = make(chan struct{})
-	}
+	})
 }
 
-// closeStopping closes b.stopping once. The caller holds b.mu.
+// closeStopping closes b.stopping once, and cancels StartContext's context.
+// The caller holds b.mu.
 func (b *Base) closeStopping() {
+	if b.cancel != nil {
+		b.cancel()
+	}
 	select {
 	case <-b.stopping:
 	default:
@@ -95,9 +123,28 @@ func (b *Base) closeStopping() {
 // if the Base was started before, and with ErrStopped if it was stopped
 // (by Stop, or by its loop returning).
 func (b *Base) Start(loop func(stopping <-chan struct{})) error {
+	return b.start(nil, loop)
+}
+
+// StartContext runs loop in a new goroutine, as Start does, on a context
+// that carries ctx's values but not its cancellation nor its deadline
+// (context.WithoutCancel), and that is cancelled once Stopping closes: by
+// Stop, or when loop returned. loop must return soon after its context is
+// done. It fails as Start does, and then never calls loop.
+func (b *Base) StartContext(ctx context.Context, loop func(ctx context.Context)) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	err := b.start(cancel, func(<-chan struct{}) { loop(runCtx) })
+	if err != nil {
+		cancel()
+	}
+	return err
+}
+
+// start runs loop, with cancel (if not nil) called once Stopping closes.
+func (b *Base) start(cancel context.CancelFunc, loop func(stopping <-chan struct{})) error {
+	b.init()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.init()
 	switch b.state {
 	case stateRunning:
 		return ErrStarted
@@ -105,6 +152,8 @@ func (b *Base) Start(loop func(stopping <-chan struct{})) error {
 		return ErrStopped
 	}
 	b.state = stateRunning
+	b.cancel = cancel
+	close(b.started)
 	go func() {
 		defer func() {
 			b.mu.Lock()
@@ -123,8 +172,8 @@ func (b *Base) Start(loop func(stopping <-chan struct{})) error {
 // Before Start it ends the Base at once (Done is closed, a later Start fails
 // with ErrStopped) and returns nil. Safe to call twice and concurrently.
 func (b *Base) Stop(ctx context.Context) error {
-	b.mu.Lock()
 	b.init()
+	b.mu.Lock()
 	if b.state == stateNew {
 		b.state = stateStopped
 		b.closeStopping()
@@ -132,26 +181,32 @@ func (b *Base) Stop(ctx context.Context) error {
 	} else {
 		b.closeStopping()
 	}
-	done := b.done
 	b.mu.Unlock()
 	select {
-	case <-done:
+	case <-b.done:
 		return nil
 	default:
 	}
 	select {
-	case <-done:
+	case <-b.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// Started returns a channel closed once Start (or StartContext) ran the
+// loop; it stays closed after the loop returned. It is never closed when
+// Stop came before Start. With Done, it tells whether the loop runs:
+// started and not done.
+func (b *Base) Started() <-chan struct{} {
+	b.init()
+	return b.started
+}
+
 // Stopping returns a channel closed once Stop was first called, or once the
 // loop returned by itself.
 func (b *Base) Stopping() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.init()
 	return b.stopping
 }
@@ -159,8 +214,6 @@ func (b *Base) Stopping() <-chan struct{} {
 // Done returns a channel closed once the loop has returned, or at once if
 // Stop came before Start.
 func (b *Base) Done() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.init()
 	return b.done
 }

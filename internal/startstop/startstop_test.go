@@ -190,9 +190,18 @@ func TestRaces(t *testing.T) {
 		var mu sync.Mutex
 		loops := 0
 		var wg sync.WaitGroup
-		for i := range 6 {
+		for i := range 8 {
 			wg.Go(func() {
-				switch i % 3 {
+				switch i % 4 {
+				case 3:
+					_ = b.StartContext(context.Background(), func(ctx context.Context) {
+						runs.Add(1)
+						defer runs.Done()
+						mu.Lock()
+						loops++
+						mu.Unlock()
+						<-ctx.Done()
+					})
 				case 0:
 					_ = b.Start(func(stopping <-chan struct{}) {
 						runs.Add(1)
@@ -208,6 +217,8 @@ func TestRaces(t *testing.T) {
 					}
 				default:
 					<-b.Stopping()
+					<-b.Done()
+					_ = b.Started()
 				}
 			})
 		}
@@ -218,4 +229,194 @@ func TestRaces(t *testing.T) {
 			t.Fatalf("%d loops ran", loops)
 		}
 	}
+}
+
+type ctxKey struct{}
+
+// StartContext's loop runs on a context with the caller's values, which the
+// caller's cancellation does not end and Stop does.
+func TestStartContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+		got := make(chan context.Context, 1)
+		err := b.StartContext(parent, func(ctx context.Context) {
+			got <- ctx
+			<-ctx.Done()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := <-got
+		if v := ctx.Value(ctxKey{}); v != "v" {
+			t.Fatalf("the loop's context lost the caller's value: %v", v)
+		}
+		cancelParent()
+		synctest.Wait()
+		if ctx.Err() != nil {
+			t.Fatal("the caller's cancellation ended the loop's context")
+		}
+		select {
+		case <-b.Done():
+			t.Fatal("Done closed before Stop")
+		default:
+		}
+		if err := b.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop = %v", err)
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("the loop's context after Stop: %v, want cancelled", ctx.Err())
+		}
+		<-b.Done()
+	})
+}
+
+// A deadline on Start's ctx does not reach the loop.
+func TestStartContextDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		parent, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got := make(chan context.Context, 1)
+		if err := b.StartContext(parent, func(ctx context.Context) { got <- ctx; <-ctx.Done() }); err != nil {
+			t.Fatal(err)
+		}
+		ctx := <-got
+		if _, ok := ctx.Deadline(); ok {
+			t.Fatal("the loop's context has the caller's deadline")
+		}
+		time.Sleep(time.Minute)
+		if ctx.Err() != nil {
+			t.Fatalf("the loop's context ended with the caller's deadline: %v", ctx.Err())
+		}
+		if err := b.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// StartContext answers as Start does: ErrStarted the second time,
+// ErrStopped after Stop, and the refused loop never runs.
+func TestStartContextRefused(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		ctx := context.Background()
+		if err := b.StartContext(ctx, func(ctx context.Context) { <-ctx.Done() }); err != nil {
+			t.Fatal(err)
+		}
+		ran := false
+		refused := func(context.Context) { ran = true }
+		if err := b.StartContext(ctx, refused); !errors.Is(err, ErrStarted) {
+			t.Fatalf("second StartContext = %v, want ErrStarted", err)
+		}
+		if err := b.Start(loop(0, nil)); !errors.Is(err, ErrStarted) {
+			t.Fatalf("Start after StartContext = %v, want ErrStarted", err)
+		}
+		if err := b.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.StartContext(ctx, refused); !errors.Is(err, ErrStopped) {
+			t.Fatalf("StartContext after Stop = %v, want ErrStopped", err)
+		}
+		var early Base
+		if err := early.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := early.StartContext(ctx, refused); !errors.Is(err, ErrStopped) {
+			t.Fatalf("StartContext after an early Stop = %v, want ErrStopped", err)
+		}
+		synctest.Wait()
+		if ran {
+			t.Fatal("a refused loop ran")
+		}
+	})
+}
+
+// A loop that returns by itself ends the Base and its context is
+// cancelled, so the goroutines it handed the context to end too.
+func TestStartContextReturnsByItself(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		got := make(chan context.Context, 1)
+		if err := b.StartContext(context.Background(), func(ctx context.Context) {
+			got <- ctx
+			time.Sleep(time.Second)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx := <-got
+		<-b.Done()
+		<-b.Stopping()
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("the loop's context after it returned: %v, want cancelled", ctx.Err())
+		}
+	})
+}
+
+// Stop cancels the loop's context at once, waits for the loop until its own
+// deadline, and the loop, still finishing, returns in the background.
+func TestStartContextStopDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		if err := b.StartContext(context.Background(), func(ctx context.Context) {
+			<-ctx.Done()
+			time.Sleep(time.Minute) // in-flight work, finishing
+		}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop = %v, want the deadline", err)
+		}
+		<-b.Done()
+		if d := time.Since(start); d != time.Minute {
+			t.Fatalf("the loop returned after %s, want 1m", d)
+		}
+	})
+}
+
+// Started closes with Start and stays closed; a Base stopped before Start
+// never closes it.
+func TestStarted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var b Base
+		closed := func(c <-chan struct{}) bool {
+			select {
+			case <-c:
+				return true
+			default:
+				return false
+			}
+		}
+		if closed(b.Started()) {
+			t.Fatal("Started closed before Start")
+		}
+		if err := b.StartContext(context.Background(), func(ctx context.Context) { <-ctx.Done() }); err != nil {
+			t.Fatal(err)
+		}
+		if !closed(b.Started()) {
+			t.Fatal("Started open after Start")
+		}
+		if err := b.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !closed(b.Started()) || !closed(b.Done()) {
+			t.Fatal("Started or Done open after Stop")
+		}
+		var early Base
+		if err := early.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if closed(early.Started()) {
+			t.Fatal("Started closed by Stop before Start")
+		}
+	})
 }
