@@ -40,7 +40,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative request timeout", func(c *Config) { c.RequestTimeout = -1 }, "RequestTimeout"},
 		{"room with a proof of work", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, MaxPowDifficulty }, ""},
 		{"proof of work without a room", func(c *Config) { c.PowDifficulty = 8 }, "PowDifficulty"},
-		{"proof of work too hard", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, MaxPowDifficulty + 1 }, "PowDifficulty"},
+		{"proof of work too hard", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, MaxPowDifficulty+1 }, "PowDifficulty"},
 		{"negative proof of work", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, -1 }, "PowDifficulty"},
 	}
 	for _, tt := range tests {
