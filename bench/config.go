@@ -115,6 +115,12 @@ type Config struct {
 	// AdmitPerSecond is the room's admission rate. Defaults to
 	// DefaultAdmitPerSecond.
 	AdmitPerSecond int
+	// PowDifficulty is the room's proof-of-work difficulty, set when the
+	// run creates the promotion (0..MaxPowDifficulty): every join is
+	// answered challenge_required first, and the user solves the challenge
+	// (client.SolveChallenge, on one core) and joins again with the
+	// solution; the report gives the solves' times. Defaults to 0, none.
+	PowDifficulty int
 	// MaxPoll caps the pause between a waiting user's status lookups.
 	// Defaults to DefaultMaxPoll.
 	MaxPoll time.Duration
@@ -126,6 +132,10 @@ type Config struct {
 	// to DefaultRateSampleInterval.
 	RateSampleInterval time.Duration
 }
+
+// MaxPowDifficulty is the highest proof-of-work difficulty a room takes,
+// in leading zero bits of SHA-256.
+const MaxPowDifficulty = 24
 
 // DefaultRateSampleInterval is how often a waiting-room run reads the
 // admitted count to measure the admission rate.
@@ -242,6 +252,9 @@ func (c Config) validate() error {
 	if c.RequestTimeout < 0 {
 		return bad("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
 	}
+	if !c.WaitingRoom && c.PowDifficulty != 0 {
+		return bad("PowDifficulty", "needs WaitingRoom, got %d", c.PowDifficulty)
+	}
 	if c.WaitingRoom {
 		switch {
 		case c.Waves != 0:
@@ -252,6 +265,8 @@ func (c Config) validate() error {
 			return bad("Users", "must be at most %d with WaitingRoom, got %d", MaxRoomUsers, c.Users)
 		case c.AdmitPerSecond < 1 || c.AdmitPerSecond > 1_000_000:
 			return bad("AdmitPerSecond", "must be 1..1,000,000, got %d", c.AdmitPerSecond)
+		case c.PowDifficulty < 0 || c.PowDifficulty > MaxPowDifficulty:
+			return bad("PowDifficulty", "must be 0..%d, got %d", MaxPowDifficulty, c.PowDifficulty)
 		case c.MaxPoll < time.Millisecond:
 			return bad("MaxPoll", "must be at least 1ms, got %v", c.MaxPoll)
 		case c.RoomTimeout < 0:

@@ -38,6 +38,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative confirm timeout", func(c *Config) { c.ConfirmTimeout = -1 }, "ConfirmTimeout"},
 		{"negative poll interval", func(c *Config) { c.PollInterval = -1 }, "PollInterval"},
 		{"negative request timeout", func(c *Config) { c.RequestTimeout = -1 }, "RequestTimeout"},
+		{"room with a proof of work", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, MaxPowDifficulty }, ""},
+		{"proof of work without a room", func(c *Config) { c.PowDifficulty = 8 }, "PowDifficulty"},
+		{"proof of work too hard", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, MaxPowDifficulty+1 }, "PowDifficulty"},
+		{"negative proof of work", func(c *Config) { c.WaitingRoom, c.PowDifficulty = true, -1 }, "PowDifficulty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -113,7 +113,8 @@ func (r *runner) createPromotion(ctx context.Context) error {
 		PerUserLimit: r.cfg.PerUserLimit,
 	}
 	if r.cfg.WaitingRoom {
-		p.WaitingRoom = &client.WaitingRoomSettings{Enabled: true, AdmitPerSecond: r.cfg.AdmitPerSecond}
+		p.WaitingRoom = &client.WaitingRoomSettings{Enabled: true, AdmitPerSecond: r.cfg.AdmitPerSecond,
+			PowDifficulty: r.cfg.PowDifficulty}
 	}
 	_, err := r.api.CreatePromotion(ctx, p)
 	return opError("create promotion", err)

@@ -3,9 +3,9 @@ package bench
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/dibsio/dibs/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// TestMain runs the tests with the shared Redis servers' cleanups and a
+// check for leaked goroutines.
+func TestMain(m *testing.M) { redistest.Main(m) }

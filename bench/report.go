@@ -135,6 +135,16 @@ type roomJSON struct {
 	RateWindowMS    float64        `json:"rate_window_ms"`
 	RateSamples     int            `json:"rate_samples"`
 	Server          RoomCounts     `json:"server_counts"`
+	PoW             *powJSON       `json:"proof_of_work,omitempty"`
+}
+
+// powJSON is the proof of work of a waiting-room run with a difficulty.
+type powJSON struct {
+	Difficulty      int         `json:"difficulty"`
+	Challenges      int         `json:"challenges"`
+	Solves          int         `json:"solves"`
+	SolveMS         latencyJSON `json:"solve_ms"`
+	HashesPerSecond float64     `json:"solve_hashes_per_second"`
 }
 
 func latencyToJSON(l Latency) latencyJSON {
@@ -154,8 +164,16 @@ func (r *RoomReport) toJSON() *roomJSON {
 		InLine: inLine, Lookups: r.Lookups, LookupsPerSec: round(r.LookupsPerSecond(), 1), JoinsPerSecond: round(r.JoinsPerSecond(), 1),
 		JoinLatencyMS: latencyToJSON(r.JoinLatency), LookupLatencyMS: latencyToJSON(r.LookupLatency),
 		ElapsedMS: ms(r.Elapsed), MeasuredRate: round(r.MeasuredRate, 2), RateError: round(r.RateError(), 4),
-		RateWindowMS: ms(r.RateWindow), RateSamples: r.RateSamples, Server: r.Server,
+		RateWindowMS: ms(r.RateWindow), RateSamples: r.RateSamples, Server: r.Server, PoW: r.powToJSON(),
 	}
+}
+
+func (r *RoomReport) powToJSON() *powJSON {
+	if r.PowDifficulty == 0 {
+		return nil
+	}
+	return &powJSON{Difficulty: r.PowDifficulty, Challenges: r.Challenges, Solves: r.Solves,
+		SolveMS: latencyToJSON(r.SolveTime), HashesPerSecond: round(r.HashesPerSecond(), 0)}
 }
 
 type configJSON struct {
@@ -318,6 +336,11 @@ func (rm *RoomReport) writeFigures(tw io.Writer, accepted int64) {
 		thousands(int64(rm.JoinsPerSecond()+0.5)), msText(rm.JoinLatency.P50), msText(rm.JoinLatency.P99))
 	fmt.Fprintf(tw, "status lookups\t%s (%s lookups/s), p50 %s, p99 %s\n", thousands(int64(rm.Lookups)),
 		thousands(int64(rm.LookupsPerSecond()+0.5)), msText(rm.LookupLatency.P50), msText(rm.LookupLatency.P99))
+	if rm.PowDifficulty > 0 {
+		fmt.Fprintf(tw, "proof of work\tdifficulty %d: %s challenges answered, %s solved, p50 %s, p99 %s, max %s a solve (one core each, %.2f M hashes/s)\n",
+			rm.PowDifficulty, thousands(int64(rm.Challenges)), thousands(int64(rm.Solves)), msText(rm.SolveTime.P50),
+			msText(rm.SolveTime.P99), msText(rm.SolveTime.Max), rm.HashesPerSecond()/1e6)
+	}
 	if rm.MeasuredRate > 0 {
 		fmt.Fprintf(tw, "admission rate\t%.1f/s measured over %s (%d samples), configured %d/s: %+.1f%%\n",
 			rm.MeasuredRate, human(rm.RateWindow), rm.RateSamples, rm.AdmitPerSecond, 100*rm.RateError())

@@ -2,11 +2,11 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -44,8 +44,23 @@ type RoomReport struct {
 	// JoinElapsed is the time from the first join sent to the last join
 	// answered.
 	JoinElapsed time.Duration
-	// JoinLatency and LookupLatency summarise the joins and lookups.
+	// JoinLatency and LookupLatency summarise the joins and lookups (a
+	// join answered challenge_required is one join, and so is the join
+	// again with the solution).
 	JoinLatency, LookupLatency Latency
+	// PowDifficulty is the room's proof-of-work difficulty (0: none).
+	PowDifficulty int
+	// Challenges is the joins answered challenge_required and sent again
+	// with a solution.
+	Challenges int
+	// Solves is the challenges solved; SolveTime summarises the time each
+	// took on one core of the machine that ran the load (at most
+	// GOMAXPROCS solves at once), SolveTotal is their sum and Hashes the
+	// SHA-256 they computed.
+	Solves     int
+	SolveTime  Latency
+	SolveTotal time.Duration
+	Hashes     int64
 	// Elapsed is the time from the first join to the last user done.
 	Elapsed time.Duration
 	// MeasuredRate is the admission rate measured from the server's
@@ -66,6 +81,15 @@ func (r RoomReport) JoinsPerSecond() float64 {
 		return 0
 	}
 	return float64(r.Joined) / r.JoinElapsed.Seconds()
+}
+
+// HashesPerSecond is the solves' hashes per second of their time: one
+// core's rate.
+func (r RoomReport) HashesPerSecond() float64 {
+	if r.SolveTotal <= 0 {
+		return 0
+	}
+	return float64(r.Hashes) / r.SolveTotal.Seconds()
 }
 
 // LookupsPerSecond is Lookups per second of Elapsed: what the server
@@ -97,9 +121,11 @@ type standing struct {
 
 // roomEvent is what a user's goroutine tells the run's goroutine.
 type roomEvent struct {
-	kind    string // "join", "lookup", "admitted", "done"
+	kind    string // "join", "lookup", "solve", "admitted", "done"
 	latency time.Duration
 	ok      bool   // join: answered with a place or a pass
+	retry   bool   // join: answered challenge_required, solved and sent again
+	hashes  int64  // solve: the hashes it took
 	res     result // done
 }
 
@@ -113,6 +139,7 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 	ctx, cancel := context.WithTimeout(ctx, cfg.RoomTimeout)
 	defer cancel()
 	sem := make(chan struct{}, cfg.Concurrency)
+	solvers := make(chan struct{}, runtime.GOMAXPROCS(0))
 	events := make(chan roomEvent, cfg.Concurrency)
 
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -123,7 +150,7 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 	c := newRoomCount(cfg, t)
 	var users sync.WaitGroup
 	for u := range cfg.Users {
-		users.Go(func() { r.roomUser(ctx, u, sem, events) })
+		users.Go(func() { r.roomUser(ctx, u, sem, solvers, events) })
 	}
 	bg.Go(func() {
 		users.Wait()
@@ -153,7 +180,7 @@ func (r *runner) runRoom(ctx context.Context, t *tally) *RoomReport {
 	if !c.lastJoin.IsZero() {
 		rep.JoinElapsed = c.lastJoin.Sub(c.start)
 	}
-	rep.JoinLatency, rep.LookupLatency = latencyOf(c.joinHist), latencyOf(c.lookupHist)
+	rep.JoinLatency, rep.LookupLatency, rep.SolveTime = latencyOf(c.joinHist), latencyOf(c.lookupHist), latencyOf(c.solveHist)
 	return rep
 }
 
@@ -165,6 +192,7 @@ type roomCount struct {
 	users                int
 	start                time.Time
 	joinHist, lookupHist *hdrhistogram.Histogram
+	solveHist            *hdrhistogram.Histogram
 	joinsAnswered        int
 	done, accepted       int       // users done, claims accepted
 	lastJoin             time.Time // when the last join was answered
@@ -172,12 +200,13 @@ type roomCount struct {
 
 func newRoomCount(cfg Config, t *tally) *roomCount {
 	return &roomCount{
-		rep:        &RoomReport{AdmitPerSecond: cfg.AdmitPerSecond, InLine: map[string]int{}},
+		rep:        &RoomReport{AdmitPerSecond: cfg.AdmitPerSecond, PowDifficulty: cfg.PowDifficulty, InLine: map[string]int{}},
 		t:          t,
 		users:      cfg.Users,
 		start:      time.Now(),
 		joinHist:   hdrhistogram.New(histMin, histMax, histSigFigs),
 		lookupHist: hdrhistogram.New(histMin, histMax, histSigFigs),
+		solveHist:  hdrhistogram.New(histMin, histMax, histSigFigs),
 	}
 }
 
@@ -187,6 +216,10 @@ func (c *roomCount) add(ev roomEvent) {
 	switch ev.kind {
 	case "join":
 		recordLatency(c.joinHist, ev.latency)
+		if ev.retry {
+			rep.Challenges++
+			break
+		}
 		c.joinsAnswered++
 		if ev.ok {
 			rep.Joined++
@@ -197,6 +230,11 @@ func (c *roomCount) add(ev roomEvent) {
 	case "lookup":
 		recordLatency(c.lookupHist, ev.latency)
 		rep.Lookups++
+	case "solve":
+		recordLatency(c.solveHist, ev.latency)
+		rep.Solves++
+		rep.Hashes += ev.hashes
+		rep.SolveTotal += ev.latency
 	case "admitted":
 		rep.Admitted++
 	case "done":
@@ -221,20 +259,20 @@ func (c *roomCount) progress(w io.Writer) {
 
 // roomUser is one user's way through the room. It ends with exactly one
 // "done" event; a user that never claimed has a result marked inLine.
-func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events chan<- roomEvent) {
+func (r *runner) roomUser(ctx context.Context, u int, sem, solvers chan struct{}, events chan<- roomEvent) {
+	rt := roomTrip{r: r, ctx: ctx, sem: sem, solvers: solvers, events: events}
 	queue := r.cfg.Target + "/v1/promotions/" + url.PathEscape(r.cfg.PromotionID) + "/queue"
-	body := []byte(`{"user_id":"` + r.userID(u) + `"}`)
 	status := queue + "/" + url.PathEscape(r.userID(u))
 	inLine := func(outcome, detail string) {
 		events <- roomEvent{kind: "done", res: result{user: u, inLine: true, outcome: outcome, detail: detail}}
 	}
-
-	st, outcome, detail := r.roomRequest(ctx, sem, events, http.MethodPost, queue, body)
+	rep := rt.join(queue, r.userID(u))
 	for {
-		if outcome != "" {
-			inLine(outcome, detail)
+		if rep.outcome != "" {
+			inLine(rep.outcome, rep.detail)
 			return
 		}
+		st := rep.st
 		switch st.Status {
 		case "admitted":
 			if st.EntryToken == "" {
@@ -262,7 +300,8 @@ func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events 
 				inLine("timed_out", fmt.Sprintf("still waiting at position %d", st.Position))
 				return
 			}
-			st, outcome, detail = r.roomRequest(ctx, sem, events, http.MethodGet, status, nil)
+			rep = rt.send(http.MethodGet, status, nil)
+			events <- roomEvent{kind: "lookup", latency: rep.took, ok: rep.outcome == ""}
 		case "sold_out":
 			inLine("sold_out", "")
 			return
@@ -271,43 +310,6 @@ func (r *runner) roomUser(ctx context.Context, u int, sem chan struct{}, events 
 			return
 		}
 	}
-}
-
-// roomRequest sends a join (POST) or a standing lookup (GET) within the
-// bound of sem, reports its latency as an event, and returns the standing
-// read, or the outcome code and detail of a failure.
-func (r *runner) roomRequest(ctx context.Context, sem chan struct{}, events chan<- roomEvent, method, target string, body []byte) (st standing, outcome, detail string) {
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return standing{}, "timed_out", ctx.Err().Error()
-	}
-	began := time.Now()
-	code, data, err := r.do(ctx, method, target, body, false)
-	took := time.Since(began)
-	<-sem
-	kind := "lookup"
-	if method == http.MethodPost {
-		kind = "join"
-	}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		outcome, detail = "timed_out", ctx.Err().Error()
-	case err != nil:
-		outcome, detail = OutcomeTransportError, err.Error()
-	case code == http.StatusOK || code == http.StatusAccepted:
-		if json.Unmarshal(data, &st) != nil || st.Status == "" {
-			outcome, detail = OutcomeBadResponse, "standing without status: "+snippet(data)
-		}
-	default:
-		p := apiError(kind, code, data)
-		outcome, detail = p.Code, p.Error()
-		if p.Code == "" {
-			outcome = fmt.Sprintf("http_%d", code)
-		}
-	}
-	events <- roomEvent{kind: kind, latency: took, ok: outcome == ""}
-	return st, outcome, detail
 }
 
 // rateSample is the server's admitted count at a time.

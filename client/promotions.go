@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"net/http"
 	"net/url"
@@ -83,7 +84,49 @@ type WaitingRoomSettings struct {
 	// PowDifficulty asks each join for a proof of work of that many
 	// leading zero bits of SHA-256 (0: none).
 	PowDifficulty int `json:"pow_difficulty,omitempty"`
+	// Page is the setting of the room's queue page (GET /w/{id}); nil
+	// for the page's defaults.
+	Page *QueuePage `json:"page,omitempty"`
 }
+
+// QueuePage is the setting of a waiting room's queue page (GET /w/{id}):
+// every member is optional, the page has a default for each (see
+// docs/contract.md, "The queue page").
+type QueuePage struct {
+	// Title is the page's title and heading (default: the promotion's
+	// name).
+	Title string `json:"title,omitempty"`
+	// Colors are the page's colours, each "#rgb" or "#rrggbb".
+	Colors QueuePageColors `json:"colors,omitzero"`
+	// LogoURL is an https URL of an image shown above the title.
+	LogoURL string `json:"logo_url,omitempty"`
+	// Texts replace the page's default texts, by name ("heading",
+	// "waiting", "sold_out", …).
+	Texts map[string]string `json:"texts,omitempty"`
+	// ReturnURL is the shop's page (see Mode).
+	ReturnURL string `json:"return_url,omitempty"`
+	// Mode is what the page does once its user is admitted: "claim" (the
+	// default: claim at once) or "return" (go to ReturnURL with the entry
+	// token in the fragment).
+	Mode string `json:"mode,omitempty"`
+}
+
+// QueuePageColors are a queue page's colours.
+type QueuePageColors struct {
+	Background string `json:"background,omitempty"`
+	Text       string `json:"text,omitempty"`
+	Accent     string `json:"accent,omitempty"`
+}
+
+// PageChange replaces the setting of a waiting room's queue page (see
+// WaitingRoomPatch.Page): To is the new setting, nil to go back to the
+// page's defaults (sent as null).
+type PageChange struct {
+	To *QueuePage
+}
+
+// MarshalJSON sends the new setting, or null for the defaults.
+func (c PageChange) MarshalJSON() ([]byte, error) { return json.Marshal(c.To) }
 
 // Promotion is a promotion as the server shows it.
 type Promotion struct {
@@ -133,10 +176,12 @@ type RoomView struct {
 	MaxActive           int    `json:"max_active,omitempty"`
 	Message             string `json:"message,omitempty"`
 	PowDifficulty       int    `json:"pow_difficulty,omitempty"`
-	Waiting             int64  `json:"waiting"`
-	Admitted            int64  `json:"admitted"`
-	PassesSpent         int64  `json:"passes_spent"`
-	Abandoned           int64  `json:"abandoned"`
+	// Page is the queue page's setting, nil when none was given.
+	Page        *QueuePage `json:"page,omitempty"`
+	Waiting     int64      `json:"waiting"`
+	Admitted    int64      `json:"admitted"`
+	PassesSpent int64      `json:"passes_spent"`
+	Abandoned   int64      `json:"abandoned"`
 }
 
 // PromotionPatch is the body of PatchPromotion: nil fields are kept.
@@ -150,8 +195,8 @@ type PromotionPatch struct {
 	WaitingRoom *WaitingRoomPatch `json:"waiting_room,omitempty"`
 }
 
-// WaitingRoomPatch changes the levers of a running waiting room: nil
-// fields are kept.
+// WaitingRoomPatch changes the levers of a running waiting room and its
+// queue page's setting: nil fields are kept.
 type WaitingRoomPatch struct {
 	// AdmitPerSecond is the new admission rate (1..1,000,000); what the
 	// old rate allowed until the change is kept.
@@ -163,6 +208,9 @@ type WaitingRoomPatch struct {
 	// PowDifficulty is the new proof-of-work difficulty (0..24); 0 turns
 	// it off.
 	PowDifficulty *int `json:"pow_difficulty,omitempty"`
+	// Page replaces the queue page's setting as a whole (PageChange.To
+	// nil: back to the defaults).
+	Page *PageChange `json:"page,omitempty"`
 }
 
 // PromotionFilter selects the promotions ListPromotions and Promotions

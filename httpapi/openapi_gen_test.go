@@ -164,11 +164,13 @@ func schemas() J {
 		"pow_difficulty":        integer("a proof of work each join must bring: leading zero bits of SHA-256 (default 0 = off; only with enabled)", 0, 24),
 		"page":                  schema("QueuePage"),
 	})
-	roomPatch := input("a change of the waiting room's levers while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
+	roomPatch := input("a change of the waiting room's levers and its queue page's setting while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
 		"admit_per_second": integer("the new rate; admission stays exact across the change: what the old rate allowed until it plus what the new one allows since", 1, 1_000_000),
 		"max_active":       integer("the most passes live at once (0 lifts the cap)", 0, 1_000_000_000),
 		"message":          roomMessage(),
 		"pow_difficulty":   integer("leading zero bits of SHA-256 each join's proof of work must have (0 turns it off)", 0, 24),
+		"page": J{"description": "replaces the queue page's setting as a whole, checked as at creation; null resets it to the page's defaults",
+			"oneOf": []J{schema("QueuePage"), {"type": "null"}}},
 	})
 	return J{
 		"Problem": object("an RFC 9457 problem document; clients switch on code", []string{"type", "title", "status", "code"}, J{

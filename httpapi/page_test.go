@@ -66,3 +66,66 @@ func TestQueuePageSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePagePatch: PATCH replaces waiting_room.page as a whole, checked
+// as at creation, and the page shows the new setting at once; null resets
+// it to the defaults; a bad member, an unknown one and a page of a
+// promotion without a room are refused naming the field, changing nothing.
+func TestQueuePagePatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t, single)
+	e.create(t, `{"id":"p","stock":5,"name":"Spring","waiting_room":{"enabled":true,"page":{"title":"Drop","texts":{"sold_out":"Gone"}}}}`)
+	e.create(t, `{"id":"noroom","stock":5}`)
+	pageHTML := func() string {
+		t.Helper()
+		res, err := http.Get(e.url + "/w/p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	if h := pageHTML(); !strings.Contains(h, "<title>Drop</title>") {
+		t.Fatalf("the page before the change: %s", h)
+	}
+
+	r := e.admin(t, "PATCH", "/v1/promotions/p", `{"waiting_room":{"page":{"title":"Last call","colors":{"accent":"#c00"}}}}`)
+	page, _ := r.body["waiting_room"].(map[string]any)["page"].(map[string]any)
+	if r.status != http.StatusOK || page["title"] != "Last call" || page["mode"] != "claim" || page["texts"] != nil {
+		t.Fatalf("PATCH the page: %d %s", r.status, r.raw)
+	}
+	if h := pageHTML(); !strings.Contains(h, "<title>Last call</title>") || strings.Contains(h, "Gone") {
+		t.Errorf("the page after the change: %s", h)
+	}
+
+	for _, tc := range []struct{ id, body, field string }{
+		{"p", `{"waiting_room":{"page":{"colors":{"accent":"red"}}}}`, "waiting_room.page.colors.accent"},
+		{"p", `{"waiting_room":{"page":{"mode":"return"}}}`, "waiting_room.page.return_url"},
+		{"p", `{"waiting_room":{"page":{"texts":{"footer":"x"}}}}`, "waiting_room.page.texts.footer"},
+		{"p", `{"waiting_room":{"page":{"font":"x"}}}`, "waiting_room.page.font"},
+		{"p", `{"waiting_room":{"page":{"title":5}}}`, "waiting_room.page.title"},
+		{"p", `{"waiting_room":{"page":"x"}}`, "waiting_room.page"},
+		{"noroom", `{"waiting_room":{"page":{"title":"x"}}}`, "waiting_room"},
+	} {
+		r := e.admin(t, "PATCH", "/v1/promotions/"+tc.id, tc.body)
+		if r.status != http.StatusBadRequest || r.code() != "invalid_request" || r.body["field"] != tc.field {
+			t.Errorf("PATCH %s %s: %d %s, want 400 naming %s", tc.id, tc.body, r.status, r.raw, tc.field)
+		}
+	}
+	if got := e.do(t, "GET", "/v1/promotions/p", ""); !strings.Contains(got.raw, `"page":{"title":"Last call"`) {
+		t.Errorf("refused changes changed the page: %s", got.raw)
+	}
+
+	// Another lever keeps the page; null resets it.
+	if r := e.admin(t, "PATCH", "/v1/promotions/p", `{"waiting_room":{"message":"Soon"}}`); r.status != http.StatusOK ||
+		!strings.Contains(r.raw, `"page":{"title":"Last call"`) {
+		t.Fatalf("PATCH the message: %d %s", r.status, r.raw)
+	}
+	if r := e.admin(t, "PATCH", "/v1/promotions/p", `{"waiting_room":{"page":null}}`); r.status != http.StatusOK || strings.Contains(r.raw, `"page"`) {
+		t.Fatalf("PATCH the page to null: %d %s", r.status, r.raw)
+	}
+	if h := pageHTML(); !strings.Contains(h, "<title>Spring</title>") {
+		t.Errorf("the page after the reset (the promotion's name): %s", h)
+	}
+}

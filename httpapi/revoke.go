@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/dibsio/dibs/promotion"
 )
@@ -32,10 +36,50 @@ type roomPatchIn struct {
 	MaxActive      *int    `json:"max_active"`
 	Message        *string `json:"message"`
 	PowDifficulty  *int    `json:"pow_difficulty"`
+	// Page replaces the queue page's setting; null resets it.
+	Page pagePatchIn `json:"page"`
+}
+
+// pagePatchIn is the page member of a PATCH's waiting_room: left out, it
+// keeps the setting; an object replaces it as a whole; null resets it to
+// the page's defaults.
+type pagePatchIn struct {
+	set  bool
+	page *promotion.RoomPage
+}
+
+// UnmarshalJSON reads the member strictly, as decodeJSON reads a body: an
+// unknown field is named by its whole path.
+func (p *pagePatchIn) UnmarshalJSON(b []byte) error {
+	p.set, p.page = true, nil
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var pg promotion.RoomPage
+	if err := dec.Decode(&pg); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			f = "waiting_room.page." + strings.Trim(f, `"`)
+			return &fieldError{field: f, msg: "unknown field " + strconv.Quote(f)}
+		}
+		return err
+	}
+	p.page = &pg
+	return nil
+}
+
+// change is the member as a promotion.RoomChange takes it.
+func (p pagePatchIn) change() *promotion.RoomPageChange {
+	if !p.set {
+		return nil
+	}
+	return &promotion.RoomPageChange{To: p.page}
 }
 
 // patchPromotion changes a running promotion: name, stock, ends_at,
-// paused, revoke_returns_stock and the waiting room's levers (see
+// paused, revoke_returns_stock, the waiting room's levers and its queue
+// page's setting (see
 // promotion.Manager.Patch).
 func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
@@ -50,7 +94,7 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 	c := promotion.Change{Name: in.Name, Stock: in.Stock, Paused: in.Paused, RevokeReturnsStock: in.RevokeReturnsStock}
 	if w := in.WaitingRoom; w != nil {
 		c.WaitingRoom = &promotion.RoomChange{AdmitPerSecond: w.AdmitPerSecond, MaxActive: w.MaxActive,
-			Message: w.Message, PowDifficulty: w.PowDifficulty}
+			Message: w.Message, PowDifficulty: w.PowDifficulty, Page: w.Page.change()}
 	}
 	if in.EndsAt != nil {
 		t, pr := parseTimeField("ends_at", in.EndsAt)

@@ -115,6 +115,15 @@ func normalizePage(w *WaitingRoom) error {
 	return nil
 }
 
+// samePage reports whether a and b are the same setting (nil for none).
+func samePage(a, b *RoomPage) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Title == b.Title && a.Colors == b.Colors && a.LogoURL == b.LogoURL &&
+		maps.Equal(a.Texts, b.Texts) && a.ReturnURL == b.ReturnURL && a.Mode == b.Mode
+}
+
 // pageTextNames are the names of PageTexts, sorted.
 func pageTextNames() []string { return slices.Sorted(maps.Keys(PageTexts)) }
 

@@ -1,12 +1,16 @@
 package promotion_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // TestNormalizePage checks the queue page's setting: each member's rule,
@@ -68,6 +72,112 @@ func TestNormalizePage(t *testing.T) {
 			if tc.field == "" && tc.page.Mode == "" && p.WaitingRoom.Page.Mode != promotion.PageModeClaim {
 				t.Errorf("mode left empty became %q, want claim", p.WaitingRoom.Page.Mode)
 			}
+		})
+	}
+}
+
+// TestPatchRoomPage: a PATCH replaces the queue page's setting as a whole,
+// checked as at creation, and nil resets it; the database keeps it, the
+// instance that made the change answers it from its set of promotions
+// (PageOf) as soon as Patch returns, and another instance at its re-check.
+// On both databases.
+func TestPatchRoomPage(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "single", db)
+			rooms := func() *waitroom.Rooms {
+				r, err := waitroom.New(w.client, waitroom.Config{Prefix: w.prefix,
+					Keys: []waitroom.Key{{ID: "k1", Secret: bytes.Repeat([]byte{9}, waitroom.MinSecretLen)}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			// Here re-checks only every hour: what PageOf answers after the
+			// change comes from the change itself.
+			here := w.startManager(t, promotion.Config{Instance: "here", Rooms: rooms(), RecheckInterval: time.Hour})
+			there := w.startManager(t, promotion.Config{Instance: "there", Rooms: rooms()})
+			ctx := t.Context()
+			create(t, here, promotion.Promotion{ID: "drop", Stock: 10, WaitingRoom: promotion.WaitingRoom{Enabled: true,
+				Page: &promotion.RoomPage{Title: "Before", Texts: map[string]string{"heading": "Wait"}}}})
+			create(t, here, promotion.Promotion{ID: "plain", Stock: 10})
+			known := func(m *promotion.Manager) bool {
+				for _, k := range m.KnownRooms() {
+					if k.ID == "drop" {
+						return true
+					}
+				}
+				return false
+			}
+			title := func(m *promotion.Manager) string {
+				t.Helper()
+				p, err := m.PageOf(ctx, "drop")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.WaitingRoom.Page == nil {
+					return "(defaults)"
+				}
+				return p.WaitingRoom.Page.Title
+			}
+			wait.For(t, 10*time.Second, "both instances know the room", func() bool { return known(here) && known(there) })
+			if a, b := title(here), title(there); a != "Before" || b != "Before" {
+				t.Fatalf("titles before the change: %q here, %q there", a, b)
+			}
+
+			page := &promotion.RoomPage{Title: "After", ReturnURL: "https://shop.example/back"}
+			v, changed, err := here.PatchChanged(ctx, "drop", promotion.Change{WaitingRoom: &promotion.RoomChange{
+				Page: &promotion.RoomPageChange{To: page}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pg := v.WaitingRoom.Page; fmt.Sprint(changed) != "[waiting_room.page]" || pg == nil || pg.Title != "After" ||
+				pg.Mode != promotion.PageModeClaim || pg.Texts != nil {
+				t.Fatalf("changed %v, page %+v; want the whole page replaced, mode claim by default", changed, pg)
+			}
+			if page.Mode != "" {
+				t.Errorf("the caller's setting was changed: %+v", page)
+			}
+			if got := title(here); got != "After" {
+				t.Fatalf("PageOf here right after the change: %q, want After", got)
+			}
+			wait.For(t, 10*time.Second, "the other instance's re-check", func() bool { return title(there) == "After" })
+			if sp, err := w.st.GetPromotion(ctx, "drop"); err != nil || sp.WaitingRoom.Page == nil || sp.WaitingRoom.Page.Title != "After" {
+				t.Fatalf("the database: %+v, %v", sp.WaitingRoom.Page, err)
+			}
+
+			// Refusals change nothing.
+			for _, c := range []struct {
+				id    string
+				page  promotion.RoomPage
+				field string
+			}{
+				{"drop", promotion.RoomPage{Colors: promotion.RoomPageColors{Accent: "red"}}, "waiting_room.page.colors.accent"},
+				{"drop", promotion.RoomPage{Mode: "return"}, "waiting_room.page.return_url"},
+				{"drop", promotion.RoomPage{Texts: map[string]string{"footer": "x"}}, "waiting_room.page.texts.footer"},
+				{"plain", promotion.RoomPage{Title: "x"}, "waiting_room"},
+			} {
+				var ve *promotion.ValidationError
+				_, err := here.Patch(ctx, c.id, promotion.Change{WaitingRoom: &promotion.RoomChange{Page: &promotion.RoomPageChange{To: &c.page}}})
+				if !errors.As(err, &ve) || ve.Field != c.field {
+					t.Errorf("PATCH %s page %+v: %v, want a validation error of %s", c.id, c.page, err, c.field)
+				}
+			}
+			if got := title(here); got != "After" {
+				t.Fatalf("after refused changes: %q", got)
+			}
+
+			// Reset to the defaults.
+			if _, changed, err = here.PatchChanged(ctx, "drop", promotion.Change{WaitingRoom: &promotion.RoomChange{
+				Page: &promotion.RoomPageChange{}}}); err != nil || fmt.Sprint(changed) != "[waiting_room.page]" {
+				t.Fatalf("reset: %v, %v", changed, err)
+			}
+			if got := title(here); got != "(defaults)" {
+				t.Fatalf("PageOf here right after the reset: %q", got)
+			}
+			wait.For(t, 10*time.Second, "the reset on the other instance", func() bool { return title(there) == "(defaults)" })
 		})
 	}
 }

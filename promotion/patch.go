@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
@@ -50,6 +51,22 @@ type RoomChange struct {
 	// PowDifficulty is the new proof-of-work difficulty,
 	// 0..MaxPowDifficulty, 0 to stop asking for one.
 	PowDifficulty *int
+	// Page replaces the setting of the room's queue page as a whole,
+	// checked as at creation (RoomPageChange.To nil resets it to the
+	// page's defaults). Only the database holds it: the page reads it from
+	// the instance's set of promotions (Manager.PageOf), which a change
+	// made here updates before Patch returns, and the other instances'
+	// at their hint or re-check.
+	Page *RoomPageChange
+}
+
+// RoomPageChange replaces the setting of a waiting room's queue page (see
+// RoomChange.Page): To is the new setting, nil for the page's defaults.
+type RoomPageChange = store.RoomPageChange
+
+// levers reports whether c changes a lever Redis holds (all but the page).
+func (c RoomChange) levers() bool {
+	return c.AdmitPerSecond != nil || c.MaxActive != nil || c.Message != nil || c.PowDifficulty != nil
 }
 
 // apply returns w with c applied.
@@ -66,6 +83,9 @@ func (c RoomChange) apply(w WaitingRoom) WaitingRoom {
 	if c.PowDifficulty != nil {
 		w.PowDifficulty = *c.PowDifficulty
 	}
+	if c.Page != nil {
+		w.Page = c.Page.To
+	}
 	return w
 }
 
@@ -75,7 +95,7 @@ func (c *RoomChange) store() *store.WaitingRoomChange {
 		return nil
 	}
 	return &store.WaitingRoomChange{AdmitPerSecond: c.AdmitPerSecond, MaxActive: c.MaxActive,
-		Message: c.Message, PowDifficulty: c.PowDifficulty}
+		Message: c.Message, PowDifficulty: c.PowDifficulty, Page: c.Page}
 }
 
 // patchLease bounds how long a change holds its promotion in Redis
@@ -125,7 +145,8 @@ func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) 
 // change changed, by the names the promotion.changed event gives them
 // (name, stock, ends_at, paused, revoke_returns_stock,
 // waiting_room.admit_per_second, waiting_room.max_active,
-// waiting_room.message, waiting_room.pow_difficulty), in that order: none
+// waiting_room.message, waiting_room.pow_difficulty, waiting_room.page), in
+// that order: none
 // for a change that found every value as it was already.
 func (m *Manager) PatchChanged(ctx context.Context, id string, c Change) (View, []string, error) {
 	sp, err := m.st.GetPromotion(ctx, id)
@@ -154,6 +175,7 @@ func changedFields(before, after store.Promotion) []string {
 		{"waiting_room.max_active", before.WaitingRoom.MaxActive != after.WaitingRoom.MaxActive},
 		{"waiting_room.message", before.WaitingRoom.Message != after.WaitingRoom.Message},
 		{"waiting_room.pow_difficulty", before.WaitingRoom.PowDifficulty != after.WaitingRoom.PowDifficulty},
+		{"waiting_room.page", !samePage(before.WaitingRoom.Page, after.WaitingRoom.Page)},
 	} {
 		if f.diff {
 			changed = append(changed, f.name)
@@ -170,7 +192,7 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	if p.segmented() && (c.Stock != nil || c.EndsAt != nil || c.Paused != nil) {
 		return View{}, store.Promotion{}, errSegmented("changing stock, ends_at or paused")
 	}
-	if err := m.checkChange(p, c); err != nil {
+	if err := m.checkChange(p, &c); err != nil {
 		return View{}, store.Promotion{}, err
 	}
 	// The gate's stock is capped by the code pool (gateStock): a raise
@@ -228,7 +250,7 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 			return View{}, store.Promotion{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
 		}
 	}
-	if c.WaitingRoom != nil {
+	if c.WaitingRoom != nil && c.WaitingRoom.levers() {
 		// After the database: a failure here leaves the change to send
 		// again, never Redis ahead of the database.
 		if err := m.applyLevers(dctx, id, *c.WaitingRoom); err != nil {
@@ -251,8 +273,9 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	return v, sp2, domainErr(err)
 }
 
-// checkChange validates c against p.
-func (m *Manager) checkChange(p Promotion, c Change) error {
+// checkChange validates c against p, and normalizes the queue page's
+// setting it brings (a copy: the caller's is left alone).
+func (m *Manager) checkChange(p Promotion, c *Change) error {
 	if c.Name != nil && len(*c.Name) > 200 {
 		return invalid("name", "must be at most 200 characters")
 	}
@@ -269,22 +292,38 @@ func (m *Manager) checkChange(p Promotion, c Change) error {
 	case c.EndsAt != nil && !c.EndsAt.After(p.StartsAt):
 		return invalid("ends_at", "must be after starts_at")
 	}
-	return checkRoomChange(p, c.WaitingRoom)
+	if c.WaitingRoom == nil {
+		return nil
+	}
+	rc, err := checkRoomChange(p, *c.WaitingRoom)
+	c.WaitingRoom = &rc
+	return err
 }
 
 // checkRoomChange validates a change of p's waiting room's levers: p must
-// have a waiting room, and each lever its bounds.
-func checkRoomChange(p Promotion, c *RoomChange) error {
-	if c == nil {
-		return nil
-	}
+// have a waiting room, each lever its bounds, and a new queue page's
+// setting the rules of creation. It returns c with that setting normalized
+// (a copy).
+func checkRoomChange(p Promotion, c RoomChange) (RoomChange, error) {
 	if !p.WaitingRoom.Enabled {
-		return invalid("waiting_room", "this promotion has no waiting room")
+		return c, invalid("waiting_room", "this promotion has no waiting room")
 	}
 	if c.AdmitPerSecond != nil && (*c.AdmitPerSecond < 1 || *c.AdmitPerSecond > MaxAdmitPerSecond) {
-		return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
+		return c, invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
 	}
-	return checkLevers(c.apply(p.WaitingRoom))
+	if c.Page != nil && c.Page.To != nil {
+		pg := *c.Page.To
+		pg.Texts = maps.Clone(pg.Texts)
+		c.Page = &RoomPageChange{To: &pg}
+	}
+	w := c.apply(p.WaitingRoom)
+	if err := checkLevers(w); err != nil {
+		return c, err
+	}
+	if c.Page != nil {
+		return c, normalizePage(&w) // w.Page is c.Page.To
+	}
+	return c, nil
 }
 
 // tellChanged tells every instance, this one included, that promotion id

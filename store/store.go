@@ -151,6 +151,16 @@ type WaitingRoomChange struct {
 	MaxActive      *int
 	Message        *string
 	PowDifficulty  *int
+	// Page replaces the queue page's setting as a whole; nil keeps it.
+	Page *RoomPageChange
+}
+
+// RoomPageChange replaces the setting of a waiting room's queue page (see
+// WaitingRoomChange.Page).
+type RoomPageChange struct {
+	// To is the new setting, kept as the JSON of RoomPage; nil resets the
+	// page to its defaults (stored as none).
+	To *RoomPage
 }
 
 // WaitingRoom is a promotion's waiting-room setting.

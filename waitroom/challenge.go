@@ -315,11 +315,16 @@ func (r *Rooms) JoinWithProof(ctx context.Context, id, userID string, proof Proo
 	if err != nil {
 		return Standing{}, fmt.Errorf("join %s for %s: %w", id, userID, err)
 	}
+	if reason == nil {
+		r.pow.add(id, outcomeSolved)
+	}
 	return st, nil
 }
 
-// challenge refuses a join with a fresh challenge at difficulty.
+// challenge refuses a join with a fresh challenge at difficulty, and
+// counts the refusal and the challenge handed out.
 func (r *Rooms) challenge(id, userID string, difficulty int, reason error, now time.Time) *ChallengeError {
+	r.pow.add(id, outcomeOf(reason), outcomeIssued)
 	tok, c := r.signer.NewChallenge(id, userID, difficulty, now)
 	return &ChallengeError{Reason: reason, Difficulty: difficulty, Challenge: tok, ExpiresAt: c.ExpiresAt}
 }

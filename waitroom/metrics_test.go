@@ -2,7 +2,9 @@ package waitroom
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
@@ -92,5 +94,89 @@ func TestCollectorRedisDown(t *testing.T) {
 	got := scrape(t, reg)
 	if len(got) != 1 || got["dibs_waitroom_metrics_errors_total{}"] != 1 {
 		t.Fatalf("scrape with Redis closed: %v", got)
+	}
+}
+
+// TestCollectorChallenges: each way a join's proof of work is checked is
+// counted under its outcome, with the challenges handed out; the series
+// are this instance's, and go with the room once it is no longer known.
+func TestCollectorChallenges(t *testing.T) {
+	t.Parallel()
+	f := setup(t, redistest.Topologies(t)[0], 10)
+	ctx := t.Context()
+	now := time.Now()
+	var late atomic.Bool
+	var known atomic.Bool
+	known.Store(true)
+	rooms, err := New(f.c, Config{Prefix: f.prefix, Keys: testKeys,
+		Now: func() time.Time {
+			if late.Load() {
+				return now.Add(ChallengeTTL + time.Second)
+			}
+			return now
+		},
+		Known: func() []Known {
+			if known.Load() {
+				return f.known()
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rooms = rooms
+	f.open(t, Settings{AdmitPerSecond: 10, PowDifficulty: 4, OpensAt: later})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(rooms, 0, 0))
+	if got := scrape(t, reg); len(got) != 6 {
+		t.Fatalf("before any join: %v, want no challenge series", got)
+	}
+
+	fresh := func(user string) *ChallengeError { // missing
+		t.Helper()
+		_, err := rooms.JoinWithProof(ctx, f.id, user, Proof{}, 4)
+		return challenged(t, err, ErrProofMissing, 4)
+	}
+	ce := fresh("u1")
+	proof := Proof{ce.Challenge, solve(t, ce.Challenge, 4)}
+	if _, err := rooms.JoinWithProof(ctx, f.id, "u1", proof, 4); err != nil { // solved
+		t.Fatal(err)
+	}
+	_, err = rooms.JoinWithProof(ctx, f.id, "u1", proof, 4) // reused
+	challenged(t, err, ErrProofSpent, 4)
+	_, err = rooms.JoinWithProof(ctx, f.id, "u2", proof, 4) // wrong_user
+	challenged(t, err, ErrProofNotYours, 4)
+	_, err = rooms.JoinWithProof(ctx, f.id, "u2", Proof{"AAAA" + ce.Challenge, proof.Nonce}, 4) // forged
+	challenged(t, err, ErrProofForged, 4)
+	ce = fresh("u2")
+	bad := "x"
+	for Solved(ce.Challenge, bad, 4) {
+		bad += "x"
+	}
+	_, err = rooms.JoinWithProof(ctx, f.id, "u2", Proof{ce.Challenge, bad}, 4) // unsolved
+	challenged(t, err, ErrProofUnsolved, 4)
+	_, err = rooms.JoinWithProof(ctx, f.id, "u2", Proof{ce.Challenge, solve(t, ce.Challenge, 4)}, 6) // too_easy
+	challenged(t, err, ErrProofTooEasy, 6)
+	late.Store(true)
+	_, err = rooms.JoinWithProof(ctx, f.id, "u2", Proof{ce.Challenge, solve(t, ce.Challenge, 4)}, 4) // expired
+	challenged(t, err, ErrProofExpired, 4)
+
+	got := scrape(t, reg)
+	for outcome, want := range map[string]float64{"issued": 8, "solved": 1, "missing": 2, "forged": 1,
+		"wrong_user": 1, "expired": 1, "unsolved": 1, "too_easy": 1, "reused": 1} {
+		series := "dibs_waitroom_challenges_total{" + outcome + ",p}" // labels by name
+		if v, ok := got[series]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", series, v, ok, want)
+		}
+	}
+
+	// A room no longer known loses its series, and its counts.
+	known.Store(false)
+	if got := scrape(t, reg); len(got) != 1 {
+		t.Fatalf("with the room no longer known: %v, want only the error counter", got)
+	}
+	known.Store(true)
+	if got := scrape(t, reg); got["dibs_waitroom_challenges_total{issued,p}"] != 0 {
+		t.Fatalf("known again: %v, want the counts started over", got)
 	}
 }

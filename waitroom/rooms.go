@@ -82,6 +82,8 @@ type Rooms struct {
 	cfg    Config
 	signer *Signer
 	opened opened // the rooms opened here (Opened)
+	// pow counts the proof-of-work checks of joins by room (Collector).
+	pow powCounts
 }
 
 // New returns Rooms on client.
@@ -155,6 +157,7 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 // promotion.
 func (r *Rooms) Unregister(ctx context.Context, id string) error {
 	r.opened.remove(id)
+	r.pow.drop(id)
 	if err := r.client.Do(ctx, r.client.B().Srem().Key(r.registry()).Member(id).Build()).Error(); err != nil {
 		return fmt.Errorf("unregister waiting room %s: %w", id, err)
 	}

@@ -58,6 +58,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 type roomFlags struct {
 	on          bool
 	admitPerSec int
+	powDiff     int
 	maxPoll     time.Duration
 	timeout     time.Duration
 }
@@ -65,6 +66,7 @@ type roomFlags struct {
 func (f *roomFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.on, "waiting-room", false, "send the users through the promotion's waiting room: join, follow the status, claim when admitted")
 	fs.IntVar(&f.admitPerSec, "admit-per-second", bench.DefaultAdmitPerSecond, "the waiting room's admission rate (with --waiting-room)")
+	fs.IntVar(&f.powDiff, "pow-difficulty", 0, "the waiting room's proof-of-work difficulty, 0..24 leading zero bits (with --waiting-room): every join solves a challenge first, and the report gives the solves' times")
 	fs.DurationVar(&f.maxPoll, "max-poll", bench.DefaultMaxPoll, "longest pause between a waiting user's status lookups, whatever poll_after_ms says (with --waiting-room)")
 	fs.DurationVar(&f.timeout, "room-timeout", bench.DefaultRoomTimeout, "how long users may spend in the waiting room (with --waiting-room)")
 }
@@ -72,6 +74,7 @@ func (f *roomFlags) register(fs *flag.FlagSet) {
 func (f *roomFlags) apply(cfg *bench.Config) {
 	cfg.WaitingRoom = f.on
 	cfg.AdmitPerSecond = f.admitPerSec
+	cfg.PowDifficulty = f.powDiff
 	cfg.MaxPoll = f.maxPoll
 	cfg.RoomTimeout = f.timeout
 }

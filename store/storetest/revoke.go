@@ -21,6 +21,7 @@ var patchTests = []struct {
 	{"UpdatePromotion", testUpdatePromotion},
 	{"RevokeIssued", testRevokeIssued},
 	{"UpdatePromotionEvents", testUpdatePromotionEvents},
+	{"UpdatePromotionPage", testUpdatePromotionPage},
 	{"RevokeEvents", testRevokeEvents},
 }
 
@@ -268,5 +269,86 @@ func testRevokeIssued(t *testing.T, s store.Store) {
 	}
 	if un, err := s.ListUnappliedRevokes(ctx, at.Add(time.Minute), 10); err != nil || len(un) != 0 {
 		t.Fatalf("unapplied after the mark: %+v, %v", un, err)
+	}
+}
+
+// testUpdatePromotionPage: the queue page's setting is replaced as a whole,
+// kept with the other levers, reset to none, and each change is a
+// promotion.changed event naming waiting_room.page with the old and new
+// setting (null for none).
+func testUpdatePromotionPage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := promo("updpage")
+	p.WaitingRoom = store.WaitingRoom{Enabled: true, AdmitPerSecond: 100, EntryTTLSeconds: 300, AbandonAfterSeconds: 60,
+		Page: &store.RoomPage{Title: "Before", Texts: map[string]string{"heading": "Old"}, Mode: "claim"}}
+	mustCreate(t, s, p)
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	page := &store.RoomPage{Title: "After ☂", Colors: store.RoomPageColors{Accent: "#0a7f5a"},
+		ReturnURL: "https://shop.example/back", Mode: "return"}
+	msg := "Ten left"
+	got, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at,
+		WaitingRoom: &store.WaitingRoomChange{Message: &msg, Page: &store.RoomPageChange{To: page}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.GetPromotion(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []store.Promotion{got, read} {
+		if w := q.WaitingRoom; w.Page == nil || fmt.Sprint(*w.Page) != fmt.Sprint(*page) || w.Message != msg || w.AdmitPerSecond != 100 {
+			t.Fatalf("after replacing the page: %+v (page %+v)", w, w.Page)
+		}
+	}
+	// Another lever keeps the page.
+	rate := 200
+	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(time.Second),
+		WaitingRoom: &store.WaitingRoomChange{AdmitPerSecond: &rate}}); err != nil || got.WaitingRoom.Page == nil ||
+		got.WaitingRoom.Page.Title != page.Title {
+		t.Fatalf("another lever: %+v, %v", got.WaitingRoom, err)
+	}
+	// Reset: no setting, the page's defaults.
+	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(2 * time.Second),
+		WaitingRoom: &store.WaitingRoomChange{Page: &store.RoomPageChange{}}}); err != nil || got.WaitingRoom.Page != nil {
+		t.Fatalf("reset: %+v, %v", got.WaitingRoom, err)
+	}
+	if read, err = s.GetPromotion(ctx, p.ID); err != nil || read.WaitingRoom.Page != nil {
+		t.Fatalf("reset, read back: %+v, %v", read.WaitingRoom, err)
+	}
+	// The same reset again changes nothing.
+	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(3 * time.Second),
+		WaitingRoom: &store.WaitingRoomChange{Page: &store.RoomPageChange{}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	evs := allEvents(t, s, store.EventPromotionChanged)
+	type pageChange struct{ Old, New *store.RoomPage }
+	var pages []pageChange
+	for _, e := range evs {
+		var d struct {
+			Changes map[string]json.RawMessage `json:"changes"`
+		}
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if raw, ok := d.Changes["waiting_room.page"]; ok {
+			var c pageChange
+			if err := json.Unmarshal(raw, &c); err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, c)
+		}
+	}
+	show := func(pcs []pageChange) string {
+		out := ""
+		for _, c := range pcs {
+			b, _ := json.Marshal(c)
+			out += string(b) + "\n"
+		}
+		return out
+	}
+	want := []pageChange{{p.WaitingRoom.Page, page}, {page, nil}}
+	if len(evs) != 3 || show(pages) != show(want) {
+		t.Fatalf("%d promotion.changed events, their page changes:\n%swant 3 events, the page changes\n%s", len(evs), show(pages), show(want))
 	}
 }

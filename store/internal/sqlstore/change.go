@@ -54,6 +54,9 @@ func ChangeSet(c store.PromotionChange, place func(n int) string, encode func(ti
 		if w.PowDifficulty != nil {
 			add("waiting_room_pow_difficulty", *w.PowDifficulty)
 		}
+		if w.Page != nil {
+			add("waiting_room_page", EncodeRoomPage(w.Page.To))
+		}
 	}
 	if set == "" {
 		set = "id = id"

@@ -216,8 +216,9 @@ func ChangeEvent(before, after store.Promotion, at time.Time) (store.Event, bool
 		At: at.UTC(), PromotionID: after.ID, Data: b}, true, nil
 }
 
-// roomChanges adds to ch the waiting-room levers that differ between
-// before and after, named waiting_room.<field>.
+// roomChanges adds to ch the waiting-room levers (and the queue page's
+// setting) that differ between before and after, named
+// waiting_room.<field>.
 func roomChanges(ch map[string]fieldChange, before, after store.WaitingRoom) {
 	if before.AdmitPerSecond != after.AdmitPerSecond {
 		ch["waiting_room.admit_per_second"] = fieldChange{before.AdmitPerSecond, after.AdmitPerSecond}
@@ -230,6 +231,9 @@ func roomChanges(ch map[string]fieldChange, before, after store.WaitingRoom) {
 	}
 	if before.PowDifficulty != after.PowDifficulty {
 		ch["waiting_room.pow_difficulty"] = fieldChange{before.PowDifficulty, after.PowDifficulty}
+	}
+	if EncodeRoomPage(before.Page) != EncodeRoomPage(after.Page) {
+		ch["waiting_room.page"] = fieldChange{before.Page, after.Page} // an object, or null for the defaults
 	}
 }
 
