@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dibsio/dibs/internal/wait"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -42,9 +43,11 @@ func TestRoomLevers(t *testing.T) {
 					break
 				}
 			}
-			if r := e.standing(t, "wr", "u1"); r.body["message"] != "Ten left — hold on" {
-				t.Fatalf("standing after the message: %s", r.raw)
-			}
+			// A lookup is answered from the room's latest read, at most a
+			// tick old: it shows the message by the next read at the latest.
+			wait.For(t, 10*time.Second, "the message in the user's standing", func() bool {
+				return e.standing(t, "wr", "u1").body["message"] == "Ten left — hold on"
+			})
 			if r := e.join(t, "wr", "u2"); r.status != http.StatusAccepted || r.body["message"] != "Ten left — hold on" {
 				t.Fatalf("join after the message: %d %s", r.status, r.raw)
 			}
