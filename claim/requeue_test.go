@@ -9,6 +9,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/wait"
 )
 
 // loseFrom makes Redis forget every claim of promotion id from rank from on.
@@ -29,6 +30,16 @@ func (f fixture) rebuilt(t *testing.T, p claim.Promotion) {
 	if _, err := r.Resume(ctx, 0); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
+}
+
+// after waits until Redis TIME is past at, in whole milliseconds: a
+// rebuild resumed then counts as later than a loss found at at.
+func (f fixture) after(t *testing.T, at time.Time) {
+	t.Helper()
+	wait.For(t, 5*time.Second, "Redis TIME past the loss", func() bool {
+		now, err := f.client.Do(context.Background(), f.client.B().Time().Build()).AsIntSlice()
+		return err == nil && len(now) == 2 && now[0]*1000+now[1]/1000 > at.UnixMilli()
+	})
 }
 
 func outcomes(rs []claim.RequeueResult) []claim.RequeueOutcome {
@@ -101,6 +112,7 @@ func TestRequeue(t *testing.T) {
 		if err := r.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		f.after(t, rs[0].RebuiltAfter)
 		f.rebuilt(t, p)
 
 		sameOutcomes(t, "after the rebuild", f.gate.Requeue(ctx, "rq", lost), claim.Requeued, claim.Requeued)
@@ -154,6 +166,7 @@ func TestRequeue(t *testing.T) {
 		f.loseFrom(t, "rq", 6)
 		rs = f.gate.Requeue(ctx, "rq", []claim.Unconfirmed{u6})
 		sameOutcomes(t, "u6 before a rebuild", rs, claim.RequeueLost)
+		f.after(t, rs[0].RebuiltAfter) // only a rebuild resumed later counts
 		f.rebuilt(t, p)
 		if res, err := f.gate.Claim(ctx, "rq", "n2", ""); err != nil || res.Rank != 6 {
 			t.Fatalf("n2 after the loss: %+v, %v; want rank 6, the one no fence saw", res, err)
