@@ -95,6 +95,13 @@ type Config struct {
 	// let in, in order, before the tick returns, for notifying them. It must
 	// be fast and safe for concurrent use. Defaults to none.
 	OnAdmit func(promotion string, admitted []Admission)
+	// OnTick is called by the scheduler after each tick of a room whose
+	// lease this instance holds, with what the tick saw (the room's totals
+	// and its promotion's state), before the tick returns: a view of the
+	// room over time that costs no read of its own. Only the lease holder
+	// ticks a room, so only it is called. It must be fast, never block and
+	// be safe for concurrent use; it must not modify res. Defaults to none.
+	OnTick func(promotion string, res TickResult)
 	// Logger receives the scheduler's logs (never tokens or secrets).
 	// Defaults to slog.Default().
 	Logger *slog.Logger

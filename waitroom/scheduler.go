@@ -168,6 +168,9 @@ func (s *Scheduler) tickRoom(ctx context.Context, id string) {
 	if len(res.New) > 0 && r.cfg.OnAdmit != nil {
 		r.cfg.OnAdmit(id, res.New)
 	}
+	if r.cfg.OnTick != nil {
+		r.cfg.OnTick(id, res)
+	}
 	s.publish(ctx, id, res)
 	if res.State != "ended" {
 		s.ended.Delete(id)

@@ -91,10 +91,13 @@ const (
 	// EventHistory carries the samples of the last HubConfig.History, per
 	// promotion: {"interval_ms": N, "series": {"<id>": [[unix_ms,
 	// claims/s, rejected/s, settled/s, issue_lag_s, waiting, admitted/s,
-	// abandoned/s], ...]}}; the last four are null for a sample taken
-	// while no dashboard was open (they are read from Redis). A run of
-	// samples with nothing to draw is sent as its first and last. It is a
-	// subscription's first event.
+	// abandoned/s], ...]}}. The issue lag and waiting are null for a
+	// sample taken while no dashboard was open (they are read from Redis
+	// then; waiting is also taken from a room's tick that carries it);
+	// admitted/s and abandoned/s are null where the room's totals were
+	// neither read nor ticked here (Tally.Room) — and for a promotion
+	// without a room. A run of samples with nothing to draw is sent as its
+	// first and last. It is a subscription's first event.
 	EventHistory = "history"
 	// EventSnapshot carries a Snapshot.
 	EventSnapshot = "snapshot"
@@ -124,9 +127,10 @@ type HubConfig struct {
 	SourceTimeout time.Duration
 	// Logger receives Source's errors. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Tally is this instance's counts of answers and issues, sampled every
-	// Interval once Start was called, whether or not a dashboard is open.
-	// Defaults to a new Tally.
+	// Tally is this instance's counts of answers and issues, and the
+	// latest tick of each waiting room it ticks, sampled every Interval
+	// once Start was called, whether or not a dashboard is open. Defaults
+	// to a new Tally.
 	Tally *Tally
 }
 
@@ -174,8 +178,9 @@ func (c HubConfig) validate() error {
 //
 // Its loop goroutine owns the subscriber set, the last snapshot and the
 // rings of samples (HubConfig.History per promotion). Once Start is called
-// it runs until Stop, and samples the Tally every interval whether or not
-// anyone watches: the charts are there when a page opens. Source, which
+// it runs until Stop, and samples the Tally (with the rooms' latest ticks)
+// every interval whether or not anyone watches: the charts are there when
+// a page opens. Source, which
 // reads Redis and the database, is called only while someone subscribes.
 // Without Start the loop runs only while someone subscribes. Subscribe,
 // Close, Start and Stop talk to it over channels.
@@ -205,7 +210,7 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 	}
 	return &Hub{cfg: cfg, join: make(chan *Subscription, cfg.MaxSubscribers),
 		leave: make(chan *Subscription, cfg.MaxSubscribers), wake: make(chan struct{}, 1),
-		hist: newHistory(int(cfg.History/cfg.Interval)+1, cfg.Tally)}, nil
+		hist: newHistory(int(cfg.History/cfg.Interval)+1, cfg.Tally, cfg.Interval)}, nil
 }
 
 // Tally is the counts the Hub samples (HubConfig.Tally).

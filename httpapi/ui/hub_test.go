@@ -17,7 +17,7 @@ func TestRates(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	prev := sample{at: t0, accepted: 10, rejected: 5, issued: 8, watched: true, gAccepted: 100, gSettled: 90,
-		room: true, admitted: 50, abandoned: 2}
+		room: true, roomAt: t0, admitted: 50, abandoned: 2, admits: 7, abandons: 1}
 	cases := []struct {
 		name                    string
 		s                       sample
@@ -25,11 +25,16 @@ func TestRates(t *testing.T) {
 		admits, abandons        float64
 	}{
 		{"both read: the promotion's own counts", sample{at: t0.Add(2 * time.Second), accepted: 12, rejected: 9, issued: 9,
-			watched: true, gAccepted: 140, gSettled: 110, room: true, admitted: 60, abandoned: 6}, 20, 2, 10, 5, 2},
+			watched: true, gAccepted: 140, gSettled: 110, room: true, roomAt: t0.Add(2 * time.Second), admitted: 60, abandoned: 6},
+			20, 2, 10, 5, 2},
+		{"the room's rates over the time between its figures", sample{at: t0.Add(time.Second), room: true,
+			roomAt: t0.Add(4 * time.Second), admitted: 90, abandoned: 10}, 0, 0, 0, 10, 2},
+		{"a tick seen again carries the room's rates on", sample{at: t0.Add(time.Second), room: true, roomAt: t0,
+			admitted: 50, abandoned: 2}, 0, 0, 0, 7, 1},
 		{"not read: this instance's counts", sample{at: t0.Add(2 * time.Second), accepted: 16, rejected: 5, issued: 12},
 			3, 0, 2, 0, 0},
 		{"a count that fell is no negative rate", sample{at: t0.Add(time.Second), accepted: 1, rejected: 1, issued: 1,
-			watched: true, gAccepted: 3, gSettled: 3, room: true}, 0, 0, 0, 0, 0},
+			watched: true, gAccepted: 3, gSettled: 3, room: true, roomAt: t0.Add(time.Second)}, 0, 0, 0, 0, 0},
 		{"no time passed", sample{at: t0, accepted: 50}, 0, 0, 0, 0, 0},
 	}
 	for _, c := range cases {
@@ -44,12 +49,14 @@ func TestRates(t *testing.T) {
 }
 
 // TestHistoryBounded: a ring keeps its size; a promotion idle for
-// ForgetAfter is forgotten with its Tally entry; one still counting is not.
+// ForgetAfter is forgotten with its Tally entry (its room's tick too); one
+// still counting is not.
 func TestHistoryBounded(t *testing.T) {
 	t.Parallel()
 	var tally Tally
-	h := newHistory(4, &tally)
+	h := newHistory(4, &tally, time.Second)
 	t0 := time.Unix(1000, 0)
+	tally.putRoom("room", RoomTick{Admitted: 1}, t0)
 	for i := range 10 {
 		tally.Answer("a", "accepted")
 		tally.Answer("b", "sold_out")
@@ -71,6 +78,9 @@ func TestHistoryBounded(t *testing.T) {
 	if _, ok := h.by["shown"]; ok {
 		t.Fatal("a promotion no longer shown keeps its ring")
 	}
+	if _, ok := tally.room("room"); ok || h.by["room"] != nil {
+		t.Fatal("a room no longer ticked keeps its ring or its tick")
+	}
 	if tot := tally.Totals("b"); tot.RejectedSum() != 0 {
 		t.Fatalf("a forgotten promotion keeps its tally: %+v", tot)
 	}
@@ -84,7 +94,7 @@ func TestHistoryBounded(t *testing.T) {
 func TestMarshalQuietRuns(t *testing.T) {
 	t.Parallel()
 	var tally Tally
-	h := newHistory(100, &tally)
+	h := newHistory(100, &tally, time.Second)
 	t0 := time.Unix(1000, 0)
 	tally.Answer("p", "accepted")
 	for i := range 10 {

@@ -11,8 +11,9 @@ import (
 const ForgetAfter = 24 * time.Hour
 
 // sample is one interval of a promotion as the Hub's loop recorded it:
-// this instance's counts, always, and the promotion's own counts, read
-// from Redis, while a dashboard was open.
+// this instance's counts, always; the waiting room's totals whenever this
+// instance ticks the room (the latest tick, Tally.Room); and the
+// promotion's own counts, read from Redis, while a dashboard was open.
 type sample struct {
 	at time.Time
 	// This instance's counts since it started (the Tally).
@@ -21,9 +22,14 @@ type sample struct {
 	watched             bool
 	gAccepted, gSettled int64
 	lag                 float64 // the oldest unsettled claim's age, seconds
-	room                bool    // the room's counts below were read
-	waiting, admitted   int64
-	abandoned           int64
+	// room: the room's totals below are known, as of roomAt: read with
+	// the promotion, or from the room's latest tick here.
+	room                bool
+	roomAt              time.Time
+	admitted, abandoned int64
+	// line: waiting is known (read, or carried by the tick).
+	line    bool
+	waiting int64
 	// Rates from the sample before.
 	claims, rejects, issues, admits, abandons float64
 }
@@ -58,15 +64,17 @@ func (r *ring) each(f func(i int, s sample)) {
 }
 
 // history keeps the rings of every promotion this instance answered,
-// issued or showed. It belongs to the Hub's loop goroutine.
+// issued, ticked the room of or showed. It belongs to the Hub's loop
+// goroutine.
 type history struct {
-	size  int
-	by    map[string]*ring
-	tally *Tally
+	size     int
+	interval time.Duration // between two samples
+	by       map[string]*ring
+	tally    *Tally
 }
 
-func newHistory(size int, t *Tally) *history {
-	return &history{size: size, by: map[string]*ring{}, tally: t}
+func newHistory(size int, t *Tally, interval time.Duration) *history {
+	return &history{size: size, interval: interval, by: map[string]*ring{}, tally: t}
 }
 
 // add records one interval at now: every promotion of the Tally, and the
@@ -80,20 +88,13 @@ func (h *history) add(now time.Time, ps []Promotion) {
 	}
 	ids := h.tally.ids()
 	for id := range listed {
-		if _, ok := h.tally.m.Load(id); !ok {
+		if !h.tally.has(id) {
 			ids = append(ids, id)
 		}
 	}
 	for _, id := range ids {
-		t := h.tally.Totals(id)
-		s := sample{at: now, accepted: t.Accepted, rejected: t.RejectedSum(), issued: t.Issued}
 		p := listed[id]
-		if p != nil {
-			s.watched, s.gAccepted, s.gSettled, s.lag = true, p.Accepted, p.Issued+p.Failed, p.IssueLagSeconds
-			if p.Room != nil {
-				s.room, s.waiting, s.admitted, s.abandoned = true, p.Room.Waiting, p.Room.Admitted, p.Room.Abandoned
-			}
-		}
+		s := h.sample(id, now, p)
 		r := h.by[id]
 		if r == nil {
 			r = &ring{buf: make([]sample, h.size), changed: now}
@@ -102,7 +103,8 @@ func (h *history) add(now time.Time, ps []Promotion) {
 		prev, ok := r.last()
 		if ok {
 			s = rates(prev, s)
-			if s.accepted != prev.accepted || s.rejected != prev.rejected || s.issued != prev.issued {
+			if s.accepted != prev.accepted || s.rejected != prev.rejected || s.issued != prev.issued ||
+				s.room && (s.admitted != prev.admitted || s.abandoned != prev.abandoned || s.waiting != prev.waiting) {
 				r.changed = now
 			}
 		}
@@ -123,11 +125,47 @@ func (h *history) add(now time.Time, ps []Promotion) {
 	}
 }
 
+// sample is promotion id's sample at now: this instance's counts, the
+// room's latest tick here while fresh, and what was read of the promotion
+// (p, nil if not read), which the room's figures are taken from when it
+// has them.
+func (h *history) sample(id string, now time.Time, p *Promotion) sample {
+	t := h.tally.Totals(id)
+	s := sample{at: now, accepted: t.Accepted, rejected: t.RejectedSum(), issued: t.Issued}
+	if rt, ok := h.tally.room(id); ok && h.fresh(rt, now) {
+		s.room, s.roomAt, s.admitted, s.abandoned = true, rt.at, rt.Admitted, rt.Abandoned
+		if rt.Waiting != nil {
+			s.line, s.waiting = true, *rt.Waiting
+		}
+	}
+	if p != nil {
+		s.watched, s.gAccepted, s.gSettled, s.lag = true, p.Accepted, p.Issued+p.Failed, p.IssueLagSeconds
+		if p.Room != nil {
+			s.room, s.roomAt, s.admitted, s.abandoned = true, now, p.Room.Admitted, p.Room.Abandoned
+			s.line, s.waiting = true, p.Room.Waiting
+		}
+	}
+	return s
+}
+
+// fresh is whether the room's tick rt still stands for the room at now:
+// it came less than three intervals ago, or less than two of the room's
+// own tick periods (at most a minute) ago, so a room ticked more slowly
+// than the Hub samples keeps its figures between ticks, and one no longer
+// ticked here (its lease went to another instance, its promotion ended)
+// drops out of the ring within seconds.
+func (h *history) fresh(rt roomTick, now time.Time) bool {
+	age := now.Sub(rt.at)
+	return age < 3*h.interval || age < 2*min(rt.every, time.Minute)
+}
+
 // rates derives s's rates from prev: claims and settled claims per second
 // from the promotion's own counts when both samples read them, else from
 // this instance's; refusals per second from this instance's (no other
-// figure exists); the room's from its counts when both read them. Never
-// negative (a count that fell, after a restart or a rebuild, is no rate).
+// figure exists); the room's from its totals when both know them, over the
+// time between the two figures (a tick seen by two samples carries the
+// rate of the sample before on). Never negative (a count that fell, after
+// a restart or a rebuild, is no rate).
 func rates(prev, s sample) sample {
 	dt := s.at.Sub(prev.at).Seconds()
 	if dt <= 0 {
@@ -141,28 +179,38 @@ func rates(prev, s sample) sample {
 	}
 	s.rejects = rate(prev.rejected, s.rejected)
 	if prev.room && s.room {
-		s.admits, s.abandons = rate(prev.admitted, s.admitted), rate(prev.abandoned, s.abandoned)
+		if rdt := s.roomAt.Sub(prev.roomAt).Seconds(); rdt > 0 {
+			rrate := func(a, b int64) float64 { return max(float64(b-a)/rdt, 0) }
+			s.admits, s.abandons = rrate(prev.admitted, s.admitted), rrate(prev.abandoned, s.abandoned)
+		} else {
+			s.admits, s.abandons = prev.admits, prev.abandons
+		}
 	}
 	return s
 }
 
 // point is a sample as EventHistory carries it: [unix_ms, claims/s,
 // rejected/s, settled/s, issue lag s, waiting, admitted/s, abandoned/s];
-// the last four are null where they were not read.
+// the lag is null where it was not read, waiting where neither read nor
+// ticked, and the room's rates where its totals were not known.
 func (s sample) point() []any {
 	pt := []any{s.at.UnixMilli(), s.claims, s.rejects, s.issues, nil, nil, nil, nil}
 	if s.watched {
 		pt[4] = s.lag
 	}
+	if s.line {
+		pt[5] = s.waiting
+	}
 	if s.room {
-		pt[5], pt[6], pt[7] = s.waiting, s.admits, s.abandons
+		pt[6], pt[7] = s.admits, s.abandons
 	}
 	return pt
 }
 
-// quiet is whether the sample has nothing to draw: no rate, nothing read.
+// quiet is whether the sample has nothing to draw: no rate, no lag nor
+// line known.
 func (s sample) quiet() bool {
-	return !s.watched && !s.room && s.claims == 0 && s.rejects == 0 && s.issues == 0
+	return !s.watched && !s.line && s.claims == 0 && s.rejects == 0 && s.issues == 0 && s.admits == 0 && s.abandons == 0
 }
 
 // marshal is the data of an EventHistory. A run of quiet samples is sent
@@ -194,5 +242,6 @@ func (h *history) marshal(interval time.Duration) []byte {
 
 // pointQuiet is quiet for a point.
 func pointQuiet(pt []any) bool {
-	return pt[1] == 0.0 && pt[2] == 0.0 && pt[3] == 0.0 && pt[4] == nil && pt[5] == nil
+	zero := func(v any) bool { return v == nil || v == 0.0 }
+	return pt[1] == 0.0 && pt[2] == 0.0 && pt[3] == 0.0 && pt[4] == nil && pt[5] == nil && zero(pt[6]) && zero(pt[7])
 }

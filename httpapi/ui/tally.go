@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // RejectCodes are the problem codes a claim is refused with by its
@@ -21,14 +22,37 @@ var rejectIndex = func() map[string]int {
 }()
 
 // Tally counts, per promotion, what this instance answered and issued:
-// claims accepted, claims refused by code, claims its issuers wrote. The
-// request goroutines and issuers add to it with atomics, never blocking;
-// the Hub's loop reads it once a second. Only promotions that answered or
-// issued have an entry, so the set is bounded by the promotions this
+// claims accepted, claims refused by code, claims its issuers wrote; and
+// it keeps the latest tick of each waiting room this instance ticks
+// (Room). The request goroutines, issuers and the waiting room's scheduler
+// write to it with atomics, never blocking; the Hub's loop reads it once
+// a second. Only promotions that answered, issued or had their room
+// ticked here have an entry, so the set is bounded by the promotions this
 // instance served; the Hub forgets an entry idle for a day. The zero Tally
 // is ready.
 type Tally struct {
-	m sync.Map // promotion id -> *counters
+	m     sync.Map // promotion id -> *counters
+	rooms sync.Map // promotion id -> *atomic.Pointer[roomTick]
+}
+
+// RoomTick is a waiting room's figures as one tick of it saw them: the
+// room's own totals, whichever instance its users came through.
+type RoomTick struct {
+	// Admitted is the passes handed out in total.
+	Admitted int64
+	// Abandoned is the places admission skipped in total.
+	Abandoned int64
+	// Waiting is the places not yet reached by admission; nil when the
+	// tick did not read it.
+	Waiting *int64
+}
+
+// roomTick is a RoomTick as the Tally keeps it: with when it came, and
+// the time since the one before it (0 for the first).
+type roomTick struct {
+	RoomTick
+	at    time.Time
+	every time.Duration
 }
 
 // counters are one promotion's counts since the instance started.
@@ -81,6 +105,38 @@ func (t *Tally) Issued(promotionID string, n int) {
 	t.of(promotionID).issued.Add(int64(n))
 }
 
+// Room records the latest tick of the promotion's waiting room
+// (waitroom.Config.OnTick): the Hub puts its figures into the ring every
+// interval while it is fresh. It keeps one value per room, replaced by
+// each tick.
+func (t *Tally) Room(promotionID string, rt RoomTick) { t.putRoom(promotionID, rt, time.Now()) }
+
+func (t *Tally) putRoom(id string, rt RoomTick, at time.Time) {
+	v, ok := t.rooms.Load(id)
+	if !ok {
+		v, _ = t.rooms.LoadOrStore(id, new(atomic.Pointer[roomTick]))
+	}
+	p := v.(*atomic.Pointer[roomTick])
+	next := &roomTick{RoomTick: rt, at: at}
+	if prev := p.Load(); prev != nil && at.After(prev.at) {
+		next.every = at.Sub(prev.at)
+	}
+	p.Store(next)
+}
+
+// room returns the latest tick of the promotion's room, if any.
+func (t *Tally) room(id string) (roomTick, bool) {
+	v, ok := t.rooms.Load(id)
+	if !ok {
+		return roomTick{}, false
+	}
+	rt := v.(*atomic.Pointer[roomTick]).Load()
+	if rt == nil {
+		return roomTick{}, false
+	}
+	return *rt, true
+}
+
 // Totals returns the promotion's counts; zeros if it has none.
 func (t *Tally) Totals(promotionID string) Totals {
 	out := Totals{Rejected: map[string]int64{}}
@@ -98,18 +154,35 @@ func (t *Tally) Totals(promotionID string) Totals {
 	return out
 }
 
-// ids returns the promotions with an entry, sorted.
+// ids returns the promotions with an entry (counts or a room's tick),
+// sorted.
 func (t *Tally) ids() []string {
 	var out []string
 	t.m.Range(func(k, _ any) bool {
 		out = append(out, k.(string))
 		return true
 	})
+	t.rooms.Range(func(k, _ any) bool {
+		if _, ok := t.m.Load(k); !ok {
+			out = append(out, k.(string))
+		}
+		return true
+	})
 	sort.Strings(out)
 	return out
 }
 
-// forget drops the promotion's entry. A count added by a goroutine that
-// loaded the entry just before is lost; the Hub forgets only entries idle
-// for a day.
-func (t *Tally) forget(id string) { t.m.Delete(id) }
+// has reports whether the promotion has an entry.
+func (t *Tally) has(id string) bool {
+	_, counted := t.m.Load(id)
+	_, ticked := t.rooms.Load(id)
+	return counted || ticked
+}
+
+// forget drops the promotion's entry. A count added or a tick recorded by
+// a goroutine that loaded the entry just before is lost; the Hub forgets
+// only entries idle for a day.
+func (t *Tally) forget(id string) {
+	t.m.Delete(id)
+	t.rooms.Delete(id)
+}

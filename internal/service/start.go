@@ -174,7 +174,8 @@ func newServiceMetrics(st store.Store) serviceMetrics {
 // startManager makes the waiting rooms and their watcher, then starts the
 // promotion manager, the watcher, the event deliveries and the
 // waiting-room scheduler, in that order. tally counts the claims issued
-// here, for the dashboard.
+// here and keeps the latest tick of each room ticked here, for the
+// dashboard.
 func (s *Service) startManager(ctx context.Context, client rueidis.Client, st store.Store, m serviceMetrics, tally *ui.Tally) error {
 	// The scheduler's ticks hand their admissions to the watcher, made
 	// once the rooms it reads exist; it is set before the scheduler starts.
@@ -190,7 +191,8 @@ func (s *Service) startManager(ctx context.Context, client rueidis.Client, st st
 		}
 		return mgr.KnownRooms()
 	}
-	rooms, err := newRooms(client, s.cfg, s.log, known, func(id string, a []waitroom.Admission) { watcher.Admit(id, a) })
+	rooms, err := newRooms(client, s.cfg, s.log, known, func(id string, a []waitroom.Admission) { watcher.Admit(id, a) },
+		func(id string, res waitroom.TickResult) { tally.Room(id, roomTick(res)) })
 	if err != nil {
 		return err
 	}
@@ -312,10 +314,11 @@ func (s *Service) serve(client rueidis.Client, m serviceMetrics, tally *ui.Tally
 }
 
 // newRooms returns the waiting rooms of the service, handing the users let
-// in to onAdmit, signing entry tokens with the configured keys or, without
+// in to onAdmit and each tick to onTick, signing entry tokens with the configured keys or, without
 // any, a random key made now (whose passes verify on this instance only,
 // which is logged).
-func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, known func() []waitroom.Known, onAdmit func(string, []waitroom.Admission)) (*waitroom.Rooms, error) {
+func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, known func() []waitroom.Known,
+	onAdmit func(string, []waitroom.Admission), onTick func(string, waitroom.TickResult)) (*waitroom.Rooms, error) {
 	var keys []waitroom.Key
 	if cfg.WaitingRoom.Secret != "" {
 		var err error
@@ -336,12 +339,21 @@ func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, known func() 
 		Workers:      cfg.WaitingRoom.Workers,
 		Known:        known,
 		OnAdmit:      onAdmit,
+		OnTick:       onTick,
 		Logger:       log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("config: waiting_room: %w", err)
 	}
 	return rooms, nil
+}
+
+// roomTick is what the dashboard's ring takes of a room's tick: the room's
+// admitted and abandoned totals. The tick's reply does not carry the
+// room's last place, so the line's length reaches the ring only from the
+// reads made while a dashboard is open.
+func roomTick(res waitroom.TickResult) ui.RoomTick {
+	return ui.RoomTick{Admitted: res.Admitted, Abandoned: res.Skipped}
 }
 
 func startEmbeddedRedis(ctx context.Context, dataDir, fsync string, log *slog.Logger) (*redisserver.Server, error) {
