@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,7 +194,7 @@ func writeClaimAccepted(w http.ResponseWriter, out claimOut) {
 // it has nothing to escape, by encoding/json otherwise.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !jsonPlain[s[i]] {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -202,6 +203,16 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// jsonPlain marks the bytes encoding/json writes as they are inside a
+// string: printable ASCII but the quote, the backslash and the HTML
+// characters it escapes.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+	}
+	return t
+}()
 
 type userClaimOut struct {
 	ClaimID  string  `json:"claim_id"`
