@@ -8,11 +8,34 @@ import (
 // answerWriter remembers the status and size of the answer written through
 // it, for the request metrics and the access log. Unwrap keeps
 // http.ResponseController (deadlines, flushes, full duplex) working.
+//
+// It is also what the server keeps of one request, in this one allocation:
+// the request's context with its id (see withRequestID), the id's header
+// value, the claim's context (see claimDeadlines) and scratch space for the
+// claim's body and answer (see scratchOf).
 type answerWriter struct {
 	http.ResponseWriter
 	code    int
 	bytes   int64
 	flushed bool // an answer went out before the handler returned
+
+	ctx     requestContext
+	idValue [1]string
+	claim   claimContext
+	scratch [scratchLen]byte
+}
+
+// scratchLen is the scratch space of a request: a claim's body and its
+// answer fit.
+const scratchLen = 128
+
+// scratchOf returns w's scratch space, empty: the answerWriter's when w is
+// one (the claim routes get it as it is), else a new buffer.
+func scratchOf(w http.ResponseWriter) []byte {
+	if aw, ok := w.(*answerWriter); ok {
+		return aw.scratch[:0]
+	}
+	return make([]byte, 0, scratchLen)
 }
 
 func (w *answerWriter) WriteHeader(code int) {

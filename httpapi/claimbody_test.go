@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -39,6 +40,30 @@ func FuzzPlainClaim(f *testing.F) {
 	})
 }
 
+// FuzzDecodeClaim checks decodeClaim against decodeJSON, the strict
+// decoding of every other body: the same user id, or the same problem.
+func FuzzDecodeClaim(f *testing.F) {
+	for _, s := range []string{`{"user_id":"u-1"}`, " {\"user_id\":\"u-1\"}\n", `{"user_id":"u\u002d1"}`, `{"user_id":"u-1","x":1}`,
+		`{"user_id":"u"}{}`, `{"user_id":1}`, `{"user_id":"` + strings.Repeat("a", 200) + `"}`, `{`, "\xff", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var got, want claimIn
+		r := httptest.NewRequest("POST", "/v1/promotions/p/claims", bytes.NewReader(raw))
+		gp := decodeClaim(&answerWriter{ResponseWriter: httptest.NewRecorder()}, r, &got)
+		r = httptest.NewRequest("POST", "/v1/promotions/p/claims", bytes.NewReader(raw))
+		wp := decodeJSON(httptest.NewRecorder(), r, MaxBodyBytes, &want)
+		switch {
+		case (gp == nil) != (wp == nil):
+			t.Fatalf("decodeClaim(%q) = %+v, decodeJSON %+v", raw, gp, wp)
+		case gp == nil && got != want:
+			t.Fatalf("decodeClaim(%q) = %q, decodeJSON %q", raw, got.UserID, want.UserID)
+		case gp != nil && (gp.Code != wp.Code || gp.Detail != wp.Detail || gp.Field != wp.Field):
+			t.Fatalf("decodeClaim(%q) = %s %q %s, decodeJSON %s %q %s", raw, gp.Code, gp.Detail, gp.Field, wp.Code, wp.Detail, wp.Field)
+		}
+	})
+}
+
 // TestDecodeClaim reads bodies through decodeClaim: the canonical ones by
 // the plain path, the others by the strict decoder with its answers.
 func TestDecodeClaim(t *testing.T) {
@@ -55,10 +80,20 @@ func TestDecodeClaim(t *testing.T) {
 		{body: `{"user_id":1}`, code: CodeInvalidRequest},
 		{body: `{"user_id":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, code: CodeTooLarge},
 	}
-	for _, tt := range tests {
+	// Around the end of the scratch space and of MaxBodyBytes.
+	plain := `{"user_id":"u-1"}`
+	for _, n := range []int{scratchLen - 1, scratchLen, scratchLen + 1, 3 * scratchLen, MaxBodyBytes} {
+		tests = append(tests, struct{ body, user, code string }{body: strings.Repeat(" ", n-len(plain)) + plain, user: "u-1"})
+	}
+	tests = append(tests, struct{ body, user, code string }{body: strings.Repeat(" ", MaxBodyBytes+1-len(plain)) + plain, code: CodeTooLarge})
+	for i, tt := range tests {
 		r := httptest.NewRequest("POST", "/v1/promotions/p/claims", strings.NewReader(tt.body))
 		var in claimIn
-		pr := decodeClaim(httptest.NewRecorder(), r, &in)
+		var w http.ResponseWriter = httptest.NewRecorder()
+		if i%2 == 0 {
+			w = &answerWriter{ResponseWriter: w} // its scratch space
+		}
+		pr := decodeClaim(w, r, &in)
 		switch {
 		case tt.code == "" && pr != nil:
 			t.Errorf("decodeClaim(%.40q): %s %s, want user %q", tt.body, pr.Code, pr.Detail, tt.user)

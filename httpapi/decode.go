@@ -49,13 +49,16 @@ func decodeJSONFrom(body io.Reader, limit int64, v any) *Problem {
 
 // decodeClaim reads a claim's body, {"user_id": "…"}, into in. The shape
 // clients send — exactly that object, an id without escapes, whitespace
-// only around it — is read without reflection; any other body goes through
-// decodeJSON's strict decoding, so bad input is answered exactly as
-// decodeJSON answers it.
+// only around it — is read without reflection, into w's scratch space
+// (scratchOf); any other body goes through decodeJSON's strict decoding,
+// so bad input is answered exactly as decodeJSON answers it.
 func decodeClaim(w http.ResponseWriter, r *http.Request, in *claimIn) *Problem {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	var small [128]byte
-	raw, err := readAll(body, small[:0])
+	// A body that fits the scratch space is under MaxBodyBytes: it needs
+	// no http.MaxBytesReader, only a longer one does.
+	raw, err := readAll(r.Body, scratchOf(w), false)
+	if err == nil && len(raw) == cap(raw) {
+		raw, err = readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes-int64(len(raw))), raw, true)
+	}
 	if err != nil {
 		return jsonProblem(err, MaxBodyBytes)
 	}
@@ -63,13 +66,23 @@ func decodeClaim(w http.ResponseWriter, r *http.Request, in *claimIn) *Problem {
 		in.UserID = u
 		return nil
 	}
-	return decodeJSONFrom(bytes.NewReader(raw), MaxBodyBytes, in)
+	var slow claimIn // on the heap, as decodeJSONFrom takes any: only here
+	if pr := decodeJSONFrom(bytes.NewReader(raw), MaxBodyBytes, &slow); pr != nil {
+		return pr
+	}
+	*in = slow
+	return nil
 }
 
-// readAll reads r to its end, appending to buf (grown as needed).
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
+// readAll reads r to its end, appending to buf: grown as needed, or, with
+// grow false, only until buf is full (len(buf) == cap(buf) then tells
+// that r may hold more).
+func readAll(r io.Reader, buf []byte, grow bool) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
+			if !grow {
+				return buf, nil
+			}
 			buf = append(buf, 0)[:len(buf)]
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])

@@ -59,7 +59,9 @@ type Config struct {
 	// MaxInFlight bounds concurrent claim and grant requests; beyond it
 	// requests get 503 overloaded at once. Defaults to DefaultMaxInFlight.
 	MaxInFlight int
-	// ClaimTimeout bounds one claim's Redis call. Defaults to DefaultClaimTimeout.
+	// ClaimTimeout bounds one claim's Redis call. Claims that start within
+	// an eighth of it share one deadline, so a call gets between 7/8 of it
+	// and all of it. Defaults to DefaultClaimTimeout.
 	ClaimTimeout time.Duration
 	// MaxReadInFlight bounds concurrent requests to the other endpoints
 	// (reads and admin calls; not /healthz, /readyz, /metrics). Defaults to
@@ -137,6 +139,8 @@ type Server struct {
 	log      *slog.Logger
 	m        *Metrics
 	inflight chan struct{}
+	// claimDeadlines are the deadlines of the claims' Redis calls.
+	claimDeadlines claimDeadlines
 
 	readInflight chan struct{}
 	streams      chan struct{}  // one token per running streamed request
@@ -182,10 +186,11 @@ func New(cfg Config) (*Server, error) {
 		m:        cfg.Metrics,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 
-		readInflight: make(chan struct{}, cfg.MaxReadInFlight),
-		streams:      make(chan struct{}, cfg.MaxStreams),
-		started:      time.Now(),
-		beat:         &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
+		claimDeadlines: claimDeadlines{timeout: cfg.ClaimTimeout},
+		readInflight:   make(chan struct{}, cfg.MaxReadInFlight),
+		streams:        make(chan struct{}, cfg.MaxStreams),
+		started:        time.Now(),
+		beat:           &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
 	}
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
@@ -275,13 +280,13 @@ func (c Config) validate() error {
 // ahead as it goes (see beginStream).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	r = withRequestID(w, r)
+	aw := &answerWriter{ResponseWriter: w}
+	r = withRequestID(aw, r)
 	rc := http.NewResponseController(w)
 	// Errors mean the writer has no connection to set deadlines on (a test
 	// recorder); nothing to bound then.
 	_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
 	_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
-	aw := &answerWriter{ResponseWriter: w}
 	defer s.observe(aw, r, now) // after a panic's answer below
 	defer func() {
 		if v := recover(); v != nil {

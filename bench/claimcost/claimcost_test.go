@@ -75,3 +75,37 @@ func TestTable(t *testing.T) {
 		t.Errorf("a segments run is among the runs' rows:\n%s", out.String())
 	}
 }
+
+func TestSplit(t *testing.T) {
+	// Three samples of perf script -F ip,sym, leaf first.
+	in := `
+	    4a1b2c runtime.memmove
+	    4a1b2d github.com/dibsio/dibs/httpapi.(*Server).ServeHTTP
+	    4a1b2e net/http.(*conn).serve
+	    4a1b2f runtime.goexit.abi0
+
+	    5a1b2c modernc.org/sqlite/lib._sqlite3VdbeExec
+	    5a1b2d github.com/dibsio/dibs/store/sqlite.(*Store).groupLoop
+	    5a1b2f runtime.goexit.abi0
+
+	    6a1b2c main.elsewhere
+	    6a1b2f runtime.goexit.abi0
+`
+	var out bytes.Buffer
+	if err := splitCmd([]string{"-us", "30", "-under", `ServeHTTP$`}, strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| request path: dibs handler (ServeHTTP) | 10.0 | 33.3 % |",
+		"| issuance: SQLite writer | 10.0 | 33.3 % |",
+		"| other: main.elsewhere | 10.0 | 33.3 % |",
+		"  10.00  runtime.memmove",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("split printed\n%s\nwithout %q", out.String(), want)
+		}
+	}
+	if err := splitCmd([]string{"-us", "30"}, strings.NewReader(""), &out); err == nil {
+		t.Error("split of no samples: no error")
+	}
+}

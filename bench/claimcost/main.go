@@ -31,6 +31,12 @@
 //	claimcost table [-dibs-cores N] [-load-cores N] FILE
 //	    prints the Markdown table of the runs in FILE (JSON lines of load)
 //	    and the model of where the maximum comes from.
+//	perf script -F ip,sym -i perf.data | claimcost split -us US [-under RE]
+//	    splits the CPU of a `perf record -g -p PID` of dibs serve under
+//	    load into the request path, the Redis client, the issuance, the
+//	    garbage collector and the scheduler, in µs per claim (the samples
+//	    scaled to US, the server CPU per claim load measured); -under RE
+//	    also lists the functions under the frames RE matches.
 //	claimcost chart -out FILE.svg < rows.tsv
 //	    writes a horizontal bar chart (SVG) of the rows "label<TAB>value"
 //	    read from standard input; a first line "# title<TAB>unit" names it.
@@ -47,7 +53,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|redis|cluster|get|table|chart [flags]")
+		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|redis|cluster|get|table|split|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -64,10 +70,12 @@ func main() {
 		err = getCmd(os.Args[2:], os.Stdout)
 	case "table":
 		err = tableCmd(os.Args[2:], os.Stdout)
+	case "split":
+		err = splitCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "chart":
 		err = chart(os.Args[2:], os.Stdin)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (floor, load, redis, cluster, get, table or chart)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (floor, load, redis, cluster, get, table, split or chart)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "claimcost:", err)
