@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -154,4 +155,34 @@ func (f fixture) placesOf(t *testing.T) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// TestPassedPlaceStaysPassed: a user skipped as abandoned is not waiting
+// again when the room's abandonment time is raised afterwards (in
+// LayoutCompact the user's entry stays, its place behind the cursor): the
+// status answers abandoned, a check-in finds no place, and joining again
+// takes a new place at the back.
+func TestPassedPlaceStaysPassed(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp, 10)
+		ctx := context.Background()
+		f.open(t, Settings{AdmitPerSecond: 1000, AbandonAfter: time.Minute, OpensAt: later})
+		f.join(t, 2)
+		f.silentFor(t, "u1", 10*time.Minute)
+		f.startAdmission(t)
+		if res, _ := f.admitUntil(t, 1); res.Skipped != 1 || res.New[0].Pass.User != "u2" {
+			t.Fatalf("tick: %+v; want u1 skipped, u2 let in", res)
+		}
+		f.open(t, Settings{AdmitPerSecond: 1000, AbandonAfter: time.Hour})
+		if st, err := f.rooms.Status(ctx, f.id, "u1", true); err != nil || st.Status != StatusAbandoned {
+			t.Fatalf("u1 after a longer abandonment time: %+v, %v; want abandoned", st, err)
+		}
+		if got, err := f.rooms.checkIn(ctx, f.id, []string{"u1"}, func(error) {}); err != nil || got.places["u1"] != 0 {
+			t.Fatalf("check-in of u1: %+v, %v; want no place", got, err)
+		}
+		if st, err := f.rooms.Join(ctx, f.id, "u1"); err != nil || st.Status != StatusWaiting || st.Place != 3 {
+			t.Fatalf("u1 joining again: %+v, %v; want place 3", st, err)
+		}
+	})
 }
