@@ -1,5 +1,7 @@
 package waitroom
 
+import "strconv"
+
 // DefaultPrefix is the key prefix used when Config.Prefix is empty. It is the
 // prefix of the claim keys too, so a room and its promotion share a slot.
 const DefaultPrefix = "dibs:"
@@ -31,6 +33,17 @@ const (
 	// releases' scripts serve.
 	LayoutClassic Layout = 1
 )
+
+// String names the layout: "compact" or "classic".
+func (l Layout) String() string {
+	switch l {
+	case LayoutCompact:
+		return "compact"
+	case LayoutClassic:
+		return "classic"
+	}
+	return "layout(" + strconv.Itoa(int(l)) + ")"
+}
 
 // Keys names the Redis keys of one promotion's waiting room. They carry the
 // promotion's hash tag {id}, built as the claim keys are (prefix + "{" + id +

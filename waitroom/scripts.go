@@ -62,10 +62,10 @@ end
 //
 // room_meta reads the room's meta hash: rate, open_ms, ttl_ms, abandon_ms,
 // admitted, cursor, m_rate, skipped, m_ms, m_cur, pq (nil without a
-// prequeue, else open, sealed or done), pq_from, layout, rate2. In a
-// LayoutCompact room (layout = 2) it sets compact, and m[1] is the rate
-// kept in rate2 (m[15] what a previous release's lever left in rate, nil
-// but for that).
+// prequeue, else open, sealed or done), pq_from, layout, rate2, pow, msg.
+// In a LayoutCompact room (layout = 2) it sets compact, and m[1] is the
+// rate kept in rate2 (m[17] what a previous release's lever left in rate,
+// nil but for that).
 //
 // place_of reads a user's place (nil when the user holds none: never
 // joined, let in, in a prequeue not yet placed, or passed by admission)
@@ -108,10 +108,11 @@ local function room_state(now)
 end
 local function room_meta()
   local m = redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'ttl_ms', 'abandon_ms',
-    'admitted', 'cursor', 'm_rate', 'skipped', 'm_ms', 'm_cur', 'pq', 'pq_from', 'layout', 'rate2')
+    'admitted', 'cursor', 'm_rate', 'skipped', 'm_ms', 'm_cur', 'pq', 'pq_from', 'layout', 'rate2',
+    'pow', 'msg')
   if m[13] == '2' then
     compact = true
-    m[15] = m[1]
+    m[17] = m[1]
     m[1] = m[14]
   end
   return m
@@ -225,13 +226,13 @@ return 1
 
 // withMessage follows the prelude in the scripts that answer a standing
 // (join v3 and later, status v2 and later): it makes reply append the
-// room's message to the line (the meta's msg, "" for none) as the 13th
-// value.
+// room's message to the line (the meta's msg, "" for none, as room_meta
+// read it) as the 13th value.
 const withMessage = `
 local reply12 = reply
-reply = function(...)
-  local r = reply12(...)
-  r[13] = redis.call('HGET', KEYS[1], 'msg') or ''
+reply = function(st, place, pass, exp, now, remaining, live, m)
+  local r = reply12(st, place, pass, exp, now, remaining, live, m)
+  r[13] = m[16] or ''
   return r
 end
 `
@@ -291,7 +292,7 @@ if state == 'not_found' or state == 'ended' then return {state} end
 local user = ARGV[1]
 local pq, cursor = m[11], tonumber(m[6] or '0')
 if pq and pq ~= 'done' and now < tonumber(m[12]) then return {'not_started'} end
-local pow = tonumber(redis.call('HGET', KEYS[1], 'pow') or '0')
+local pow = tonumber(m[15] or '0')
 if pow > 0 then
   if tonumber(ARGV[2]) < pow then return {'challenge', pow} end
   if not redis.call('SET', KEYS[17], '1', 'NX', 'PX', ARGV[3]) then return {'challenge', pow, 'spent'} end
@@ -320,7 +321,7 @@ else
   redis.call('HSET', KEYS[4], place, user)
   redis.call('HSET', KEYS[5], user, now)
 end
-redis.call('HDEL', KEYS[6], user)
+if st == 'expired' or st == 'again' then redis.call('HDEL', KEYS[6], user) end
 return reply('waiting', place, 0, 0, now, remaining, live, m)
 `)
 

@@ -96,7 +96,7 @@ if not m[1] then return {'not_found'} end
 local now = now_ms()
 local state, remaining, live = room_state(now)
 return {state, now, tonumber(m[6] or '0'), remaining, live, tonumber(m[1]), m[7] or '', tonumber(m[4]),
-  redis.call('HGET', KEYS[1], 'msg') or ''}
+  m[16] or ''}
 `)
 
 // checkInScript checks waiting users in, in one step for a batch of them.

@@ -85,8 +85,8 @@ const tickSource = "-- dibs:room_tick v4" + prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
-if compact and m[15] then
-  m[1] = m[15]
+if compact and m[17] then
+  m[1] = m[17]
   redis.call('HSET', KEYS[1], 'rate2', m[1])
   redis.call('HDEL', KEYS[1], 'rate')
 end
