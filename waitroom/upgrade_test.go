@@ -280,3 +280,29 @@ func TestPreviousScriptsBesideTheseOnAClassicRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestLeverTakesThePreviousRate: a rate the previous release's lever wrote
+// to a LayoutCompact room's rate is taken as its rate2 by this release's
+// lever as by its tick, whatever the change asks for.
+func TestLeverTakesThePreviousRate(t *testing.T) {
+	t.Parallel()
+	src := previousScripts(t, "levers_v1")
+	for _, tp := range redistest.Topologies(t) {
+		t.Run(tp.Name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, tp, 10)
+			f.open(t, Settings{AdmitPerSecond: 1, OpensAt: later})
+			if err := f.eval(src["levers_v1"], []string{f.rooms.Keys(f.id).Meta()}, "1", "500", "0", "", "0", "", "0", "").Error(); err != nil {
+				t.Fatal(err)
+			}
+			msg := "hello"
+			if err := f.rooms.Apply(context.Background(), f.id, Levers{Message: &msg}); err != nil {
+				t.Fatal(err)
+			}
+			if f.metaField(t, "rate2") != "500" || f.metaField(t, "rate") != "" || f.metaField(t, "msg") != "hello" {
+				t.Fatalf("rate %q, rate2 %q, msg %q; want rate2 500 alone and the message", f.metaField(t, "rate"),
+					f.metaField(t, "rate2"), f.metaField(t, "msg"))
+			}
+		})
+	}
+}
