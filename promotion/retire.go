@@ -142,9 +142,7 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 		keys = append(keys, m.segmentKeys(p)...)
 	}
 	if rooms := m.cfg.Rooms; rooms != nil {
-		rk := rooms.Keys(p.ID)
-		keys = append(keys, rk.Meta(), rk.Seq(), rk.Place(), rk.ByPlace(), rk.Seen(), rk.Admitted(),
-			rk.Passes(), rk.Live(), rk.Lease(), rk.Prequeue(), rk.Shuffled(), rk.Events())
+		keys = append(keys, rooms.Keys(p.ID).All()...)
 	}
 	cmds := rueidis.Commands{
 		b.Xtrim().Key(k.DeadLetters()).Maxlen().Threshold("0").Build(),

@@ -180,12 +180,12 @@ func TestTickV1BesideV2(t *testing.T) {
 	}
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
 		const stock = 120
-		f := line(t, tp, stock)
+		f := line(t, classic(tp), stock)
 		batch := strconv.Itoa(DefaultTickBatch)
 		v1 := func() TickResult {
 			t.Helper()
 			vals, err := f.c.Do(context.Background(), f.c.B().Eval().Script(string(src)).Numkeys(11).
-				Key(f.rooms.Keys(f.id).room()...).Arg(batch, batch).Build()).ToArray()
+				Key(previousRoom(f.rooms.Keys(f.id))...).Arg(batch, batch).Build()).ToArray()
 			if err != nil {
 				t.Fatal(err)
 			}

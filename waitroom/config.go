@@ -108,6 +108,10 @@ type Config struct {
 	// Now is the clock challenges are made and checked by (their expiry).
 	// Defaults to time.Now.
 	Now func() time.Time
+	// Layout is the layout of the rooms Open creates (a room keeps the one
+	// it was created with): LayoutCompact or LayoutClassic. Defaults to
+	// LayoutCompact.
+	Layout Layout
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Layout == 0 {
+		c.Layout = LayoutCompact
+	}
 	return c
 }
 
@@ -152,6 +159,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("waitroom: LeaseTTL must be at least TickInterval (%s), got %s", c.TickInterval, c.LeaseTTL)
 	case c.TickBatch < 1:
 		return fmt.Errorf("waitroom: TickBatch must be at least 1, got %d", c.TickBatch)
+	case c.Layout != LayoutCompact && c.Layout != LayoutClassic:
+		return fmt.Errorf("waitroom: Layout must be LayoutCompact (2) or LayoutClassic (1), got %d", c.Layout)
 	}
 	return nil
 }

@@ -7,7 +7,11 @@
 //
 // A room's keys (see [Keys]) share the promotion's hash tag with the claim
 // keys, so one script reads the claim meta and rank counter next to the
-// room. [Rooms.Join] hands out places from a Redis-side sequence (O(1));
+// room. A room keeps its line in the [Layout] it was created with:
+// [LayoutCompact] (one hash entry and one list element per waiting user)
+// for rooms this release creates, [LayoutClassic] for those of the previous
+// release; every script serves both. [Rooms.Join] hands out places from a
+// Redis-side sequence (O(1));
 // joining again keeps the place while the user checks in ([Rooms.Status])
 // at least every [Settings].AbandonAfter. [Rooms.Tick] runs one script that
 // reads Redis TIME and lets in users in order of place out of an allowance

@@ -31,14 +31,14 @@ type fixture struct {
 
 // setup opens promotion "p" with stock units in the claim gate (open from
 // an hour ago for a day) and Rooms on the same prefix.
-func setup(t *testing.T, tp redistest.Topology, stock int64) fixture {
+func setup(t testing.TB, tp redistest.Topology, stock int64) fixture {
 	t.Helper()
 	return setupLimit(t, tp, stock, 1, claim.LayoutDefault)
 }
 
 // setupLimit is setup with the promotion's per-user limit and the claim
 // gate's layout.
-func setupLimit(t *testing.T, tp redistest.Topology, stock int64, limit int, layout claim.Layout) fixture {
+func setupLimit(t testing.TB, tp redistest.Topology, stock int64, limit int, layout claim.Layout) fixture {
 	t.Helper()
 	c := tp.Client(t)
 	p := redistest.Prefix(t)
@@ -53,7 +53,7 @@ func setupLimit(t *testing.T, tp redistest.Topology, stock int64, limit int, lay
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rooms, err := New(c, Config{Prefix: p, Keys: testKeys})
+	rooms, err := New(c, Config{Prefix: p, Keys: testKeys, Layout: layoutOf(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func setupLimit(t *testing.T, tp redistest.Topology, stock int64, limit int, lay
 }
 
 // open creates the room with s.
-func (f fixture) open(t *testing.T, s Settings) {
+func (f fixture) open(t testing.TB, s Settings) {
 	t.Helper()
 	if _, err := f.rooms.Open(context.Background(), f.id, s); err != nil {
 		t.Fatal(err)
@@ -125,10 +125,13 @@ func (f fixture) admitUntil(t *testing.T, n int64) (TickResult, map[string]strin
 	return res, tokens
 }
 
-// eachTopology runs f on the single node and on the Cluster, in parallel.
+// eachTopology runs f on the single node and on the Cluster, with rooms
+// opened in LayoutCompact, and on the single node with rooms opened in
+// LayoutClassic (see classic), in parallel.
 func eachTopology(t *testing.T, f func(t *testing.T, tp redistest.Topology)) {
 	t.Helper()
-	for _, tp := range redistest.Topologies(t) {
+	tps := redistest.Topologies(t)
+	for _, tp := range append(tps, classic(tps[0])) {
 		t.Run(tp.Name, func(t *testing.T) {
 			t.Parallel()
 			f(t, tp)

@@ -92,11 +92,26 @@ func CheckMessage(s string) error {
 //
 // Returns {'ok', rate, open_ms, now} as they are after the change, or
 // {'not_found'} if the room does not exist.
-var leversScript = rueidis.NewLuaScript(`-- dibs:wr_levers v1
+//
+// Version 2 keeps a LayoutCompact room's rate in rate2 (see Layout), and
+// first takes a rate the previous release's version 1
+// (testdata/levers_v1.lua) wrote there as rate2, as the tick does; in a
+// LayoutClassic room it is version 1.
+var leversScript = rueidis.NewLuaScript(`-- dibs:wr_levers v2
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local m = redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'held_ms')
+local m = redis.call('HMGET', KEYS[1], 'rate', 'open_ms', 'held_ms', 'layout', 'rate2')
+local field = 'rate'
+if m[4] == '2' then
+  field = 'rate2'
+  if m[1] then
+    redis.call('HSET', KEYS[1], 'rate2', m[1])
+    redis.call('HDEL', KEYS[1], 'rate')
+  else
+    m[1] = m[5]
+  end
+end
 local rate, open = tonumber(m[1]), tonumber(m[2])
 if ARGV[1] == '1' then
   local new = tonumber(ARGV[2])
@@ -109,7 +124,7 @@ if ARGV[1] == '1' then
       redis.call('HSET', KEYS[1], 'open_ms', open)
     end
     rate = new
-    redis.call('HSET', KEYS[1], 'rate', rate)
+    redis.call('HSET', KEYS[1], field, rate)
   end
 end
 local function set(flag, field, value, none)

@@ -69,7 +69,7 @@ func TestRateChangeKeepsTheAllowance(t *testing.T) {
 		if got < low || got > high {
 			t.Fatalf("0.4 s at 200/s then 1 s at 50/s (and %d ms real) let in %d, want %d..%d", real, got, low, high)
 		}
-		if r := f.metaField(t, "rate"); r != "50" {
+		if r := f.metaField(t, f.rateField(t)); r != "50" {
 			t.Fatalf("rate %q, want 50", r)
 		}
 	})
@@ -84,8 +84,8 @@ func TestRateChangeBeforeTheOpening(t *testing.T) {
 		f.open(t, Settings{AdmitPerSecond: 10, OpensAt: later})
 		before := f.metaField(t, "open_ms")
 		f.apply(t, Levers{AdmitPerSecond: ptr(int64(1000))})
-		if after := f.metaField(t, "open_ms"); after != before || f.metaField(t, "rate") != "1000" {
-			t.Fatalf("open_ms %s → %s, rate %s; want the opening kept and the rate 1000", before, after, f.metaField(t, "rate"))
+		if after := f.metaField(t, "open_ms"); after != before || f.metaField(t, f.rateField(t)) != "1000" {
+			t.Fatalf("open_ms %s → %s, rate %s; want the opening kept and the rate 1000", before, after, f.metaField(t, f.rateField(t)))
 		}
 	})
 }
@@ -194,7 +194,7 @@ func TestTickV2BesideV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
-		f := setup(t, tp, 100)
+		f := setup(t, classic(tp), 100)
 		f.open(t, Settings{AdmitPerSecond: 10, MaxActive: 3, OpensAt: later})
 		f.join(t, 30)
 		f.startAdmission(t)
@@ -202,7 +202,7 @@ func TestTickV2BesideV3(t *testing.T) {
 		v2 := func() TickResult {
 			t.Helper()
 			vals, err := f.c.Do(context.Background(), f.c.B().Eval().Script(string(src)).Numkeys(11).
-				Key(f.rooms.Keys(f.id).room()...).Arg(batch, batch, "1000").Build()).ToArray()
+				Key(previousRoom(f.rooms.Keys(f.id))...).Arg(batch, batch, "1000").Build()).ToArray()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func TestPreviousJoinAndStatusBesideThese(t *testing.T) {
 		t.Fatal(err)
 	}
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
-		f := setup(t, tp, 10)
+		f := setup(t, classic(tp), 10)
 		ctx := context.Background()
 		k := f.rooms.Keys(f.id)
 		old := func(src []byte, keys []string, args ...string) Standing {
@@ -315,7 +315,7 @@ func TestPreviousJoinAndStatusBesideThese(t *testing.T) {
 			return st
 		}
 		f.open(t, Settings{AdmitPerSecond: 10, Message: "hello", PowDifficulty: 4, OpensAt: later})
-		if st := old(join, k.join(), "u1"); st.Status != StatusWaiting || st.Place != 1 || st.Message != "" {
+		if st := old(join, previousJoin(k), "u1"); st.Status != StatusWaiting || st.Place != 1 || st.Message != "" {
 			t.Fatalf("previous join: %+v; want place 1, no challenge, no message", st)
 		}
 		_, err := f.rooms.Join(ctx, f.id, "u2")
@@ -324,7 +324,7 @@ func TestPreviousJoinAndStatusBesideThese(t *testing.T) {
 		if err != nil || st.Place != 2 || st.Message != "hello" {
 			t.Fatalf("join: %+v, %v", st, err)
 		}
-		if st := old(status, k.room(), "u2", "1"); st.Status != StatusWaiting || st.Place != 2 || st.Message != "" {
+		if st := old(status, previousRoom(k), "u2", "1"); st.Status != StatusWaiting || st.Place != 2 || st.Message != "" {
 			t.Fatalf("previous status of u2: %+v", st)
 		}
 		if st, err := f.rooms.Status(ctx, f.id, "u1", true); err != nil || st.Place != 1 || st.Message != "hello" {

@@ -192,12 +192,12 @@ func TestPreviousJoinBesideThisOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
-		f := setupLimit(t, tp, 5, 3, claim.LayoutDefault)
+		f := setupLimit(t, classic(tp), 5, 3, claim.LayoutDefault)
 		ctx := context.Background()
 		k := f.rooms.Keys(f.id)
 		old := func(user string) Standing {
 			t.Helper()
-			vals, err := f.c.Do(ctx, f.c.B().Eval().Script(string(src)).Numkeys(int64(len(k.room()))).Key(k.room()...).
+			vals, err := f.c.Do(ctx, f.c.B().Eval().Script(string(src)).Numkeys(int64(len(previousRoom(k)))).Key(previousRoom(k)...).
 				Arg(user).Build()).ToArray()
 			if err != nil {
 				t.Fatal(err)

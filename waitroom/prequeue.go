@@ -84,19 +84,24 @@ func PrequeueOrder(seed []byte, users []string) []string {
 // assignScript gives a sealed prequeue's users their places, one chunk of
 // the shuffled order at a time.
 //
-// KEYS: Meta, Place, ByPlace, Shuffled, Prequeue. ARGV: offset (the places
-// of the order assigned before this chunk), then the chunk's users in
-// order.
+// KEYS: Meta, Place, ByPlace, Shuffled, Prequeue, User. ARGV: offset (the
+// places of the order assigned before this chunk), then the chunk's users
+// in order.
 //
 // It writes nothing and returns -1 unless pq is sealed; it writes nothing
 // and returns pq_next if offset is not pq_next (another caller assigned
 // that chunk: resume from the answer). Otherwise every user must be a
 // member of Prequeue and the chunk must not run past pq_n (an error reply,
 // nothing written); user i of the chunk gets place pq_base + offset + i
-// (Place, ByPlace) and is appended to Shuffled. pq_next advances; at pq_n
-// the prequeue is done. Returns the new pq_next.
-var assignScript = rueidis.NewLuaScript(`
-local m = redis.call('HMGET', KEYS[1], 'pq', 'pq_next', 'pq_n', 'pq_base')
+// (Place and ByPlace in a LayoutClassic room; in a LayoutCompact one the
+// user's entry in User, keeping the time of the user's latest check-in)
+// and is appended to Shuffled. pq_next advances; at pq_n the prequeue is
+// done. Returns the new pq_next.
+//
+// Version 2 serves both layouts (see Layout); the first, unnamed
+// (testdata/assign_v1.lua), wrote Place and ByPlace alone.
+var assignScript = rueidis.NewLuaScript("-- dibs:wr_assign v2" + entryLua + `
+local m = redis.call('HMGET', KEYS[1], 'pq', 'pq_next', 'pq_n', 'pq_base', 'layout')
 if m[1] ~= 'sealed' then return -1 end
 local nxt, n, base = tonumber(m[2]), tonumber(m[3]), tonumber(m[4])
 if nxt ~= tonumber(ARGV[1]) then return nxt end
@@ -109,8 +114,13 @@ end
 for i = 2, #ARGV do
   nxt = nxt + 1
   local place = base + nxt
-  redis.call('HSET', KEYS[2], ARGV[i], place)
-  redis.call('HSET', KEYS[3], place, ARGV[i])
+  if m[5] == '2' then
+    local _, seen = unentry(redis.call('HGET', KEYS[6], ARGV[i]))
+    redis.call('HSET', KEYS[6], ARGV[i], entry(place, seen or 0))
+  else
+    redis.call('HSET', KEYS[2], ARGV[i], place)
+    redis.call('HSET', KEYS[3], place, ARGV[i])
+  end
   redis.call('RPUSH', KEYS[4], ARGV[i])
 end
 if nxt >= n then
@@ -156,7 +166,7 @@ func (r *Rooms) shuffle(ctx context.Context, id string) error {
 		return fmt.Errorf("shuffle prequeue of %s: %d users in the set, %d sealed", id, len(users), n)
 	}
 	order := PrequeueOrder(seed, users)
-	keys := []string{k.Meta(), k.Place(), k.ByPlace(), k.Shuffled(), k.Prequeue()}
+	keys := []string{k.Meta(), k.Place(), k.ByPlace(), k.Shuffled(), k.Prequeue(), k.User()}
 	for next >= 0 && next < n {
 		end := min(next+int64(r.cfg.TickBatch), n)
 		args := make([]string, 0, end-next+1)
@@ -189,7 +199,7 @@ func (r *Rooms) Prequeue(ctx context.Context, id string, offset, limit int64) (P
 		return PrequeueList{}, fmt.Errorf("prequeue of %s: negative offset or limit", id)
 	}
 	res := r.client.DoMulti(ctx,
-		r.client.B().Hmget().Key(k.Meta()).Field("rate", "pq").Build(),
+		r.client.B().Hmget().Key(k.Meta()).Field("open_ms", "pq").Build(),
 		r.client.B().Llen().Key(k.Shuffled()).Build())
 	meta, err := res[0].ToArray()
 	if err != nil || len(meta) < 2 {

@@ -80,11 +80,7 @@ func (f fixture) silentFor(t *testing.T, user string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := strconv.FormatInt(tm[0]*1000+tm[1]/1000-d.Milliseconds(), 10)
-	if err := f.c.Do(ctx, f.c.B().Hset().Key(f.rooms.Keys(f.id).Seen()).FieldValue().
-		FieldValue(user, seen).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	f.setSeen(t, user, tm[0]*1000+tm[1]/1000-d.Milliseconds())
 }
 
 // openPrequeue opens the room with a prequeue collecting since a minute ago
@@ -172,7 +168,7 @@ func TestPrequeueShuffle(t *testing.T) {
 		}
 		// Admission follows the shuffled places, then the later joins.
 		if err := f.c.Do(ctx, f.c.B().Hset().Key(f.rooms.Keys(f.id).Meta()).FieldValue().
-			FieldValue("rate", "1000").Build()).Error(); err != nil {
+			FieldValue(f.rateField(t), "1000").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 		f.admitUntil(t, 42)
@@ -258,10 +254,7 @@ func TestPrequeueShufflesOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		places, err := f.c.Do(ctx, f.c.B().Hgetall().Key(k.Place()).Build()).AsStrMap()
-		if err != nil {
-			t.Fatal(err)
-		}
+		places := f.placesOf(t)
 		admitted, err := f.c.Do(ctx, f.c.B().Hgetall().Key(k.Admitted()).Build()).AsStrMap()
 		if err != nil {
 			t.Fatal(err)
@@ -272,8 +265,7 @@ func TestPrequeueShufflesOnce(t *testing.T) {
 			t.Fatalf("prequeue of %d users, want at least the 60 who joined before the opening", n)
 		}
 		owner := map[int64]string{}
-		for u, p := range places {
-			v, _ := strconv.ParseInt(p, 10, 64)
+		for u, v := range places {
 			if prev, dup := owner[v]; dup {
 				t.Fatalf("place %d held by %s and %s", v, prev, u)
 			}
@@ -292,7 +284,7 @@ func TestPrequeueShufflesOnce(t *testing.T) {
 			if slices.Contains(members, u) {
 				continue
 			}
-			if v, _ := strconv.ParseInt(places[u], 10, 64); v <= int64(n) {
+			if v := places[u]; v <= int64(n) {
 				if _, in := admitted[u]; !in {
 					t.Fatalf("%s joined after the seal: place %d, want after %d", u, v, n)
 				}

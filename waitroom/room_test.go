@@ -276,9 +276,7 @@ func TestAbandonedHeadIsSkipped(t *testing.T) {
 		users := f.join(t, 5)
 		f.startAdmission(t)
 		// u1 last checked in long ago: past any abandonment time.
-		if err := f.c.Do(ctx, f.c.B().Hset().Key(f.rooms.Keys(f.id).Seen()).FieldValue().FieldValue(users[0], "1").Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
+		f.setSeen(t, users[0], 1)
 		if st, err := f.rooms.Status(ctx, f.id, users[0], true); err != nil || st.Status != StatusAbandoned {
 			t.Fatalf("u1 before admission reached it: %+v, %v", st, err)
 		}

@@ -113,7 +113,7 @@ func (r *Rooms) registry() string { return r.cfg.Prefix + registryName }
 // as created; its rate, cap on live passes, message and difficulty change
 // only by Apply), and adds it to Opened. It also adds the room to the
 // registry set the previous release's scheduler reads (this release reads
-// it nowhere). The promotion's claim state (claim.Gate.Open) should exist
+// it nowhere). A room is created in Config.Layout. The promotion's claim state (claim.Gate.Open) should exist
 // first; until it does, joins answer ErrNotFound. Open reports whether it
 // created the room.
 func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
@@ -130,7 +130,7 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 	if !s.PrequeueFrom.IsZero() {
 		pqFrom, seed = max(s.PrequeueFrom.UnixMilli(), 1), hex.EncodeToString(s.Seed)
 	}
-	n, err := openScript.Exec(ctx, r.client, []string{k.Meta(), k.ClaimMeta()}, []string{
+	n, err := openScript.Exec(ctx, r.client, []string{k.Meta(), k.ClaimMeta(), k.Place(), k.ByPlace(), k.Seen()}, []string{
 		strconv.FormatInt(s.AdmitPerSecond, 10),
 		strconv.FormatInt(s.EntryTTL.Milliseconds(), 10),
 		strconv.FormatInt(s.AbandonAfter.Milliseconds(), 10),
@@ -140,6 +140,7 @@ func (r *Rooms) Open(ctx context.Context, id string, s Settings) (bool, error) {
 		strconv.FormatInt(s.MaxActive, 10),
 		s.Message,
 		strconv.Itoa(s.PowDifficulty),
+		strconv.Itoa(int(r.cfg.Layout)),
 	}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("open waiting room %s: %w", id, err)

@@ -87,30 +87,52 @@ func (s *snapshot) answer(place int64) (st Standing, ok bool) {
 // string, "" when unmeasured), abandon ms, message (the meta's msg, ""
 // for none)}, the state as the status script derives it (open, paused,
 // sold_out, ended, not_found); or {'not_found'} when the room is missing.
-// O(log n) for ZCOUNT.
-var snapshotScript = rueidis.NewLuaScript("-- dibs:wr_snapshot v2" + prelude + `
+// O(log n) for ZCOUNT. Version 3 reads the rate of either layout (see
+// Layout); version 2 (testdata/snapshot_v2.lua) read rate alone, so it
+// answers not_found for a LayoutCompact room.
+var snapshotScript = rueidis.NewLuaScript("-- dibs:wr_snapshot v3" + prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
 local state, remaining, live = room_state(now)
 return {state, now, tonumber(m[6] or '0'), remaining, live, tonumber(m[1]), m[7] or '', tonumber(m[4]),
-  redis.call('HGET', KEYS[1], 'msg') or ''}
+  m[16] or ''}
 `)
 
 // checkInScript checks waiting users in, in one step for a batch of them.
 //
-// KEYS: Meta, Place, Seen. ARGV: user ids (at most checkInBatch).
+// KEYS: Meta, Place, Seen, User. ARGV: user ids (at most checkInBatch).
 //
 // A user who holds a place and has not been abandoned (seen + abandon_ms >
 // now, as the status script judges it) gets seen = now; others are left
 // alone. Returns {now ms, then for each user its place, or 0 if the user
 // no longer waits}. O(users).
-var checkInScript = rueidis.NewLuaScript(`-- dibs:wr_checkin v1
+//
+// Version 2 serves both layouts (see Layout): Place and Seen in a
+// LayoutClassic room, as version 1 (testdata/checkin_v1.lua) did, User in
+// a LayoutCompact one, where a place behind the cursor is no longer held.
+var checkInScript = rueidis.NewLuaScript("-- dibs:wr_checkin v2" + entryLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local abandon = tonumber(redis.call('HGET', KEYS[1], 'abandon_ms') or '0')
+local m = redis.call('HMGET', KEYS[1], 'abandon_ms', 'layout', 'cursor')
+local abandon = tonumber(m[1] or '0')
 local out = {now}
 local seen = {}
+if m[2] == '2' then
+  local cursor = tonumber(m[3] or '0')
+  for _, user in ipairs(ARGV) do
+    local place, s = unentry(redis.call('HGET', KEYS[4], user))
+    local p = 0
+    if place and place > cursor and s + abandon > now then
+      p = place
+      seen[#seen + 1] = user
+      seen[#seen + 1] = entry(place, now)
+    end
+    out[#out + 1] = p
+  end
+  if #seen > 0 then redis.call('HSET', KEYS[4], unpack(seen)) end
+  return out
+end
 for _, user in ipairs(ARGV) do
   local place = redis.call('HGET', KEYS[2], user)
   local p = 0
@@ -225,7 +247,7 @@ func (r *Rooms) readRound(ctx context.Context, id string, rd round) roundResult 
 // places of the users whose call failed are left out; note gets its error.
 func (r *Rooms) checkIn(ctx context.Context, id string, users []string, note func(error)) (checkIns, error) {
 	k := r.Keys(id)
-	keys := []string{k.Meta(), k.Place(), k.Seen()}
+	keys := []string{k.Meta(), k.Place(), k.Seen(), k.User()}
 	execs := make([]rueidis.LuaExec, 0, (len(users)+checkInBatch-1)/checkInBatch)
 	for from := 0; from < len(users); from += checkInBatch {
 		execs = append(execs, rueidis.LuaExec{Keys: keys, Args: users[from:min(from+checkInBatch, len(users))]})

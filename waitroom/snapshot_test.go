@@ -173,10 +173,7 @@ func TestWatcherStatusFromSnapshot(t *testing.T) {
 		users := f.join(t, 2)
 		w := startWatcher(t, f.rooms, WatcherConfig{Refresh: time.Hour})
 		ctx := context.Background()
-		seen := func() int64 {
-			v, _ := f.c.Do(ctx, f.c.B().Hget().Key(f.rooms.Keys(f.id).Seen()).Field(users[1]).Build()).AsInt64()
-			return v
-		}
+		seen := func() int64 { return f.seenOf(t, users[1]) }
 		first := seen()
 		wait.For(t, 10*time.Second, "lookups past 3 × abandon_after", func() bool {
 			st, err := w.Status(ctx, f.id, users[1])

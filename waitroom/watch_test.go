@@ -182,11 +182,7 @@ func TestWatchFallbackAndCheckIn(t *testing.T) {
 		users := f.join(t, 2)
 		w := startWatcher(t, f.rooms, WatcherConfig{Refresh: time.Hour})
 		s := f.watch(t, w, users[1])
-		ctx := context.Background()
-		seen := func() int64 {
-			v, _ := f.c.Do(ctx, f.c.B().Hget().Key(f.rooms.Keys(f.id).Seen()).Field(users[1]).Build()).AsInt64()
-			return v
-		}
+		seen := func() int64 { return f.seenOf(t, users[1]) }
 		first := seen()
 		// u2 keeps checking in past several abandonment times; u1 does not.
 		wait.For(t, 10*time.Second, "check-ins past 3 × abandon_after", func() bool {
