@@ -7,7 +7,6 @@ import (
 
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // Code upload limits.
@@ -70,7 +69,7 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, c := range in.Codes {
 		if !issue.ValidPoolCode(c) {
-			problem(CodeInvalidRequest, fmt.Sprintf("codes[%d] is not 1-%d printable characters without spaces; nothing was added", i, store.MaxPoolCodeLength)).withField("codes").write(w, r)
+			problem(CodeInvalidRequest, fmt.Sprintf("codes[%d] is not 1-%d printable characters without spaces; nothing was added", i, promotion.MaxPoolCodeLength)).withField("codes").write(w, r)
 			return
 		}
 	}
@@ -138,7 +137,7 @@ func parseCodeLine(raw []byte) (string, string) {
 		return "", detail
 	}
 	if !issue.ValidPoolCode(in.Code) {
-		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", store.MaxPoolCodeLength)
+		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", promotion.MaxPoolCodeLength)
 	}
 	return in.Code, ""
 }

@@ -148,6 +148,14 @@ type Server struct {
 	started      time.Time    // when New made the server: the start of its tally
 	fails        failureLogs  // written by request goroutines, through its atomics
 
+	// The database records beside the promotions, each as its handlers
+	// need it (all of them the Manager's promotion.Records).
+	adminTokens tokenStore // the admin tokens issued through the API (tokens.go)
+	audit       auditLog   // the audit log (audit.go)
+	winners     winnerRows // the issued rows in rank order (winners.go)
+	claimRows   claimRows  // the claims the database knows, by rank (claimlookup.go)
+	eraser      userEraser // the erasure of a user (users_admin.go)
+
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
 	testHookKeyed func()
@@ -187,6 +195,8 @@ func New(cfg Config) (*Server, error) {
 		started:      time.Now(),
 		beat:         &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
 	}
+	rec := cfg.Manager.Records()
+	s.adminTokens, s.audit, s.winners, s.claimRows, s.eraser = rec, rec, rec, rec, rec
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
 	if ecfg.KeyPrefix == "" {
@@ -539,10 +549,25 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 // knownProblem maps the promotion package's sentinels (its one error
 // vocabulary) to their problems; nil for any other error.
 func knownProblem(err error) *Problem {
-	var ve *promotion.ValidationError
+	var (
+		ve *promotion.ValidationError
+		ce *promotion.ChallengeError
+	)
 	switch {
 	case errors.As(err, &ve):
 		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
+	case errors.As(err, &ce):
+		return challengeProblem(ce)
+	case errors.Is(err, promotion.ErrNotJoined):
+		return problem(CodeNotFound, "this user has not joined the queue")
+	case errors.Is(err, promotion.ErrRoomSoldOut):
+		return problem(CodeSoldOut, "the stock is exhausted; nobody else is let in")
+	case errors.Is(err, promotion.ErrRoomEnded):
+		return problem(CodeEnded, "the promotion has ended")
+	case errors.Is(err, promotion.ErrRoomNotFound):
+		// This instance has not opened the promotion's waiting room in
+		// Redis yet; a plain retry is safe.
+		return problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1)
 	case errors.Is(err, promotion.ErrNotFound):
 		return problem(CodeNotFound, "no such promotion")
 	case errors.Is(err, promotion.ErrNotEnded):
