@@ -141,7 +141,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 		"status", status, "detail", string(detail), "took_ms", time.Since(start).Milliseconds())
 	ctx, cancel := withTimeout(r, auditTimeout)
 	defer cancel()
-	err := s.audit.AppendAudit(ctx, promotion.AuditEntry{
+	err := s.rec.audit.AppendAudit(ctx, promotion.AuditEntry{
 		At: start.UTC(), Actor: note.actor, Action: action, PromotionID: promo, Detail: string(detail), Status: status,
 	})
 	if err != nil {
@@ -181,7 +181,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	es, err := s.audit.ListAudit(r.Context(), before, limit)
+	es, err := s.rec.audit.ListAudit(r.Context(), before, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return

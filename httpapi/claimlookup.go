@@ -66,13 +66,13 @@ func (s *Server) claimOwner(w http.ResponseWriter, r *http.Request, id string) (
 			return "", "", false
 		}
 		promo = id[:i]
-		kcs, err := s.claimRows.ClaimsByRank(ctx, promo, rank-1, 1)
+		kcs, err := s.rec.claims.ClaimsByRank(ctx, promo, rank-1, 1)
 		if err != nil {
 			s.fail(w, r, err)
 			return "", "", false
 		}
 		if len(kcs) == 0 || kcs[0].Rank != rank {
-			if err := s.claimRows.Known(ctx, promo); err != nil {
+			if err := s.rec.claims.Known(ctx, promo); err != nil {
 				s.fail(w, r, err)
 				return "", "", false
 			}
@@ -90,7 +90,7 @@ func (s *Server) claimOwner(w http.ResponseWriter, r *http.Request, id string) (
 		if !promotion.ValidID(id[:i]) || !promotion.ValidID(id[i+1:]) {
 			continue
 		}
-		if err := s.claimRows.Known(ctx, id[:i]); err == nil {
+		if err := s.rec.claims.Known(ctx, id[:i]); err == nil {
 			return id[:i], id[i+1:], true
 		}
 	}

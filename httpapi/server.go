@@ -147,14 +147,7 @@ type Server struct {
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
 	started      time.Time    // when New made the server: the start of its tally
 	fails        failureLogs  // written by request goroutines, through its atomics
-
-	// The database records beside the promotions, each as its handlers
-	// need it (all of them the Manager's promotion.Records).
-	adminTokens tokenStore // the admin tokens issued through the API (tokens.go)
-	audit       auditLog   // the audit log (audit.go)
-	winners     winnerRows // the issued rows in rank order (winners.go)
-	claimRows   claimRows  // the claims the database knows, by rank (claimlookup.go)
-	eraser      userEraser // the erasure of a user (users_admin.go)
+	rec          records      // the database records beside the promotions (records.go)
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -195,8 +188,7 @@ func New(cfg Config) (*Server, error) {
 		started:      time.Now(),
 		beat:         &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
 	}
-	rec := cfg.Manager.Records()
-	s.adminTokens, s.audit, s.winners, s.claimRows, s.eraser = rec, rec, rec, rec, rec
+	s.rec = newRecords(cfg.Manager.Records())
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
 	if ecfg.KeyPrefix == "" {
@@ -547,27 +539,14 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 }
 
 // knownProblem maps the promotion package's sentinels (its one error
-// vocabulary) to their problems; nil for any other error.
+// vocabulary, the waiting room's and the code pool's among them: see
+// roomProblem and poolProblem) to their problems; nil for any other error.
+// Handlers switch on no other sentinel.
 func knownProblem(err error) *Problem {
-	var (
-		ve *promotion.ValidationError
-		ce *promotion.ChallengeError
-	)
+	var ve *promotion.ValidationError
 	switch {
 	case errors.As(err, &ve):
 		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
-	case errors.As(err, &ce):
-		return challengeProblem(ce)
-	case errors.Is(err, promotion.ErrNotJoined):
-		return problem(CodeNotFound, "this user has not joined the queue")
-	case errors.Is(err, promotion.ErrRoomSoldOut):
-		return problem(CodeSoldOut, "the stock is exhausted; nobody else is let in")
-	case errors.Is(err, promotion.ErrRoomEnded):
-		return problem(CodeEnded, "the promotion has ended")
-	case errors.Is(err, promotion.ErrRoomNotFound):
-		// This instance has not opened the promotion's waiting room in
-		// Redis yet; a plain retry is safe.
-		return problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1)
 	case errors.Is(err, promotion.ErrNotFound):
 		return problem(CodeNotFound, "no such promotion")
 	case errors.Is(err, promotion.ErrNotEnded):
@@ -609,7 +588,10 @@ func knownProblem(err error) *Problem {
 		// was taken, so a plain retry is safe.
 		return problem(CodeUnavailable, "the promotion is being prepared on this instance; retry shortly").retry(1)
 	}
-	return nil
+	if pr := roomProblem(err); pr != nil {
+		return pr
+	}
+	return poolProblem(err)
 }
 
 // pathID reads and validates a path identifier.

@@ -112,7 +112,7 @@ func (s *Server) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string,
 		s.m.Shed.Inc()
 		return "", errShed
 	}
-	t, err := s.adminTokens.AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
+	t, err := s.rec.tokens.AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
 	<-s.readInflight
 	switch {
 	case errors.Is(err, promotion.ErrNotFound):
@@ -159,7 +159,7 @@ func (s *Server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256([]byte(value))
 	t := promotion.AdminToken{Name: in.Name, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC(),
 		CreatedBy: actorOf(r)}
-	err := s.adminTokens.CreateAdminToken(r.Context(), t)
+	err := s.rec.tokens.CreateAdminToken(r.Context(), t)
 	if errors.Is(err, promotion.ErrAlreadyExists) {
 		problem(CodeAlreadyExists, "an admin token of this name exists").write(w, r)
 		return
@@ -181,7 +181,7 @@ func apiToken(t promotion.AdminToken) tokenOut {
 // listAdminTokens lists the token names, configured ones first; never a
 // value or a hash.
 func (s *Server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.adminTokens.ListAdminTokens(r.Context())
+	ts, err := s.rec.tokens.ListAdminTokens(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -212,7 +212,7 @@ func (s *Server) deleteAdminToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	err := s.adminTokens.DeleteAdminToken(r.Context(), name)
+	err := s.rec.tokens.DeleteAdminToken(r.Context(), name)
 	if errors.Is(err, promotion.ErrNotFound) {
 		problem(CodeNotFound, "no admin token of this name").write(w, r)
 		return

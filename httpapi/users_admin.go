@@ -47,7 +47,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	}
 	token := ErasedID(s.cfg.EraseSecret, userID)
 	annotate(r, "user", token)
-	n, err := s.eraser.EraseUser(r.Context(), userID, token)
+	n, err := s.rec.eraser.EraseUser(r.Context(), userID, token)
 	if err != nil {
 		// Not s.fail: its log line would carry the path, the id itself.
 		s.log.ErrorContext(r.Context(), "erasing a user failed", "user", token, "err", err)

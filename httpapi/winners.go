@@ -71,7 +71,7 @@ func (s *Server) promotionFor(w http.ResponseWriter, r *http.Request) (string, b
 	if !ok {
 		return "", false
 	}
-	if err := s.winners.Known(r.Context(), id); err != nil {
+	if err := s.rec.winners.Known(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return "", false
 	}
@@ -97,7 +97,7 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rows, err := s.winners.IssuedByRank(r.Context(), id, afterRank, limit+1)
+	rows, err := s.rec.winners.IssuedByRank(r.Context(), id, afterRank, limit+1)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -145,7 +145,7 @@ func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
 	var after int64
 	for {
 		d.touch()
-		rows, err := s.winners.IssuedByRank(r.Context(), id, after, csvChunk)
+		rows, err := s.rec.winners.IssuedByRank(r.Context(), id, after, csvChunk)
 		if err != nil {
 			s.log.WarnContext(r.Context(), "winners export cut short", "promotion", id, "after_rank", after, "err", err)
 			panic(http.ErrAbortHandler) // the status is sent: only breaking the stream tells the client
