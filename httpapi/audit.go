@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // auditTimeout bounds writing one audit row.
@@ -141,12 +141,18 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 		"status", status, "detail", string(detail), "took_ms", time.Since(start).Milliseconds())
 	ctx, cancel := withTimeout(r, auditTimeout)
 	defer cancel()
-	err := s.cfg.Manager.Store().AppendAudit(ctx, store.AuditEntry{
+	err := s.rec.audit.AppendAudit(ctx, promotion.AuditEntry{
 		At: start.UTC(), Actor: note.actor, Action: action, PromotionID: promo, Detail: string(detail), Status: status,
 	})
 	if err != nil {
 		s.log.WarnContext(r.Context(), "audit log row not written; the log line above stands for it", "action", action, "actor", note.actor, "err", err)
 	}
+}
+
+// auditLog keeps the audit log; promotion.Records is one.
+type auditLog interface {
+	AppendAudit(ctx context.Context, e promotion.AuditEntry) error
+	ListAudit(ctx context.Context, beforeID int64, limit int) ([]promotion.AuditEntry, error)
 }
 
 type auditOut struct {
@@ -175,7 +181,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	es, err := s.cfg.Manager.Store().ListAudit(r.Context(), before, limit)
+	es, err := s.rec.audit.ListAudit(r.Context(), before, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -1,12 +1,21 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/dibsio/dibs/promotion"
 )
+
+// claimRows reads the claims the database knows of a promotion by rank;
+// promotion.Records is one. Known answers promotion.ErrNotFound for a
+// promotion the database does not hold.
+type claimRows interface {
+	Known(ctx context.Context, id string) error
+	ClaimsByRank(ctx context.Context, id string, afterRank int64, limit int) ([]promotion.KnownClaim, error)
+}
 
 // claimLookupOut is the answer of GET /v1/claims/{claim_id}.
 type claimLookupOut struct {
@@ -57,14 +66,14 @@ func (s *Server) claimOwner(w http.ResponseWriter, r *http.Request, id string) (
 			return "", "", false
 		}
 		promo = id[:i]
-		kcs, err := s.cfg.Manager.Store().ClaimsByRank(ctx, promo, rank-1, 1)
+		kcs, err := s.rec.claims.ClaimsByRank(ctx, promo, rank-1, 1)
 		if err != nil {
-			s.fail(w, r, storeErr(err))
+			s.fail(w, r, err)
 			return "", "", false
 		}
 		if len(kcs) == 0 || kcs[0].Rank != rank {
-			if _, err := s.cfg.Manager.Store().GetPromotion(ctx, promo); err != nil {
-				s.fail(w, r, storeErr(err))
+			if err := s.rec.claims.Known(ctx, promo); err != nil {
+				s.fail(w, r, err)
 				return "", "", false
 			}
 			problem(CodeNotFound, "the database holds no claim of this rank yet: a pending claim is found through its user").write(w, r)
@@ -81,7 +90,7 @@ func (s *Server) claimOwner(w http.ResponseWriter, r *http.Request, id string) (
 		if !promotion.ValidID(id[:i]) || !promotion.ValidID(id[i+1:]) {
 			continue
 		}
-		if _, err := s.cfg.Manager.Store().GetPromotion(ctx, id[:i]); err == nil {
+		if err := s.rec.claims.Known(ctx, id[:i]); err == nil {
 			return id[:i], id[i+1:], true
 		}
 	}

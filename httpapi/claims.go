@@ -12,7 +12,6 @@ import (
 
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 type claimIn struct {
@@ -229,7 +228,7 @@ type userClaimOut struct {
 }
 
 // withGrant adds what an issued claim received to its status.
-func (o userClaimOut) withGrant(g store.Grant) userClaimOut {
+func (o userClaimOut) withGrant(g promotion.Grant) userClaimOut {
 	o.Code = g.Code
 	switch {
 	case g.Code != "":

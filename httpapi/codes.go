@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // Code upload limits.
@@ -70,13 +68,13 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, c := range in.Codes {
 		if !issue.ValidPoolCode(c) {
-			problem(CodeInvalidRequest, fmt.Sprintf("codes[%d] is not 1-%d printable characters without spaces; nothing was added", i, store.MaxPoolCodeLength)).withField("codes").write(w, r)
+			problem(CodeInvalidRequest, fmt.Sprintf("codes[%d] is not 1-%d printable characters without spaces; nothing was added", i, promotion.MaxPoolCodeLength)).withField("codes").write(w, r)
 			return
 		}
 	}
 	res, err := s.cfg.Manager.AddCodes(r.Context(), id, in.Codes)
 	if err != nil {
-		s.failCodes(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := codesOut{Errors: []lineError{}}
@@ -84,24 +82,12 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// failCodes writes the problem of a failed code upload.
-func (s *Server) failCodes(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, promotion.ErrNoPoolForKind):
-		problem(CodeNoPoolForKind, "only coupon promotions take uploaded codes").write(w, r)
-	case errors.Is(err, promotion.ErrPoolAfterStart):
-		problem(CodePoolAfterStart, "the promotion has started without a code pool; its first codes must be uploaded before it starts").write(w, r)
-	default:
-		s.fail(w, r, err)
-	}
-}
-
 // streamCodes applies an NDJSON upload line by line, in batches.
 func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, d *streamDeadline) {
 	// Fail fast on an unknown promotion, a wrong kind or a late pool,
 	// before reading the body.
 	if _, err := s.cfg.Manager.AddCodes(r.Context(), id, nil); err != nil {
-		s.failCodes(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := codesOut{}
@@ -115,14 +101,14 @@ func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, 
 		return nil
 	})
 	if err != nil {
-		s.failCodes(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	if out.Stock == 0 {
 		// Nothing was added: report the pool as it stands.
 		res, err := s.cfg.Manager.AddCodes(r.Context(), id, nil)
 		if err != nil {
-			s.failCodes(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		out.add(res)
@@ -138,7 +124,7 @@ func parseCodeLine(raw []byte) (string, string) {
 		return "", detail
 	}
 	if !issue.ValidPoolCode(in.Code) {
-		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", store.MaxPoolCodeLength)
+		return "", fmt.Sprintf("code must be 1-%d printable characters without spaces", promotion.MaxPoolCodeLength)
 	}
 	return in.Code, ""
 }

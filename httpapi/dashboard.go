@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/promotion"
 )
@@ -326,7 +325,7 @@ func (s *Server) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
 	s.issueLags(ctx, out, segments, time.Now())
 	cmds := make(rueidis.Commands, len(out))
 	for i, p := range out {
-		cmds[i] = s.cfg.Redis.B().XinfoConsumers().Key(claim.KeysFor(s.cfg.KeyPrefix, p.ID).Stream()).Group(claim.Group).Build()
+		cmds[i] = s.cfg.Redis.B().XinfoConsumers().Key(promotion.WorkStreams(s.cfg.KeyPrefix, p.ID, 1)[0]).Group(promotion.IssuerGroup).Build()
 	}
 	for i, res := range s.cfg.Redis.DoMulti(ctx, cmds...) {
 		out[i].Consumers = consumersByInstance(res)

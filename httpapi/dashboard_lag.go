@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi/ui"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // issueLags sets the IssueLagSeconds of the promotions with claims
@@ -29,13 +29,8 @@ func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []in
 		if p.Pending <= 0 {
 			continue
 		}
-		n := max(segments[i], 1)
-		tags := []string{p.ID}
-		if n > 1 {
-			tags = claim.SegmentsOf(p.ID, n).Tags()
-		}
-		for _, tag := range tags {
-			streams = append(streams, stream{i, claim.KeysFor(s.cfg.KeyPrefix, tag).Stream()})
+		for _, key := range promotion.WorkStreams(s.cfg.KeyPrefix, p.ID, segments[i]) {
+			streams = append(streams, stream{i, key})
 		}
 	}
 	if len(streams) == 0 {
@@ -43,7 +38,7 @@ func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []in
 	}
 	cmds := make(rueidis.Commands, 0, 2*len(streams))
 	for _, st := range streams {
-		cmds = append(cmds, s.cfg.Redis.B().Xpending().Key(st.key).Group(claim.Group).Build(),
+		cmds = append(cmds, s.cfg.Redis.B().Xpending().Key(st.key).Group(promotion.IssuerGroup).Build(),
 			s.cfg.Redis.B().XinfoGroups().Key(st.key).Build())
 	}
 	res := s.cfg.Redis.DoMulti(ctx, cmds...)
@@ -79,7 +74,7 @@ func lastDelivered(r rueidis.RedisResult) string {
 	}
 	for _, g := range groups {
 		m, err := g.AsStrMap()
-		if err == nil && m["name"] == claim.Group && m["last-delivered-id"] != "" {
+		if err == nil && m["name"] == promotion.IssuerGroup && m["last-delivered-id"] != "" {
 			return m["last-delivered-id"]
 		}
 	}

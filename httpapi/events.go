@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/events"
-	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/promotion"
 )
 
 // eventCursor is the feed's cursor for the events after seq: opaque to
@@ -48,7 +48,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	for _, v := range r.URL.Query()["type"] {
 		for _, t := range strings.Split(v, ",") {
 			if !events.KnownType(t) {
-				problem(CodeInvalidRequest, "type must be an event type: "+strings.Join(store.EventTypes, ", ")).withField("type").write(w, r)
+				problem(CodeInvalidRequest, "type must be an event type: "+strings.Join(promotion.EventTypes, ", ")).withField("type").write(w, r)
 				return
 			}
 			types = append(types, t)

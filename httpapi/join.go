@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request, id, user strin
 		return rooms.JoinWithProof(r.Context(), id, user, proof, s.cfg.Manager.RoomPowDifficulty(id))
 	}
 	st, err := call()
-	if errors.Is(err, waitroom.ErrNotFound) {
+	if errors.Is(err, promotion.ErrRoomNotFound) {
 		// No room in Redis: the promotion may be unknown, have no room, or
 		// not be opened on this instance yet (reading it opens it).
 		v, gerr := s.cfg.Manager.Get(r.Context(), id)
@@ -37,24 +38,19 @@ func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request, id, user strin
 		}
 		st, err = call()
 	}
-	var ce *waitroom.ChallengeError
-	switch {
-	case err == nil:
-		return st, true
-	case errors.As(err, &ce):
-		pr := problem(CodeChallengeRequired, challengeDetail(ce.Reason))
-		pr.Challenge, pr.Difficulty, pr.ChallengeExpiresAt = ce.Challenge, ce.Difficulty, optTime(ce.ExpiresAt)
-		pr.write(w, r)
-	case errors.Is(err, waitroom.ErrSoldOut):
-		problem(CodeSoldOut, "the stock is exhausted; nobody else is let in").write(w, r)
-	case errors.Is(err, waitroom.ErrEnded):
-		problem(CodeEnded, "the promotion has ended").write(w, r)
-	case errors.Is(err, waitroom.ErrNotFound):
-		problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1).write(w, r)
-	default:
+	if err != nil {
 		s.fail(w, r, err)
+		return st, false
 	}
-	return st, false
+	return st, true
+}
+
+// challengeProblem is the problem of a join refused for its proof of work:
+// challenge_required with a fresh challenge.
+func challengeProblem(ce *promotion.ChallengeError) *Problem {
+	pr := problem(CodeChallengeRequired, challengeDetail(ce.Reason))
+	pr.Challenge, pr.Difficulty, pr.ChallengeExpiresAt = ce.Challenge, ce.Difficulty, optTime(ce.ExpiresAt)
+	return pr
 }
 
 // challengeDetail says why a join's proof of work was refused.

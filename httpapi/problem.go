@@ -2,8 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/dibsio/dibs/promotion"
 )
 
 // Problem codes; the HTTP status is fixed per code.
@@ -217,4 +221,44 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// roomProblem maps the waiting room's outcomes (a join, a user's place in
+// the queue, the prequeue) to their problems; nil for any other error.
+func roomProblem(err error) *Problem {
+	var ce *promotion.ChallengeError
+	switch {
+	case errors.As(err, &ce):
+		return challengeProblem(ce)
+	case errors.Is(err, promotion.ErrNotJoined):
+		return problem(CodeNotFound, "this user has not joined the queue")
+	case errors.Is(err, promotion.ErrRoomSoldOut):
+		return problem(CodeSoldOut, "the stock is exhausted; nobody else is let in")
+	case errors.Is(err, promotion.ErrRoomEnded):
+		return problem(CodeEnded, "the promotion has ended")
+	case errors.Is(err, promotion.ErrRoomNotFound):
+		// This instance has not opened the promotion's waiting room in
+		// Redis yet; a plain retry is safe.
+		return problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrNoPrequeue):
+		return problem(CodeNotFound, "this promotion has no prequeue: its places are in order of joining")
+	case errors.Is(err, promotion.ErrNotShuffled):
+		return problem(CodeUnavailable, "the prequeue is shuffled at the waiting room's first tick after starts_at; retry shortly").retry(1)
+	}
+	return nil
+}
+
+// poolProblem maps the code pool's refusals (an upload, a stock above the
+// codes) to their problems; nil for any other error.
+func poolProblem(err error) *Problem {
+	var nec *promotion.NotEnoughCodesError
+	switch {
+	case errors.As(err, &nec):
+		return problem(CodeNotEnoughCodes, fmt.Sprintf("the code pool holds %d codes, fewer than the stock %d: upload more codes first; nothing was changed", nec.Codes, nec.Stock)).withField("stock")
+	case errors.Is(err, promotion.ErrNoPoolForKind):
+		return problem(CodeNoPoolForKind, "only coupon promotions take uploaded codes")
+	case errors.Is(err, promotion.ErrPoolAfterStart):
+		return problem(CodePoolAfterStart, "the promotion has started without a code pool; its first codes must be uploaded before it starts")
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dibsio/dibs/promotion"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // TestProblemForMapsThePromotionVocabulary: every sentinel of the promotion
@@ -35,6 +36,18 @@ func TestProblemForMapsThePromotionVocabulary(t *testing.T) {
 		{promotion.ErrRebuildBusy, CodeRebuildInProgress, true},
 		{promotion.ErrRebuilding, CodeUnavailable, true},
 		{promotion.ErrNotReady, CodeUnavailable, true},
+		// The waiting room's and the code pool's, once switched on by their
+		// handlers alone.
+		{promotion.ErrNotJoined, CodeNotFound, false},
+		{promotion.ErrRoomSoldOut, CodeSoldOut, false},
+		{promotion.ErrRoomEnded, CodeEnded, false},
+		{promotion.ErrRoomNotFound, CodeUnavailable, true},
+		{&promotion.ChallengeError{Reason: waitroom.ErrProofMissing, Difficulty: 8, Challenge: "c"}, CodeChallengeRequired, false},
+		{promotion.ErrNoPrequeue, CodeNotFound, false},
+		{promotion.ErrNotShuffled, CodeUnavailable, true},
+		{promotion.ErrNoPoolForKind, CodeNoPoolForKind, false},
+		{promotion.ErrPoolAfterStart, CodePoolAfterStart, false},
+		{&promotion.NotEnoughCodesError{Stock: 5, Codes: 3}, CodeNotEnoughCodes, false},
 	} {
 		t.Run(tc.code+"/"+tc.err.Error(), func(t *testing.T) {
 			t.Parallel()

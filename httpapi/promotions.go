@@ -439,14 +439,7 @@ func (s *Server) getPrequeue(w http.ResponseWriter, r *http.Request) {
 		offset = n
 	}
 	a, err := s.cfg.Manager.Prequeue(r.Context(), id, offset, int64(limit))
-	switch {
-	case errors.Is(err, promotion.ErrNoPrequeue):
-		problem(CodeNotFound, "this promotion has no prequeue: its places are in order of joining").write(w, r)
-		return
-	case errors.Is(err, promotion.ErrNotShuffled):
-		problem(CodeUnavailable, "the prequeue is shuffled at the waiting room's first tick after starts_at; retry shortly").retry(1).write(w, r)
-		return
-	case err != nil:
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

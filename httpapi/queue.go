@@ -150,7 +150,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 		}
 	}
 	st, err := call()
-	if errors.Is(err, waitroom.ErrNotFound) {
+	if errors.Is(err, promotion.ErrRoomNotFound) {
 		// No room in Redis: the promotion may be unknown, have no room, or
 		// not be opened on this instance yet (reading it opens it).
 		v, gerr := s.cfg.Manager.Get(r.Context(), id)
@@ -164,21 +164,11 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 		}
 		st, err = call()
 	}
-	switch {
-	case err == nil:
-		return st, true
-	case errors.Is(err, waitroom.ErrNotJoined):
-		problem(CodeNotFound, "this user has not joined the queue").write(w, r)
-	case errors.Is(err, waitroom.ErrSoldOut):
-		problem(CodeSoldOut, "the stock is exhausted; nobody else is let in").write(w, r)
-	case errors.Is(err, waitroom.ErrEnded):
-		problem(CodeEnded, "the promotion has ended").write(w, r)
-	case errors.Is(err, waitroom.ErrNotFound):
-		problem(CodeUnavailable, "the waiting room is being prepared on this instance; retry shortly").retry(1).write(w, r)
-	default:
+	if err != nil {
 		s.fail(w, r, err)
+		return st, false
 	}
-	return st, false
+	return st, true
 }
 
 // noRoom answers a waiting-room request on a server that runs no waiting

@@ -6,7 +6,6 @@ import (
 
 	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // reportBuckets are the bucket widths a report or timeline may ask for, by
@@ -156,7 +155,7 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request) {
 		pr.write(w, r)
 		return
 	}
-	q := store.TimelineQuery{From: from, To: to, Bucket: max(bucket, time.Second)}
+	q := promotion.TimelineQuery{From: from, To: to, Bucket: max(bucket, time.Second)}
 	bs, err := s.cfg.Manager.Timeline(r.Context(), id, q)
 	if err != nil {
 		s.fail(w, r, err)
@@ -166,7 +165,7 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request) {
 		From: formatTime(from), To: formatTime(to), Buckets: bucketsOut(bs)})
 }
 
-func bucketsOut(bs []store.TimeBucket) []bucketOut {
+func bucketsOut(bs []promotion.TimeBucket) []bucketOut {
 	out := make([]bucketOut, len(bs))
 	for i, b := range bs {
 		out[i] = bucketOut{At: formatTime(b.At), Accepted: b.Accepted, Issued: b.Issued,
@@ -206,7 +205,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		if bucket == 0 {
 			bucket = pickBucket(to.Sub(from))
 		}
-		bs, err := s.cfg.Manager.Timeline(ctx, id, store.TimelineQuery{From: from, To: to, Bucket: bucket})
+		bs, err := s.cfg.Manager.Timeline(ctx, id, promotion.TimelineQuery{From: from, To: to, Bucket: bucket})
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -217,7 +216,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 }
 
 // newReport fills in what needs no timeline.
-func newReport(v promotion.View, sum store.ClaimSummary, tot ui.Totals, since time.Time) reportOut {
+func newReport(v promotion.View, sum promotion.ClaimSummary, tot ui.Totals, since time.Time) reportOut {
 	out := reportOut{PromotionID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, State: v.State, Stock: v.Stock,
 		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt), ClosedAt: optTime(v.ClosedAt),
 		GeneratedAt: formatTime(time.Now()), Accepted: v.Counts.Accepted, Issued: sum.Issued, Revoked: sum.Revoked,
@@ -251,7 +250,7 @@ func newReport(v promotion.View, sum store.ClaimSummary, tot ui.Totals, since ti
 // claimRates is a report's claims per second from its timeline: the
 // busiest bucket's accepted claims over its width, and the issued claims
 // over the span from the first to the last acceptance.
-func claimRates(bs []store.TimeBucket, bucket time.Duration, sum store.ClaimSummary) rateOut {
+func claimRates(bs []promotion.TimeBucket, bucket time.Duration, sum promotion.ClaimSummary) rateOut {
 	out := rateOut{BucketSeconds: int64(bucket / time.Second), Buckets: bucketsOut(bs)}
 	for _, b := range bs {
 		out.Peak = max(out.Peak, float64(b.Accepted)/bucket.Seconds())

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -105,12 +103,7 @@ func (s *Server) patchPromotion(w http.ResponseWriter, r *http.Request) {
 		c.EndsAt = &t
 	}
 	v, changed, err := s.cfg.Manager.PatchChanged(r.Context(), id, c)
-	var nec *promotion.NotEnoughCodesError
-	switch {
-	case errors.As(err, &nec):
-		problem(CodeNotEnoughCodes, fmt.Sprintf("the code pool holds %d codes, fewer than the stock %d: upload more codes first; nothing was changed", nec.Codes, nec.Stock)).withField("stock").write(w, r)
-		return
-	case err != nil:
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -151,6 +151,7 @@ type Server struct {
 	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
 	started      time.Time    // when New made the server: the start of its tally
 	fails        failureLogs  // written by request goroutines, through its atomics
+	rec          records      // the database records beside the promotions (records.go)
 
 	// testHookKeyed, if set, runs once a keyed admin request holds its
 	// Idempotency-Key record and before its handler runs. Set by tests only.
@@ -192,6 +193,7 @@ func New(cfg Config) (*Server, error) {
 		started:        time.Now(),
 		beat:           &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
 	}
+	s.rec = newRecords(cfg.Manager.Records())
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
 	if ecfg.KeyPrefix == "" {
@@ -542,7 +544,9 @@ func (s *Server) problemFor(r *http.Request, err error) *Problem {
 }
 
 // knownProblem maps the promotion package's sentinels (its one error
-// vocabulary) to their problems; nil for any other error.
+// vocabulary, the waiting room's and the code pool's among them: see
+// roomProblem and poolProblem) to their problems; nil for any other error.
+// Handlers switch on no other sentinel.
 func knownProblem(err error) *Problem {
 	var ve *promotion.ValidationError
 	switch {
@@ -589,7 +593,10 @@ func knownProblem(err error) *Problem {
 		// was taken, so a plain retry is safe.
 		return problem(CodeUnavailable, "the promotion is being prepared on this instance; retry shortly").retry(1)
 	}
-	return nil
+	if pr := roomProblem(err); pr != nil {
+		return pr
+	}
+	return poolProblem(err)
 }
 
 // pathID reads and validates a path identifier.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // DefaultAdminTokenName is the name of Config.AdminToken in the audit log.
@@ -61,6 +60,16 @@ func (c Config) configTokens() ([]AdminToken, error) {
 	return ts, nil
 }
 
+// tokenStore keeps the admin tokens issued through the API, by name and
+// SHA-256 (hex); promotion.Records is one. Its errors are the promotion
+// package's: ErrNotFound, ErrAlreadyExists.
+type tokenStore interface {
+	AdminTokenByHash(ctx context.Context, sha256Hex string) (promotion.AdminToken, error)
+	CreateAdminToken(ctx context.Context, t promotion.AdminToken) error
+	ListAdminTokens(ctx context.Context) ([]promotion.AdminToken, error)
+	DeleteAdminToken(ctx context.Context, name string) error
+}
+
 // errNoAdmin means the request carries no admin token that is known.
 var errNoAdmin = errors.New("no known admin token")
 
@@ -103,10 +112,10 @@ func (s *Server) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string,
 		s.m.Shed.Inc()
 		return "", errShed
 	}
-	t, err := s.cfg.Manager.Store().AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
+	t, err := s.rec.tokens.AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
 	<-s.readInflight
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, promotion.ErrNotFound):
 		return "", errNoAdmin
 	case err != nil:
 		return "", err
@@ -148,10 +157,10 @@ func (s *Server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	}
 	value := "dibs_" + rand.Text() + rand.Text() // 2 × 128 bits of randomness
 	sum := sha256.Sum256([]byte(value))
-	t := store.AdminToken{Name: in.Name, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC(),
+	t := promotion.AdminToken{Name: in.Name, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC(),
 		CreatedBy: actorOf(r)}
-	err := s.cfg.Manager.Store().CreateAdminToken(r.Context(), t)
-	if errors.Is(err, store.ErrAlreadyExists) {
+	err := s.rec.tokens.CreateAdminToken(r.Context(), t)
+	if errors.Is(err, promotion.ErrAlreadyExists) {
 		problem(CodeAlreadyExists, "an admin token of this name exists").write(w, r)
 		return
 	}
@@ -165,14 +174,14 @@ func (s *Server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func apiToken(t store.AdminToken) tokenOut {
+func apiToken(t promotion.AdminToken) tokenOut {
 	return tokenOut{Name: t.Name, Source: "api", CreatedAt: optTime(t.CreatedAt), CreatedBy: t.CreatedBy}
 }
 
 // listAdminTokens lists the token names, configured ones first; never a
 // value or a hash.
 func (s *Server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.cfg.Manager.Store().ListAdminTokens(r.Context())
+	ts, err := s.rec.tokens.ListAdminTokens(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -203,8 +212,8 @@ func (s *Server) deleteAdminToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	err := s.cfg.Manager.Store().DeleteAdminToken(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
+	err := s.rec.tokens.DeleteAdminToken(r.Context(), name)
+	if errors.Is(err, promotion.ErrNotFound) {
 		problem(CodeNotFound, "no admin token of this name").write(w, r)
 		return
 	}

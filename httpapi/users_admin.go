@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+
+	"github.com/dibsio/dibs/promotion"
 )
 
 // ErasedPrefix starts the one-way token that replaces an erased user's id.
@@ -19,6 +22,12 @@ func ErasedID(secret []byte, userID string) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(userID))
 	return ErasedPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// userEraser erases a user's ids from the database; promotion.Records is
+// one.
+type userEraser interface {
+	EraseUser(ctx context.Context, userID, erasedID string) (promotion.Erased, error)
 }
 
 // eraseUser answers DELETE /v1/users/{user_id}: every id of the user the
@@ -38,7 +47,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	}
 	token := ErasedID(s.cfg.EraseSecret, userID)
 	annotate(r, "user", token)
-	n, err := s.cfg.Manager.Store().EraseUser(r.Context(), userID, token)
+	n, err := s.rec.eraser.EraseUser(r.Context(), userID, token)
 	if err != nil {
 		// Not s.fail: its log line would carry the path, the id itself.
 		s.log.ErrorContext(r.Context(), "erasing a user failed", "user", token, "err", err)

@@ -1,15 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/csv"
-	"errors"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/dibsio/dibs/promotion"
-	"github.com/dibsio/dibs/store"
 )
 
 // csvChunk is how many winners one database read and one flushed chunk of
@@ -27,6 +26,14 @@ type winnerOut struct {
 	// Code is the claim's coupon or voucher code, omitted for kinds
 	// without one.
 	Code string `json:"code,omitempty"`
+}
+
+// winnerRows reads the issued rows of a promotion in rank order;
+// promotion.Records is one. Known answers promotion.ErrNotFound for a
+// promotion the database does not hold.
+type winnerRows interface {
+	Known(ctx context.Context, id string) error
+	IssuedByRank(ctx context.Context, id string, afterRank int64, limit int) ([]promotion.Issued, error)
 }
 
 // csvHeader is the CSV export's first row.
@@ -64,8 +71,8 @@ func (s *Server) promotionFor(w http.ResponseWriter, r *http.Request) (string, b
 	if !ok {
 		return "", false
 	}
-	if _, err := s.cfg.Manager.Store().GetPromotion(r.Context(), id); err != nil {
-		s.fail(w, r, storeErr(err))
+	if err := s.rec.winners.Known(r.Context(), id); err != nil {
+		s.fail(w, r, err)
 		return "", false
 	}
 	return id, true
@@ -90,7 +97,7 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rows, err := s.cfg.Manager.Store().IssuedByRank(r.Context(), id, afterRank, limit+1)
+	rows, err := s.rec.winners.IssuedByRank(r.Context(), id, afterRank, limit+1)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -138,7 +145,7 @@ func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
 	var after int64
 	for {
 		d.touch()
-		rows, err := s.cfg.Manager.Store().IssuedByRank(r.Context(), id, after, csvChunk)
+		rows, err := s.rec.winners.IssuedByRank(r.Context(), id, after, csvChunk)
 		if err != nil {
 			s.log.WarnContext(r.Context(), "winners export cut short", "promotion", id, "after_rank", after, "err", err)
 			panic(http.ErrAbortHandler) // the status is sent: only breaking the stream tells the client
@@ -157,13 +164,4 @@ func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
 		}
 		after = rows[len(rows)-1].Rank
 	}
-}
-
-// storeErr maps the store's "not found" to the promotion package's, which
-// problemFor knows.
-func storeErr(err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return promotion.ErrNotFound
-	}
-	return err
 }
