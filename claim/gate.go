@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -372,7 +373,7 @@ func (s State) Remaining() int64 { return max(s.Stock-s.Accepted(), 0) }
 func (g *Gate) State(ctx context.Context, id string) (State, error) {
 	k := g.Keys(id)
 	res := g.client.DoMulti(ctx,
-		g.client.B().Hmget().Key(k.Meta()).Field("stock", "voided", "closed").Build(),
+		g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldVoided, keyspace.FieldClosed).Build(),
 		g.client.B().Get().Key(k.Seq()).Build(),
 	)
 	return parseState(id, res[0], res[1])

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -70,7 +71,7 @@ func (l Layout) suffix() string {
 // StatusBytes is the string that holds one status byte per rank (at offset
 // rank) in a promotion of the compact layout: p, i, f, v or r; a zero byte,
 // or an offset past its end, means Redis holds no status for the rank.
-func (k Keys) StatusBytes() string { return k.base + "st" }
+func (k Keys) StatusBytes() string { return k.space.Key(keyspace.StatusBytes) }
 
 // layoutLua is the part every script that reads or writes a claim's status
 // or a user's count starts with (after its header line): st_mode reads the
@@ -177,7 +178,7 @@ func (g *Gate) Sightings(ctx context.Context, qs []Sighted) ([][]Sighting, []err
 			lo, hi = min(lo, r), max(hi, r)
 		}
 		spans[i] = span{from: len(cmds), lo: lo, chunks: (len(ranks) + fieldChunk - 1) / fieldChunk}
-		cmds = append(cmds, g.client.B().Hget().Key(k.Meta()).Field("mode").Build())
+		cmds = append(cmds, g.client.B().Hget().Key(k.Meta()).Field(keyspace.FieldMode).Build())
 		for _, part := range fieldChunks(ranks) {
 			cmds = append(cmds, g.client.B().Hmget().Key(k.Status()).Field(part...).Build())
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -98,7 +99,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field("stock", "paused", "halted", "voided", "closed", "ends_ms", "held", "patch_seq").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldPaused, "halted", keyspace.FieldVoided,
+				keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldHeld, "patch_seq").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)

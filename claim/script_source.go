@@ -1,6 +1,6 @@
 package claim
 
-import "github.com/dibsio/dibs/internal/roompass"
+import "github.com/dibsio/dibs/keyspace"
 
 // claimScriptSource is the Lua source of claimScript (see there for its KEYS,
 // ARGV and reply). It is a constant of its own so that tools outside the gate,
@@ -9,10 +9,10 @@ import "github.com/dibsio/dibs/internal/roompass"
 const claimScriptSource = "-- dibs:claim v5\n" + leanHead + leanTake + leanAccept
 
 // claimRoomScriptSource is the Lua source of claimRoomScript: the claim
-// script with the waiting room's pass check (roompass.Lua, the waitroom
-// package's PassLua) between the window checks and the per-user limit, and
-// the spend of the pass in the step that takes the unit.
-const claimRoomScriptSource = "-- dibs:claim_room v4" + roompass.Lua + leanHead + claimPassCheck +
+// script with the waiting room's pass check (keyspace.RoomPassLua, the
+// waitroom package's PassLua) between the window checks and the per-user
+// limit, and the spend of the pass in the step that takes the unit.
+const claimRoomScriptSource = "-- dibs:claim_room v4" + keyspace.RoomPassLua + leanHead + claimPassCheck +
 	leanTake + claimPassSpend + leanAccept
 
 // The parts of the claim scripts, written for Redis's CPU: each command a

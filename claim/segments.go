@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/redis/rueidis"
 )
 
@@ -180,11 +181,11 @@ func KeySlot(key string) uint16 {
 
 // Transfers maps the id of a transfer taken from this segment and not yet
 // known to be given to "<destination segment>:<units>" (see Segments).
-func (k Keys) Transfers() string { return k.base + "xfer" }
+func (k Keys) Transfers() string { return k.space.Key(keyspace.Transfers) }
 
 // Received records the ids of the transfers this segment was given, so
 // each is given once.
-func (k Keys) Received() string { return k.base + "xin" }
+func (k Keys) Received() string { return k.space.Key(keyspace.Received) }
 
 // claimSegScriptSource is the claim script of one segment: claimScript's
 // steps with the segment's mode and its rank made promotion-wide. ARGV[5]
@@ -462,7 +463,7 @@ func (g *Gate) SegmentStates(ctx context.Context, s Segments) ([]SegmentState, e
 	for k := range s.N() {
 		sk := g.Keys(s.Tag(k))
 		cmds = append(cmds,
-			b.Hmget().Key(sk.Meta()).Field("stock", "voided", "closed").Build(),
+			b.Hmget().Key(sk.Meta()).Field(keyspace.FieldStock, keyspace.FieldVoided, keyspace.FieldClosed).Build(),
 			b.Get().Key(sk.Seq()).Build(),
 			b.Hvals().Key(sk.Transfers()).Build())
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/dibsio/dibs/stream"
 )
 
@@ -45,11 +46,11 @@ type Metrics struct {
 }
 
 // NewMetrics creates the confirmation path's series, its pools' included,
-// for promotions under the Redis key prefix (claim.DefaultPrefix if empty),
+// for promotions under the Redis key prefix (keyspace.DefaultPrefix if empty),
 // and registers them with reg.
 func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	if prefix == "" {
-		prefix = claim.DefaultPrefix
+		prefix = keyspace.DefaultPrefix
 	}
 	m := &Metrics{
 		issued: prometheus.NewCounter(prometheus.CounterOpts{

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // The loss probe: one marker per Redis master tells, for every idle
@@ -55,7 +57,7 @@ type probe struct {
 
 // probeKey is the marker key of this instance whose hash tag is tag.
 func (m *Manager) probeKey(tag string) string {
-	return m.cfg.Prefix + "{" + tag + "}:alive:" + m.cfg.Instance
+	return keyspace.Of(m.cfg.Prefix, tag).Key(keyspace.Alive + m.cfg.Instance)
 }
 
 // probeKeys returns one marker key per Redis master: on a single server

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -35,8 +36,9 @@ const (
 	StatusRevoked = claim.StatusRevoked
 )
 
-// DefaultPrefix is the Redis key prefix when Config.Prefix is empty.
-const DefaultPrefix = claim.DefaultPrefix
+// DefaultPrefix is the Redis key prefix when Config.Prefix is empty
+// (keyspace.DefaultPrefix).
+const DefaultPrefix = keyspace.DefaultPrefix
 
 // Promotion is one promotion: a limited stock of Stock units of one Kind
 // (coupon codes, vouchers, points, or codes from a partner's webhook; Value

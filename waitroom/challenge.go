@@ -13,6 +13,8 @@ import (
 	"math/bits"
 	"strconv"
 	"time"
+
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // ChallengeTTL is how long a challenge may be solved and presented.
@@ -254,7 +256,7 @@ func parseChallenge(b []byte) (Challenge, string, error) {
 // spentChallenge is the key that marks challenge id of promotion's room
 // spent, under the room's hash tag.
 func (k Keys) spentChallenge(id [challengeIDLen]byte) string {
-	return k.base + "wr:pow:" + hex.EncodeToString(id[:])
+	return k.space.Key(keyspace.RoomSpentChallenge + hex.EncodeToString(id[:]))
 }
 
 // JoinWithProof is Join for a room that may ask for a proof of work (its
@@ -286,7 +288,7 @@ func (r *Rooms) JoinWithProof(ctx context.Context, id, userID string, proof Proo
 		return Standing{}, r.challenge(id, userID, atLeast, reason, now)
 	}
 	k := r.Keys(id)
-	spent, keep := k.base+"wr:pow:", int64(1)
+	spent, keep := k.space.Key(keyspace.RoomSpentChallenge), int64(1)
 	if reason == nil {
 		spent = k.spentChallenge(c.ID)
 		keep = max(c.ExpiresAt.Sub(now)+spentMargin, time.Millisecond).Milliseconds()

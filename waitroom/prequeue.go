@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // MinSeedLen is the shortest seed a prequeue accepts.
@@ -39,11 +40,11 @@ var (
 
 // Prequeue is the set of users collected by the opening moment: the join
 // list the shuffle orders. It is kept after the shuffle.
-func (k Keys) Prequeue() string { return k.base + "wr:pre" }
+func (k Keys) Prequeue() string { return k.space.Key(keyspace.RoomPrequeue) }
 
 // Shuffled is the list of the prequeue's users in the order the shuffle
 // gave them places: its first element has the first place.
-func (k Keys) Shuffled() string { return k.base + "wr:shuffled" }
+func (k Keys) Shuffled() string { return k.space.Key(keyspace.RoomShuffled) }
 
 // SeedSHA256 returns the hex SHA-256 of seed: the commitment a promotion
 // shows before its start.

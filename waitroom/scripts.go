@@ -4,7 +4,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/roompass"
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // The room scripts (join, status, tick, snapshot) take the keys of
@@ -376,7 +376,7 @@ return reply(st, place, pass, exp, now, remaining, live, m)
 // nothing. wr_pass_spend marks the pass spent, removes it from the live set
 // and counts it in the room meta's spent field; call it only after
 // wr_pass_check returned nil in the same script.
-const PassLua = roompass.Lua
+const PassLua = keyspace.RoomPassLua
 
 // SpendScript checks that a pass is live, unspent and its user's, and marks
 // it spent, in one step: the standalone form of PassLua.

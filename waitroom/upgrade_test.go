@@ -13,6 +13,7 @@ import (
 
 	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // previousScripts reads the previous releases' scripts from testdata, by
@@ -75,7 +76,7 @@ type previousCall struct {
 // must refuse a LayoutCompact room; every script that reads the room is
 // there, each version still in testdata.
 func previousCalls() []previousCall {
-	join := func(k Keys) []string { return append(previousJoin(k), k.base+"wr:pow:") }
+	join := func(k Keys) []string { return append(previousJoin(k), k.space.Key(keyspace.RoomSpentChallenge)) }
 	batch := strconv.Itoa(DefaultTickBatch)
 	return []previousCall{
 		{"join_v3", join, []string{"u9", "0", "1"}},
@@ -164,7 +165,7 @@ func TestPreviousLeverOnACompactRoom(t *testing.T) {
 			before := f.dump(t, false)
 			batch := strconv.Itoa(DefaultTickBatch)
 			calls := []previousCall{
-				{"join_v3", func(k Keys) []string { return append(previousJoin(k), k.base+"wr:pow:") }, []string{"u9", "0", "1"}},
+				{"join_v3", func(k Keys) []string { return append(previousJoin(k), k.space.Key(keyspace.RoomSpentChallenge)) }, []string{"u9", "0", "1"}},
 				{"status_v2", previousRoom, []string{"u1", "1"}},
 				{"checkin_v1", func(k Keys) []string { return []string{k.Meta(), k.Place(), k.Seen()} }, users},
 			}
@@ -224,7 +225,7 @@ func TestPreviousScriptsBesideTheseOnAClassicRoom(t *testing.T) {
 				users = append(users, u)
 				var st Standing
 				if i%2 == 1 {
-					st = standing("join_v3", u, append(previousJoin(k), k.base+"wr:pow:"), "0", "1")
+					st = standing("join_v3", u, append(previousJoin(k), k.space.Key(keyspace.RoomSpentChallenge)), "0", "1")
 				} else {
 					st, _ = f.rooms.Join(ctx, f.id, u)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/internal/startstop"
+	"github.com/dibsio/dibs/keyspace"
 )
 
 // DefaultWatchRefresh is how often a Watcher re-reads a room it serves when
@@ -35,7 +36,7 @@ var ErrWatcherClosed = errors.New("waitroom: watcher not running")
 // publishes on it after a tick that changed something, so that instances
 // watching standings in the room re-read them. It carries the promotion's
 // hash tag, so it lives on the room's shard of a Cluster.
-func (k Keys) Events() string { return k.base + "wr:ev" }
+func (k Keys) Events() string { return k.space.Key(keyspace.RoomEvents) }
 
 // Final tells whether a standing with status s no longer changes by
 // itself: every status but waiting and prequeue. An admitted user claims with the token;

@@ -37,7 +37,8 @@ const (
 	DefaultCORSMaxAge = 10 * time.Minute
 	// DefaultKeyPrefix is the limiters' Redis key prefix when
 	// Config.KeyPrefix is empty: the prefix of the claim keys
-	// (claim.DefaultPrefix), so a promotion's buckets share its slot.
+	// (keyspace.DefaultPrefix, which the edge does not import; a test
+	// checks they agree), so a promotion's buckets share its slot.
 	DefaultKeyPrefix = "dibs:"
 	// MinSecretBytes is the shortest HS256 secret accepted: 256 bits.
 	MinSecretBytes = 32

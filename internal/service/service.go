@@ -23,14 +23,14 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/keyspace"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/waitroom"
 )
 
 // KeyPrefix is the Redis key prefix of everything the service keeps.
-const KeyPrefix = claim.DefaultPrefix
+const KeyPrefix = keyspace.DefaultPrefix
 
 // Timeouts of the service's steps; Stop's ctx can only shorten them.
 const (

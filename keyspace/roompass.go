@@ -1,12 +1,11 @@
-// Package roompass holds the Lua source of the waiting room's single-use
-// pass check, shared by the waitroom package (which documents it as
-// waitroom.PassLua) and the claim package's claim script for promotions
-// with a waiting room, which cannot import waitroom (waitroom's tests use
-// claim).
-package roompass
+package keyspace
 
-// Lua defines wr_pass_check and wr_pass_spend; see waitroom.PassLua.
-const Lua = `
+// RoomPassLua defines the Lua functions wr_pass_check and wr_pass_spend of
+// the waiting room's single-use pass, shared by the waiting room's spend
+// script (waitroom.PassLua, which documents them) and the claim script of a
+// promotion with a waiting room. A change of it is a change of every script
+// that includes it, which each takes a new version.
+const RoomPassLua = `
 local function wr_pass_check(passes, pass, user, now)
   local v = redis.call('HGET', passes, pass)
   if not v then return 'unknown' end
