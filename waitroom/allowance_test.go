@@ -190,7 +190,7 @@ func TestTickV1BesideV2(t *testing.T) {
 				t.Fatal(err)
 			}
 			state, _ := vals[0].ToString()
-			res, err := f.rooms.decodeTick(f.id, state, vals)
+			res, err := f.rooms.decodeTickHead(f.id, state, vals, previousTickHead)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -186,3 +186,7 @@ func TestPassedPlaceStaysPassed(t *testing.T) {
 		}
 	})
 }
+
+// previousTickHead is the values of the previous tick scripts' replies
+// (v1–v4) before the users they let in.
+const previousTickHead = 8

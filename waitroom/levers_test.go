@@ -207,7 +207,7 @@ func TestTickV2BesideV3(t *testing.T) {
 				t.Fatal(err)
 			}
 			state, _ := vals[0].ToString()
-			res, err := f.rooms.decodeTick(f.id, state, vals)
+			res, err := f.rooms.decodeTickHead(f.id, state, vals, previousTickHead)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -288,6 +288,14 @@ type TickResult struct {
 	Remaining int64
 	// Live is the passes unspent and unexpired after the tick.
 	Live int64
+	// Joined is the places handed out: the room's last place (Seq), as
+	// Counts.Joined reads it.
+	Joined int64
+	// Waiting is the line's length as Counts.Waiting reads it: the places
+	// not yet reached by admission (Joined − Cursor, users who abandoned
+	// ahead of being reached included) and, until the shuffle seals it,
+	// the users the prequeue collected.
+	Waiting int64
 	// New are the users let in by this tick, in order.
 	New []Admission
 }
@@ -339,14 +347,26 @@ func (r *Rooms) Tick(ctx context.Context, id string) (TickResult, error) {
 	return r.decodeTick(id, state, vals)
 }
 
-// decodeTick decodes the reply vals of a tick script that answered state
+// tickHead is the values of the tick script's reply (v5) before the users
+// it let in: the state, then the room's figures.
+const tickHead = 10
+
+// decodeTick decodes the reply vals of the tick script that answered state
 // (neither not_found nor shuffle), signing the passes it handed out.
 func (r *Rooms) decodeTick(id, state string, vals []rueidis.RedisMessage) (TickResult, error) {
+	return r.decodeTickHead(id, state, vals, tickHead)
+}
+
+// decodeTickHead is decodeTick for a reply whose users start after head
+// values: tickHead, or 8 for the previous versions' (v1–v4), which carry
+// neither Joined nor the prequeue (both left 0, and Waiting with them).
+func (r *Rooms) decodeTickHead(id, state string, vals []rueidis.RedisMessage, head int) (TickResult, error) {
 	var err error
-	if len(vals) < 8 || (len(vals)-8)%3 != 0 {
+	if len(vals) < head || (len(vals)-head)%3 != 0 {
 		return TickResult{}, fmt.Errorf("tick %s: malformed script reply (%d values)", id, len(vals))
 	}
-	var n [7]int64
+	var buf [tickHead - 1]int64
+	n := buf[:head-1]
 	for i := range n {
 		if n[i], err = vals[i+1].AsInt64(); err != nil {
 			return TickResult{}, fmt.Errorf("tick %s: %w", id, err)
@@ -354,7 +374,11 @@ func (r *Rooms) decodeTick(id, state string, vals []rueidis.RedisMessage) (TickR
 	}
 	res := TickResult{State: state, Now: n[0], Admitted: n[1], Cursor: n[2], Skipped: n[3],
 		Allowed: n[4], Remaining: n[5], Live: n[6]}
-	for i := 8; i+2 < len(vals); i += 3 {
+	if head >= tickHead {
+		res.Joined = n[7]
+		res.Waiting = n[7] - res.Cursor + n[8]
+	}
+	for i := head; i+2 < len(vals); i += 3 {
 		user, err1 := vals[i].ToString()
 		pass, err2 := vals[i+1].AsInt64()
 		exp, err3 := vals[i+2].AsInt64()

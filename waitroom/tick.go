@@ -68,10 +68,13 @@ import "github.com/redis/rueidis"
 // which knows no rate2) takes it as its rate2 first.
 //
 // Returns {state, now, admitted, cursor, skipped, allowed, remaining, live,
-// then user, pass id, expiry (ms) for each user admitted by this call}, with
-// state one of open, paused, sold_out, ended and allowed the admissions the
-// capped allowance allows in total (admitted before the call + ⌊allowance⌋);
-// or {'not_found'} or {'shuffle'}.
+// joined, collected, then user, pass id, expiry (ms) for each user admitted
+// by this call}, with state one of open, paused, sold_out, ended, allowed
+// the admissions the capped allowance allows in total (admitted before the
+// call + ⌊allowance⌋), joined the room's last place (Seq, read once in every
+// branch: a sealing tick's reserved places included) and collected the
+// users of a prequeue still open (SCARD of Prequeue, read only then; 0
+// once sealed or without one); or {'not_found'} or {'shuffle'}.
 var tickScript = rueidis.NewLuaScript(tickSource)
 
 // tickSource is the tick script's source. Version 1, which had no header
@@ -80,8 +83,12 @@ var tickScript = rueidis.NewLuaScript(tickSource)
 // (testdata/room_tick_v2.lua) is version 3 without max_active, which it
 // ignores: a room ticked by it is not held to the cap on live passes.
 // Version 4 serves both layouts, and in a LayoutClassic room reads and
-// writes what version 3 (testdata/room_tick_v3.lua) did.
-const tickSource = "-- dibs:room_tick v4" + prelude + `
+// writes what version 3 (testdata/room_tick_v3.lua) did. Version 5 is
+// version 4 (testdata/room_tick_v4.lua) whose reply also carries the room's
+// last place and an open prequeue's users, so that a tick tells the line's
+// length; it reads and writes the same keys the same way, so the two tick a
+// room side by side.
+const tickSource = "-- dibs:room_tick v5" + prelude + `
 local m = room_meta()
 if not m[1] then return {'not_found'} end
 local now = now_ms()
@@ -90,11 +97,14 @@ if compact and m[17] then
   redis.call('HSET', KEYS[1], 'rate2', m[1])
   redis.call('HDEL', KEYS[1], 'rate')
 end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local collected = 0
 if m[11] and m[11] ~= 'done' and now >= tonumber(m[2]) then
   if m[11] == 'open' then
     local n = redis.call('SCARD', KEYS[11])
-    local base = tonumber(redis.call('GET', KEYS[2]) or '0')
-    redis.call('SET', KEYS[2], base + n)
+    local base = last
+    last = base + n
+    redis.call('SET', KEYS[2], last)
     local pq = 'sealed'
     if n == 0 then pq = 'done' end
     redis.call('HSET', KEYS[1], 'pq', pq, 'pq_n', n, 'pq_base', base, 'pq_next', 0)
@@ -102,6 +112,8 @@ if m[11] and m[11] ~= 'done' and now >= tonumber(m[2]) then
   else
     return {'shuffle'}
   end
+elseif m[11] == 'open' then
+  collected = redis.call('SCARD', KEYS[11])
 end
 local batch = tonumber(ARGV[1])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
@@ -144,8 +156,8 @@ if now > open then
 end
 local allowed = admitted
 if credit > 0 then allowed = admitted + (credit - credit % 1000) / 1000 end
-local out = {state, now, 0, 0, 0, allowed, remaining, 0}
-local want, last, steps = 0, 0, 0
+local out = {state, now, 0, 0, 0, allowed, remaining, 0, last, collected}
+local want, steps = 0, 0
 local function admit(user)
   local pass = redis.call('HINCRBY', KEYS[1], 'pass_seq', 1)
   local exp = now + ttl
@@ -216,7 +228,6 @@ if state == 'open' then
   want = math.min(allowed - admitted, remaining - live)
   local most = tonumber(redis.call('HGET', KEYS[1], 'max_active') or '0')
   if most > 0 then want = math.min(want, most - live) end
-  last = tonumber(redis.call('GET', KEYS[2]) or '0')
   local before = admitted
   if compact then admit_compact() else admit_classic() end
   local left = credit - 1000 * (admitted - before)

@@ -196,10 +196,12 @@ func TestPreviousLeverOnACompactRoom(t *testing.T) {
 // and tick scripts (testdata) and this release's run side by side, as
 // during a rolling upgrade: places are handed out in one order whoever
 // joins, each reads the check-ins of the other, and admission lets the
-// users in once each, in order of place, whoever ticks.
+// users in once each, in order of place, whoever ticks: the previous
+// release's tick (v3), this release's earlier one (v4) or this one, which
+// tells the line's length on the way.
 func TestPreviousScriptsBesideTheseOnAClassicRoom(t *testing.T) {
 	t.Parallel()
-	src := previousScripts(t, "join_v3", "status_v2", "checkin_v1", "snapshot_v2", "room_tick_v3")
+	src := previousScripts(t, "join_v3", "status_v2", "checkin_v1", "snapshot_v2", "room_tick_v3", "room_tick_v4")
 	for _, tp := range redistest.Topologies(t) {
 		t.Run(tp.Name, func(t *testing.T) {
 			t.Parallel()
@@ -253,22 +255,28 @@ func TestPreviousScriptsBesideTheseOnAClassicRoom(t *testing.T) {
 			}
 			f.startAdmission(t)
 			var in []string
-			batch := strconv.Itoa(2) // a few places a tick, so both scripts take turns
+			batch := strconv.Itoa(2) // a few places a tick, so the scripts take turns
 			turn := 0
 			wait.For(t, 5*time.Second, "everyone let in", func() bool {
 				turn++
-				script, keys := src["room_tick_v3"], previousRoom(k)
-				if turn%2 == 0 {
-					script, keys = tickSource, k.room()
+				script, keys, head := src["room_tick_v3"], previousRoom(k), previousTickHead
+				switch turn % 3 {
+				case 1:
+					script, keys = src["room_tick_v4"], k.room()
+				case 2:
+					script, keys, head = tickSource, k.room(), tickHead
 				}
 				vals, err := f.eval(script, keys, batch, batch, "1000").ToArray()
 				if err != nil {
 					t.Fatal(err)
 				}
 				state, _ := vals[0].ToString()
-				res, err := f.rooms.decodeTick(f.id, state, vals)
+				res, err := f.rooms.decodeTickHead(f.id, state, vals, head)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if head == tickHead && (res.Joined != 6 || res.Waiting != 6-res.Cursor) {
+					t.Fatalf("tick: %+v; want 6 joined, %d waiting", res, 6-res.Cursor)
 				}
 				for _, a := range res.New {
 					in = append(in, a.Pass.User)
@@ -306,4 +314,92 @@ func TestLeverTakesThePreviousRate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTickV4BesideV5: this release's earlier tick script (v4,
+// testdata/room_tick_v4.lua) and this one tick one room side by side, in
+// either layout, through a prequeue: either seals it, the users are let in
+// once each with passes numbered in turn, and each tick of this version
+// tells the line's length as Counts reads it — the prequeue's users while
+// it is open, then the places admission has not reached.
+func TestTickV4BesideV5(t *testing.T) {
+	t.Parallel()
+	src := previousScripts(t, "room_tick_v4")
+	eachTopology(t, func(t *testing.T, tp redistest.Topology) {
+		f := setup(t, tp, 100)
+		ctx := context.Background()
+		f.openPrequeue(t, Settings{AdmitPerSecond: 1000})
+		f.join(t, 5)
+		batch := strconv.Itoa(2) // a few places a tick, so both scripts take turns
+		tick := func(v4 bool) (TickResult, bool) {
+			t.Helper()
+			script, head := tickSource, tickHead
+			if v4 {
+				script, head = src["room_tick_v4"], previousTickHead
+			}
+			vals, err := f.eval(script, f.rooms.Keys(f.id).room(), batch, batch, "1000").ToArray()
+			if err != nil {
+				t.Fatal(err)
+			}
+			state, _ := vals[0].ToString()
+			if state == "shuffle" {
+				if err := f.rooms.shuffle(ctx, f.id); err != nil {
+					t.Fatal(err)
+				}
+				return TickResult{}, false
+			}
+			res, err := f.rooms.decodeTickHead(f.id, state, vals, head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v4 {
+				c, err := f.rooms.Counts(ctx, f.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Joined != c.Joined || res.Waiting != c.Waiting {
+					t.Fatalf("tick: %+v; the room's counts %+v", res, c)
+				}
+			}
+			return res, true
+		}
+		tick(true)
+		if res, _ := tick(false); res.Joined != 0 || res.Waiting != 5 {
+			t.Fatalf("tick during the prequeue: %+v; want its 5 users waiting, no place handed out", res)
+		}
+		f.startAdmission(t)
+		if _, ok := tick(true); ok {
+			t.Fatal("v4's first tick after the opening did not seal the prequeue")
+		}
+		for i := 6; i <= 8; i++ {
+			if _, err := f.rooms.Join(ctx, f.id, "u"+strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in := map[string]bool{}
+		var passes []int64
+		turn := 0
+		wait.For(t, 5*time.Second, "everyone let in", func() bool {
+			turn++
+			res, ok := tick(turn%2 == 0)
+			if !ok {
+				t.Fatal("a tick found the prequeue to shuffle again")
+			}
+			if turn%2 == 1 && (res.Joined != 8 || res.Waiting != 8-res.Cursor) {
+				t.Fatalf("tick: %+v; want 8 joined, %d waiting", res, 8-res.Cursor)
+			}
+			for _, a := range res.New {
+				if in[a.Pass.User] {
+					t.Fatalf("%s let in twice", a.Pass.User)
+				}
+				in[a.Pass.User] = true
+				passes = append(passes, a.Pass.ID)
+			}
+			return res.Admitted >= 8
+		})
+		if res, _ := tick(false); res.Admitted != 8 || res.Waiting != 0 || len(in) != 8 ||
+			!slices.Equal(passes, []int64{1, 2, 3, 4, 5, 6, 7, 8}) {
+			t.Fatalf("after admission: %+v, let in %v with passes %v", res, in, passes)
+		}
+	})
 }

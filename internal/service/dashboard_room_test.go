@@ -16,8 +16,8 @@ import (
 
 // TestDashboardRingHoldsRoomUnwatched: dibs serve hands its scheduler's
 // ticks to the dashboard's ring, so a page opened after a waiting room let
-// its line in shows the admissions per second of the seconds nobody
-// watched.
+// its line in shows the admissions per second and the line's length of the
+// seconds nobody watched.
 func TestDashboardRingHoldsRoomUnwatched(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
@@ -94,17 +94,25 @@ func TestDashboardRingHoldsRoomUnwatched(t *testing.T) {
 	}
 	// The last point is the page's own read; the ones before it were taken
 	// with no page open.
-	var admits float64
+	var admits, waiting float64
 	for _, pt := range pts[:len(pts)-1] {
 		if pt[4] != nil {
 			t.Fatalf("a sample read the promotion with no page open: %v", pt)
 		}
 		if v, ok := pt[6].(float64); ok {
 			admits = max(admits, v)
+			w, ok := pt[5].(float64)
+			if !ok {
+				t.Fatalf("a sample with the room's tick has no line's length: %v", pt)
+			}
+			waiting = max(waiting, w)
 		}
 	}
 	if admits <= 0 {
 		t.Fatalf("no admissions in the ring of the seconds nobody watched: %v", pts)
 	}
-	t.Logf("peak %v admitted/s with no page open", admits)
+	if waiting <= 0 || waiting > users {
+		t.Fatalf("the line's length in the ring of the seconds nobody watched peaks at %v; want 1 to %d: %v", waiting, users, pts)
+	}
+	t.Logf("peak %v admitted/s and %v waiting with no page open", admits, waiting)
 }

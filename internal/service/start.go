@@ -349,11 +349,10 @@ func newRooms(client rueidis.Client, cfg Config, log *slog.Logger, known func() 
 }
 
 // roomTick is what the dashboard's ring takes of a room's tick: the room's
-// admitted and abandoned totals. The tick's reply does not carry the
-// room's last place, so the line's length reaches the ring only from the
-// reads made while a dashboard is open.
+// admitted and abandoned totals and the line's length, so the ring has
+// them for every second, a dashboard open or not.
 func roomTick(res waitroom.TickResult) ui.RoomTick {
-	return ui.RoomTick{Admitted: res.Admitted, Abandoned: res.Skipped}
+	return ui.RoomTick{Admitted: res.Admitted, Abandoned: res.Skipped, Waiting: &res.Waiting}
 }
 
 func startEmbeddedRedis(ctx context.Context, dataDir, fsync string, log *slog.Logger) (*redisserver.Server, error) {
