@@ -361,9 +361,10 @@ if [ "$ROOM" = 1 ]; then
 	ROOM_N=${ROOM_N:-$((NCPU >= 16 ? 100000 : 100000 * NCPU / 16))}
 	ROOM_IDLE=${ROOM_IDLE:-24}
 	ROOM_LOOKUPS=${ROOM_LOOKUPS:-10}
-	if [ "$ROOM_N" -gt $((nofile - 2000)) ]; then
-		log "waiting room: ulimit -n is $nofile: $ROOM_N users cut to $((nofile - 2000))"
-		ROOM_N=$((nofile - 2000))
+	# Each process holds a socket per stream, and some more of its own.
+	if [ "$ROOM_N" -gt $((nofile * 9 / 10 - 100)) ]; then
+		log "waiting room: ulimit -n is $nofile: $ROOM_N users cut to $((nofile * 9 / 10 - 100))"
+		ROOM_N=$((nofile * 9 / 10 - 100))
 	fi
 	layout 1 6 8
 	ROOM_LAYOUT="Redis on CPU $R, dibs on CPUs $D ($DN), load on CPUs $L ($LN)${NOTE:+ ($NOTE)}"
