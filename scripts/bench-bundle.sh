@@ -16,7 +16,10 @@
 #   4. the issuance lag: from the last answer until every accepted claim is
 #      issued, read through the API;
 #   5. one promotion in 1 and in 3 segments on a 3-master Cluster;
-#   6. Redis, dibs and load CPU µs per claim, and the ceiling each implies.
+#   6. Redis, dibs and load CPU µs per claim, and the ceiling each implies;
+#   7. the waiting room on one instance: joins/s, Redis memory per waiting
+#      user, 100,000 idle event streams (Redis and dibs CPU, dibs heap per
+#      stream), a hint's fan-out to all of them, status lookups/s.
 #
 # Core layout on 16 cores: Redis 1, dibs 6, load 8 (the Cluster part: three
 # Redis masters on 3 cores, dibs 5, load 8). On fewer cores it is scaled down
@@ -33,7 +36,8 @@
 #   --db              the database of every dibs run (default: a fresh SQLite
 #                     file per run; postgres://... to measure PostgreSQL) [DB]
 #   --out             also write the table to this file, and the raw results
-#                     (one JSON line per run) to FILE.jsonl [OUT]
+#                     (one JSON line per run) to FILE.jsonl, the waiting
+#                     room's to FILE.room.jsonl [OUT]
 #
 # Environment (all optional):
 #   SMOKE=1           seconds-long run: tiny rates, 1 s per step (what make test runs)
@@ -42,7 +46,10 @@
 #   CONNS=256         connections of the closed-loop runs
 #   WORKERS=1024      senders of the open-loop runs (the most claims in flight)
 #   ISSUE_TIMEOUT=45s longest wait for issuance after a run
-#   EMBEDDED=1 FLOOR=1 CLUSTER=1   0 skips that part
+#   EMBEDDED=1 FLOOR=1 CLUSTER=1 ROOM=1   0 skips that part
+#   ROOM_N=           waiting users and streams (default 100,000 on 16 cores,
+#                     scaled to the cores, 200 in SMOKE; capped by ulimit -n)
+#   ROOM_IDLE=24 ROOM_LOOKUPS=10   seconds of the idle streams, of the lookups
 #   CPUS=             the CPU list to lay out (default: the CPUs this process may use)
 set -euo pipefail
 
@@ -77,6 +84,7 @@ RATE_CAP=${RATE_CAP:-0}
 EMBEDDED=${EMBEDDED:-1}
 FLOOR=${FLOOR:-1}
 CLUSTER=${CLUSTER:-1}
+ROOM=${ROOM:-1}
 CC=$BIN/claimcost
 DIBS=$BIN/dibs
 for b in "$CC" "$DIBS"; do
@@ -337,6 +345,43 @@ if [ "$CLUSTER" = 1 ]; then
 	stop_all
 fi
 
+# ---------------------------------------------------------------- 7: the waiting room (begin)
+# One instance against the waiting room's targets: ROOM_N users join a
+# paused room (the line stands still), each holds an event stream open
+# (dialed from 127.0.0.2 … 127.0.0.255), idle for ROOM_IDLE s, then a hint
+# (the room's message) is timed to every stream and status lookups run for
+# ROOM_LOOKUPS s. ROOM_N is 100,000 on 16 cores, scaled to the cores there
+# are, and capped by the file limit, which is raised as far as it goes.
+ROOM_TABLE=$TMP/room.md
+if [ "$ROOM" = 1 ]; then
+	ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+	nofile=$(ulimit -n)
+	[ "$nofile" = unlimited ] && nofile=1048576
+	if [ "$SMOKE" = 1 ]; then ROOM_N=${ROOM_N:-200} ROOM_IDLE=${ROOM_IDLE:-2} ROOM_LOOKUPS=${ROOM_LOOKUPS:-1}; fi
+	ROOM_N=${ROOM_N:-$((NCPU >= 16 ? 100000 : 100000 * NCPU / 16))}
+	ROOM_IDLE=${ROOM_IDLE:-24}
+	ROOM_LOOKUPS=${ROOM_LOOKUPS:-10}
+	# Each process holds a socket per stream, and some more of its own.
+	if [ "$ROOM_N" -gt $((nofile * 9 / 10 - 100)) ]; then
+		log "waiting room: ulimit -n is $nofile: $ROOM_N users cut to $((nofile * 9 / 10 - 100))"
+		ROOM_N=$((nofile * 9 / 10 - 100))
+	fi
+	layout 1 6 8
+	ROOM_LAYOUT="Redis on CPU $R, dibs on CPUs $D ($DN), load on CPUs $L ($LN)${NOTE:+ ($NOTE)}"
+	log "waiting room: $ROOM_N streams; $ROOM_LAYOUT"
+	printf 'http:\n  max_conns: %d\n  max_streams: %d\n' $((ROOM_N + 1000)) $((ROOM_N + 100)) >"$TMP/room.yaml"
+	start_redis room "$R"
+	ROOM_REDIS=$REDIS_ADDR
+	start_dibs room --redis "$ROOM_REDIS" --config "$TMP/room.yaml"
+	(pin "$L" "$CC" room -target "$DIBS_URL" -pid "$DIBS_PID" -redis "$ROOM_REDIS" -admin-token "$TOKEN" \
+		-n "$ROOM_N" -c "$CONNS" -readers "$((LN > 1 ? LN : 2))" -idle "${ROOM_IDLE}s" -lookups "${ROOM_LOOKUPS}s" \
+		-json "$TMP/room.jsonl" -note "Layout: $ROOM_LAYOUT; ulimit -n $nofile.") >"$ROOM_TABLE" ||
+		{ echo "run.sh: the waiting-room run failed" >&2; exit 1; }
+	log "waiting room: $(sed -n 's/.*"joins_per_second":\([0-9]*\).*"hint_ms":\([0-9.]*\).*"lookups_per_second":\([0-9]*\).*/\1 joins\/s, hint \2 ms, \3 lookups\/s/p' "$TMP/room.jsonl")"
+	stop_all
+fi
+# ---------------------------------------------------------------- 7: the waiting room (end)
+
 # ---------------------------------------------------------------- table
 {
 	echo "Machine: $NCPU CPUs ($CPU_MODEL), $(uname -sr), Redis $REDIS_VERSION; database ${DB:-SQLite (a fresh file per server)}."
@@ -344,5 +389,7 @@ fi
 	echo "Closed loop: $CONNS connections for ${MAX_DURATION} s; open loop: ${DURATION} s at 25/50/80 % of the first maximum ($(printf '%.0f' "$MAX") claims/s$([ "$RATE_CAP" -gt 0 ] && echo ", capped at $RATE_CAP")), $WORKERS senders, latency from each claim's due time. Run took $(($(date +%s) - BEGAN)) s$([ "$SMOKE" = 1 ] && echo '; SMOKE run: the figures mean nothing')."
 	echo
 	"$CC" table -dibs-cores "$DIBS_CORES" -load-cores "$LOAD_CORES" "$RES"
+	[ ! -s "$ROOM_TABLE" ] || { echo; cat "$ROOM_TABLE"; } # the waiting room (7)
 } | tee "${OUT:-/dev/null}"
 [ -z "$OUT" ] || cp "$RES" "$OUT.jsonl"
+[ -z "$OUT" ] || [ ! -s "$TMP/room.jsonl" ] || cp "$TMP/room.jsonl" "$OUT.room.jsonl" # the waiting room (7)

@@ -22,6 +22,19 @@
 //	    are counted too. With -sold-out the promotion's only unit is taken
 //	    first, and the figures are per rejection. -slowlog 500us counts the
 //	    Redis SLOWLOG entries slower than that, per command.
+//	claimcost room -target URL -pid PID -redis HOST:PORT -admin-token T
+//	    [-n 10000] [-c 256] [-dialers 64] [-readers 8] [-idle 24s]
+//	    [-lookups 10s] [-pause=true] [-json FILE] [-note TEXT]
+//	    measures a waiting room on one instance (Linux): it creates a
+//	    promotion with a room (paused, so the line stands still), joins n
+//	    users (joins/s, Redis used_memory per waiting user), holds an event
+//	    stream of each open from a few epoll readers, the streams dialed
+//	    from 127.0.0.2 … 127.0.0.255 (raise ulimit -n above n for it and
+//	    the server), measures them idle (Redis and server CPU per stream
+//	    and second, server heap per stream), times a hint (a new message
+//	    for the room) until every stream shows it, then runs status lookups
+//	    (lookups/s, Redis commands per lookup). It prints the rows of the
+//	    bundle's waiting-room table and appends a JSON line to -json.
 //	claimcost redis -addr HOST:PORT [-wait 5s] COMMAND [ARGS...]
 //	    runs one Redis command and prints its answer (no redis-cli needed).
 //	claimcost cluster -addrs A,B,C
@@ -53,7 +66,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|redis|cluster|get|table|split|chart [flags]")
+		fmt.Fprintln(os.Stderr, "usage: claimcost floor|load|room|redis|cluster|get|table|split|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -70,12 +83,14 @@ func main() {
 		err = getCmd(os.Args[2:], os.Stdout)
 	case "table":
 		err = tableCmd(os.Args[2:], os.Stdout)
+	case "room":
+		err = roomCmd(os.Args[2:], os.Stdout)
 	case "split":
 		err = splitCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "chart":
 		err = chart(os.Args[2:], os.Stdin)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (floor, load, redis, cluster, get, table, split or chart)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (floor, load, room, redis, cluster, get, table, split or chart)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "claimcost:", err)
