@@ -48,7 +48,7 @@ type loadResult struct {
 	IssuedAfterMs   float64          `json:"issued_after_ms,omitempty"`
 	Issued          int64            `json:"issued,omitempty"`
 	IssueTimedOut   bool             `json:"issue_timed_out,omitempty"`
-	Slowlog         map[string]int64 `json:"slowlog,omitempty"`
+	Slowlog         map[string]int64 `json:"slowlog"` // null when not counted, {} when counted and none
 	SlowlogMaxUs    int64            `json:"slowlog_max_us,omitempty"`
 	P50ms           float64          `json:"p50_ms"`
 	P90ms           float64          `json:"p90_ms"`
