@@ -61,7 +61,7 @@ type loadResult struct {
 type loadConfig struct {
 	target, redis, token, prefix string
 	dbComm, label, role          string
-	stallDB                      string
+	stallDB, watchFile           string
 	stallAt, stallFor, watch     time.Duration
 	pid, n, c, segments          int
 	rate                         float64
@@ -94,6 +94,7 @@ func load(args []string) error {
 	fs.DurationVar(&cfg.stallAt, "stall-at", 25*time.Second, "with -stall-db: when the stall begins, from the first claim")
 	fs.DurationVar(&cfg.stallFor, "stall-for", 10*time.Second, "with -stall-db: how long the database is held")
 	fs.DurationVar(&cfg.watch, "watch", 0, "sample the server's /metrics this often: the journal's drops and peaks, the backlog's peak (0: not sampled; 1s with -stall-db)")
+	fs.StringVar(&cfg.watchFile, "watch-file", "", "with -watch or -stall-db: write every sample to this file, one line each: seconds, journal claims, journal bytes, backlog, journal drops")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -271,6 +271,7 @@ type watch struct {
 	samples chan watched
 	stalled chan stallDone // nil without a stall
 	kind    string
+	file    string // -watch-file
 }
 
 // watched is what the sampler read: every sample, the readings that
@@ -284,7 +285,7 @@ type watched struct {
 // startWatch starts the sampler every cfg.watch and, with cfg.stallDB, the
 // hold of the database at start + cfg.stallAt.
 func startWatch(ctx context.Context, cfg loadConfig, start time.Time) (*watch, error) {
-	w := &watch{start: start, stop: make(chan struct{}), samples: make(chan watched, 1)}
+	w := &watch{start: start, file: cfg.watchFile, stop: make(chan struct{}), samples: make(chan watched, 1)}
 	if cfg.stallDB != "" {
 		t, err := parseStallDB(cfg.stallDB)
 		if err != nil {
@@ -343,6 +344,9 @@ func (w *watch) finish(ctx context.Context, target string) (*stallFigures, error
 	if out.err != nil {
 		fmt.Fprintf(os.Stderr, "claimcost: %d readings of /metrics failed, the first: %v\n", out.failed, out.err)
 	}
+	if err := writeSamples(w.file, out.samples); err != nil {
+		return nil, err
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("stall the database: %w", d.err)
 	}
@@ -389,4 +393,19 @@ func writeStalls(w io.Writer, rows []loadResult) {
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d → %d | %s | %s |\n", r.Label, held, f(r.ClaimsPerSecond, 0),
 			s.JournalDropped, s.JournalClaimsPeak, s.JournalBytesPeak, s.PendingBefore, s.PendingPeak, back, issued)
 	}
+}
+
+// writeSamples writes the samples to file, one line each: seconds since
+// the run began, journal claims, journal bytes, backlog, journal drops
+// (nothing without a file).
+func writeSamples(file string, samples []metricsSample) error {
+	if file == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("# seconds\tjournal_claims\tjournal_bytes\tbacklog\tjournal_dropped\n")
+	for _, s := range samples {
+		fmt.Fprintf(&b, "%.1f\t%d\t%d\t%d\t%d\n", s.at.Seconds(), s.journalClaims, s.journalBytes, s.pending, s.dropped)
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o644)
 }
