@@ -20,6 +20,10 @@
 #   7. the waiting room on one instance: joins/s, Redis memory per waiting
 #      user, 100,000 idle event streams (Redis and dibs CPU, dibs heap per
 #      stream), a hint's fan-out to all of them, status lookups/s.
+#   8. (STALL=1) the journal through a database stall: a closed-loop run at
+#      the maximum whose SQLite file is held (BEGIN IMMEDIATE from outside
+#      dibs) for a while in its middle: the journal's drops and peak, the
+#      backlog's peak, and how long after the stall the backlog was back.
 #
 # Core layout on 16 cores: Redis 1, dibs 6, load 8 (the Cluster part: three
 # Redis masters on 3 cores, dibs 5, load 8). On fewer cores it is scaled down
@@ -50,6 +54,9 @@
 #   ROOM_N=           waiting users and streams (default 100,000 on 16 cores,
 #                     scaled to the cores, 200 in SMOKE; capped by ulimit -n)
 #   ROOM_IDLE=24 ROOM_LOOKUPS=10   seconds of the idle streams, of the lookups
+#   STALL=0           1 adds part 8 (never in a SMOKE run): STALL_DURATION=30
+#                     seconds, the database held STALL_FOR=10 s from STALL_AT=10
+#                     s, on a fresh SQLite file whatever --db says
 #   CPUS=             the CPU list to lay out (default: the CPUs this process may use)
 set -euo pipefail
 
@@ -85,6 +92,11 @@ EMBEDDED=${EMBEDDED:-1}
 FLOOR=${FLOOR:-1}
 CLUSTER=${CLUSTER:-1}
 ROOM=${ROOM:-1}
+STALL=${STALL:-0}
+[ "$SMOKE" = 1 ] && STALL=0
+STALL_DURATION=${STALL_DURATION:-30}
+STALL_AT=${STALL_AT:-10}
+STALL_FOR=${STALL_FOR:-10}
 CC=$BIN/claimcost
 DIBS=$BIN/dibs
 for b in "$CC" "$DIBS"; do
@@ -290,6 +302,19 @@ MAX=$("$CC" get "$RES" claims_per_second)
 [ "$RATE_CAP" -gt 0 ] && MAX=$(awk -v m="$MAX" -v c="$RATE_CAP" 'BEGIN { print (m < c ? m : c) }')
 open_loop "$DIBS_PID" "dibs, external Redis" ext -admin-token "$TOKEN" -redis "$EXT"
 stop_all
+
+# ---------------------------------------------------------------- 8: a database stall
+if [ "$STALL" = 1 ]; then
+	start_redis stall "$R"
+	db=$DB
+	DB="" # the stall takes SQLite's write lock: a fresh file, whatever --db says
+	start_dibs stall --redis "$REDIS_ADDR"
+	DB=$db
+	load "$DIBS_PID" -target "$DIBS_URL" -admin-token "$TOKEN" -redis "$REDIS_ADDR" -duration "${STALL_DURATION}s" -c "$CONNS" \
+		-stall-db "sqlite://$TMP/stall/dibs.db" -stall-at "${STALL_AT}s" -stall-for "${STALL_FOR}s" \
+		-label "dibs, external Redis, maximum, SQLite held ${STALL_FOR} s from ${STALL_AT} s" -role stall
+	stop_all
+fi
 
 # ---------------------------------------------------------------- 2: the embedded default
 if [ "$EMBEDDED" = 1 ]; then

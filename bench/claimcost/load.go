@@ -55,11 +55,14 @@ type loadResult struct {
 	P99ms           float64          `json:"p99_ms"`
 	P999ms          float64          `json:"p999_ms"`
 	MaxMs           float64          `json:"max_ms"`
+	Stall           *stallFigures    `json:"stall,omitempty"` // with -stall-db or -watch
 }
 
 type loadConfig struct {
 	target, redis, token, prefix string
 	dbComm, label, role          string
+	stallDB, watchFile           string
+	stallAt, stallFor, watch     time.Duration
 	pid, n, c, segments          int
 	rate                         float64
 	duration, issueTimeout       time.Duration
@@ -87,7 +90,15 @@ func load(args []string) error {
 	fs.DurationVar(&cfg.slowlog, "slowlog", 0, "count the Redis SLOWLOG entries slower than this during the run, per command (0: not counted); sets slowlog-log-slower-than")
 	fs.StringVar(&cfg.label, "label", "", "label of the run, copied into the result")
 	fs.StringVar(&cfg.role, "role", "", "role of the run in a table (claimcost table), copied into the result")
+	fs.StringVar(&cfg.stallDB, "stall-db", "", "hold the server's database from outside it, as dibs serve --db names it: sqlite://PATH takes the file's write lock (BEGIN IMMEDIATE), postgres://… locks the issued table (empty: no stall)")
+	fs.DurationVar(&cfg.stallAt, "stall-at", 25*time.Second, "with -stall-db: when the stall begins, from the first claim")
+	fs.DurationVar(&cfg.stallFor, "stall-for", 10*time.Second, "with -stall-db: how long the database is held")
+	fs.DurationVar(&cfg.watch, "watch", 0, "sample the server's /metrics this often: the journal's drops and peaks, the backlog's peak (0: not sampled; 1s with -stall-db)")
+	fs.StringVar(&cfg.watchFile, "watch-file", "", "with -watch or -stall-db: write every sample to this file, one line each: seconds, journal claims, journal bytes, backlog, journal drops")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkStall(&cfg); err != nil {
 		return err
 	}
 	if cfg.duration > 0 {
@@ -106,6 +117,26 @@ func load(args []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// checkStall checks the stall's flags: a stall within the run, with
+// issuance waited for, and sampled.
+func checkStall(cfg *loadConfig) error {
+	if cfg.stallDB == "" {
+		return nil
+	}
+	switch {
+	case cfg.token == "" || cfg.soldOut:
+		return errors.New("-stall-db needs -admin-token, and claims that are accepted (no -sold-out)")
+	case cfg.stallAt < 0 || cfg.stallFor <= 0:
+		return errors.New("-stall-at must not be negative and -stall-for must be positive")
+	case cfg.duration > 0 && cfg.stallAt+cfg.stallFor > cfg.duration:
+		return fmt.Errorf("the stall (-stall-at %v, -stall-for %v) must end within -duration %v", cfg.stallAt, cfg.stallFor, cfg.duration)
+	}
+	if cfg.watch <= 0 {
+		cfg.watch = time.Second
+	}
+	return nil
 }
 
 // newHTTPClient keeps one connection per claim in flight, and no more.
@@ -173,9 +204,18 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		return res, fmt.Errorf("cannot read the CPU time of process %d: %w", cfg.pid, err)
 	}
 
+	var w *watch
+	if cfg.watch > 0 {
+		if w, err = startWatch(ctx, cfg, time.Now()); err != nil {
+			return res, err
+		}
+	}
 	url := cfg.target + "/v1/promotions/" + id + "/claims"
 	f, err := fire(ctx, hc, cfg, url)
 	if err != nil {
+		if w != nil {
+			_, _ = w.finish(ctx, cfg.target)
+		}
 		return res, err
 	}
 	res.LoadCPUus = float64((benchcpu.Process(os.Getpid()) - load0).Microseconds())
@@ -198,6 +238,11 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		}
 		res.IssuedAfterMs = float64(w.after.Microseconds()) / 1000
 		res.Issued, res.IssueTimedOut = w.issued, w.timedOut
+	}
+	if w != nil {
+		if res.Stall, err = w.finish(ctx, cfg.target); err != nil {
+			return res, err
+		}
 	}
 	self1 := benchcpu.Process(cfg.pid)
 	after := probe.read(ctx)

@@ -21,7 +21,13 @@
 //	    Redis, the work stream trimmed), so the CPU and memory of issuance
 //	    are counted too. With -sold-out the promotion's only unit is taken
 //	    first, and the figures are per rejection. -slowlog 500us counts the
-//	    Redis SLOWLOG entries slower than that, per command.
+//	    Redis SLOWLOG entries slower than that, per command. -stall-db
+//	    sqlite://PATH (or postgres://…) -stall-at 25s -stall-for 10s holds
+//	    the server's database from outside it in the middle of the run (the
+//	    file's write lock; the issued table's lock), and -watch 1s (implied
+//	    by the stall) samples /metrics: the journal's drops and peaks, the
+//	    backlog's peak and how long after the stall it was back to its level
+//	    before (-watch-file FILE keeps every sample).
 //	claimcost room -target URL -pid PID -redis HOST:PORT -admin-token T
 //	    [-n 10000] [-c 256] [-dialers 64] [-readers 8] [-idle 24s]
 //	    [-lookups 10s] [-pause=true] [-json FILE] [-note TEXT]

@@ -95,6 +95,7 @@ func tableCmd(args []string, stdout io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	writeRuns(w, rows)
 	writeSegments(w, rows)
+	writeStalls(w, rows)
 	writeModel(w, rows, model{dibs: *dibsCores, load: *loadCores})
 	return w.Flush()
 }
