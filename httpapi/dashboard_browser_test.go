@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,12 @@ func cellJS(promo, field string) string {
 }
 
 // waitJS waits until the JavaScript expression is true.
+// jsClick clicks the element sel finds through the page's own click(),
+// whatever moved on the page meanwhile.
+func jsClick(sel string) chromedp.Action {
+	return chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).click()`, nil)
+}
+
 func waitJS(expr string) chromedp.Action {
 	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))
 }
@@ -217,15 +224,18 @@ func TestDashboardBrowser(t *testing.T) {
 
 	// Close, confirmed in the dialog; a cancelled one changes nothing.
 	closeBtn := `tr[data-promotion="closing"] [data-action="close"]`
+	// The buttons are clicked by the element, not at a point of the screen:
+	// the table is updated every second, and a row that moved between the
+	// point's reckoning and the click would take the click elsewhere.
 	err = chromedp.Run(ctx,
-		chromedp.Click(closeBtn, chromedp.ByQuery),
+		jsClick(closeBtn),
 		chromedp.WaitVisible(`#confirm[open]`, chromedp.ByQuery),
-		chromedp.Click(`#confirm-cancel`, chromedp.ByQuery),
+		jsClick(`#confirm-cancel`),
 		chromedp.WaitNotPresent(`#confirm[open]`, chromedp.ByQuery),
-		chromedp.Click(closeBtn, chromedp.ByQuery),
+		jsClick(closeBtn),
 		chromedp.WaitVisible(`#confirm[open]`, chromedp.ByQuery),
 		screenshot("close-confirm"),
-		chromedp.Click(`#confirm-ok`, chromedp.ByQuery),
+		jsClick(`#confirm-ok`),
 		waitJS(`document.querySelector('tr[data-promotion="closing"] td[data-field="state"]').textContent.startsWith('ended')`),
 	)
 	if err != nil {
