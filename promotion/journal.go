@@ -433,16 +433,16 @@ func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int)
 }
 
 // rebuildForJournal starts the rebuild of promotion id, whose claims this
-// instance answered Redis lost, unless one runs here already. Loop only.
-func (m *Manager) rebuildForJournal(id string) {
-	if m.rb.busy(id) {
+// instance answered Redis lost, unless one runs here already.
+func (l *loop) rebuildForJournal(id string) {
+	if l.m.rb.busy(id) {
 		return
 	}
-	m.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
+	l.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
 		"promotion", id)
-	if p, ok := m.active[id]; ok {
-		m.startRebuild(p, reasonJournal, false)
+	if p, ok := l.active[id]; ok {
+		l.m.startRebuild(p, reasonJournal, false)
 		return
 	}
-	m.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, id) }, reasonJournal, false)
+	l.m.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, id) }, reasonJournal, false)
 }

@@ -363,15 +363,15 @@ func agree(p Promotion, mk claim.Mark) bool {
 // the database's where the marks (read by the same re-check) differ: a
 // change that died between its steps, or a definition Redis had from before
 // a change. It skips promotions a change holds (ErrChangeBusy), paused for a
-// rebuild or halted. Loop only.
-func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
+// rebuild or halted.
+func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
 	var errs []error
 	for i, p := range list {
 		if i >= len(marks) {
 			break
 		}
 		mk := marks[i]
-		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
+		if !mk.Exists || mk.Paused || mk.Halted != "" || l.m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
 			continue
 		}
 		if agree(p, mk) {
@@ -380,35 +380,35 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 		// The list was read before the marks: read the database again,
 		// after them, so a change applied in between is not undone (and
 		// Repair refuses if one is applied after this read).
-		sp, err := m.st.GetPromotion(ctx, p.ID)
+		sp, err := l.st.GetPromotion(ctx, p.ID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// And the code pool, after the database's stock: it only grows.
 		p = fromStore(sp)
-		if err := m.poolCodes(ctx, &p); err != nil {
+		if err := l.m.poolCodes(ctx, &p); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if h := m.handles[p.ID]; h != nil && p.codes > 0 {
+		if h := l.handles[p.ID]; h != nil && p.codes > 0 {
 			h.codes.Store(p.codes + 1)
 		}
 		if agree(p, mk) {
 			continue
 		}
 		stock, ends, held := p.gateStock(), p.EndsAt, p.Paused
-		_, err = m.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
+		_, err = l.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
 			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
 		switch {
 		case errors.Is(err, claim.ErrPatchBusy), errors.Is(err, claim.ErrNotFound):
 		case errors.Is(err, claim.ErrBelowAccepted):
-			m.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
+			l.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
 				"promotion", p.ID, "stock", p.Stock, "redis_stock", mk.Stock)
 		case err != nil:
 			errs = append(errs, err)
 		default:
-			m.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
+			l.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
 				"stock", stock, "ends_at", p.EndsAt, "paused", p.Paused)
 		}
 	}

@@ -218,21 +218,21 @@ func (m *Manager) poolCodes(ctx context.Context, p *Promotion) error {
 // the loop read before unless a change dropped it (forgetCached): a pool
 // only grows, so a size read before is at most too low, which caps the
 // gate lower than needed, never higher, and repair reads it afresh before
-// it sets Redis. Loop only.
-func (m *Manager) withCodes(ctx context.Context, list []Promotion) {
+// it sets Redis.
+func (l *loop) withCodes(ctx context.Context, list []Promotion) {
 	for i := range list {
 		p := &list[i]
-		if h := m.handles[p.ID]; h != nil {
+		if h := l.handles[p.ID]; h != nil {
 			if n := h.codes.Load(); n > 0 {
 				p.codes = n - 1
 				continue
 			}
 		}
-		if err := m.poolCodes(ctx, p); err != nil {
-			m.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
+		if err := l.m.poolCodes(ctx, p); err != nil {
+			l.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
 			continue
 		}
-		if h := m.handles[p.ID]; h != nil {
+		if h := l.handles[p.ID]; h != nil {
 			h.codes.Store(p.codes + 1)
 		}
 	}

@@ -204,7 +204,7 @@ func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 // (seen for the first time) are opened, with the floors read here. It
 // returns the marks it read, one per promotion of list (nil if it could
 // not read them).
-func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
+func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
@@ -218,34 +218,34 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 	// the database was read is in it without any loss.
 	known := make([]int64, len(list))
 	for i, p := range list {
-		known[i] = m.fences.get(p.ID)
+		known[i] = l.m.fences.get(p.ID)
 	}
-	confirmed, err := m.gate.Confirmed(ctx, ids)
+	confirmed, err := l.gate.Confirmed(ctx, ids)
 	var floors map[string]int64
 	if err == nil {
-		floors, err = m.st.MaxRanks(ctx, ids)
+		floors, err = l.st.MaxRanks(ctx, ids)
 	}
 	var marks []claim.Mark
 	if err == nil {
-		marks, err = m.gate.Marks(ctx, ids)
+		marks, err = l.gate.Marks(ctx, ids)
 	}
 	if err != nil {
 		// Still open the new ones, one by one.
 		errs := []error{fmt.Errorf("check rank floors: %w", err)}
 		for _, p := range list {
 			if refresh[p.ID] {
-				errs = append(errs, m.open(ctx, p))
+				errs = append(errs, l.m.open(ctx, p))
 			}
 		}
 		return nil, errors.Join(errs...)
 	}
 	var errs []error
 	for i, p := range list {
-		m.confirmedSeen[p.ID] = confirmed[i]
-		m.fences.raise(p.ID, floors[p.ID])
+		l.confirmedSeen[p.ID] = confirmed[i]
+		l.m.fences.raise(p.ID, floors[p.ID])
 		mk, floor := marks[i], max(floors[p.ID], known[i])
 		if refresh[p.ID] || !mk.Exists {
-			if err := m.openAt(ctx, p, floor); err != nil {
+			if err := l.m.openAt(ctx, p, floor); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -253,23 +253,23 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 		switch {
 		case p.segmented():
 			// Segments are not rebuilt from the database (segments.go).
-		case m.rb.busy(p.ID), !mk.Exists:
+		case l.m.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
 			// Halted for an operator: only a requested rebuild resumes it.
 		case mk.Paused:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
-			m.startRebuild(p, reasonPaused, false)
+			l.m.startRebuild(p, reasonPaused, false)
 		case floor > mk.Seq:
-			m.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
+			l.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
-			m.startRebuild(p, reasonBehind, false)
+			l.m.startRebuild(p, reasonBehind, false)
 		case confirmed[i] > floors[p.ID]:
-			errs = append(errs, m.halt(ctx, p.ID, confirmed[i], floors[p.ID]))
+			errs = append(errs, l.m.halt(ctx, p.ID, confirmed[i], floors[p.ID]))
 			continue
 		}
-		if m.cfg.OnHalted != nil && mk.Exists {
-			m.cfg.OnHalted(p.ID, mk.Halted != "")
+		if l.cfg.OnHalted != nil && mk.Exists {
+			l.cfg.OnHalted(p.ID, mk.Halted != "")
 		}
 	}
 	return marks, errors.Join(errs...)

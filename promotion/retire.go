@@ -48,35 +48,35 @@ const (
 )
 
 // maybeRetire runs a retirement pass if one is due (every sweepEvery
-// re-checks). Loop only.
-func (m *Manager) maybeRetire(ctx context.Context) {
-	now := m.cfg.Now()
-	if !m.lastRetire.IsZero() && now.Sub(m.lastRetire) < sweepEvery*m.cfg.RecheckInterval {
+// re-checks).
+func (l *loop) maybeRetire(ctx context.Context) {
+	now := l.cfg.Now()
+	if !l.lastRetire.IsZero() && now.Sub(l.lastRetire) < sweepEvery*l.cfg.RecheckInterval {
 		return
 	}
-	since := now.Add(-m.cfg.Retention) // the first pass finishes what a crash left
-	if !m.lastRetire.IsZero() {
-		since = m.lastRetire.Add(-retireSkew)
+	since := now.Add(-l.cfg.Retention) // the first pass finishes what a crash left
+	if !l.lastRetire.IsZero() {
+		since = l.lastRetire.Add(-retireSkew)
 	}
-	if err := m.retirePass(ctx, now, since); err != nil {
+	if err := l.retirePass(ctx, now, since); err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn("retirement pass failed; the next re-check retries", "err", err)
+			l.log.Warn("retirement pass failed; the next re-check retries", "err", err)
 		}
 		return
 	}
-	m.lastRetire = now
+	l.lastRetire = now
 }
 
 // retirePass retires the promotions drained at least Retention before now,
-// and finishes those retired since since. Loop only.
-func (m *Manager) retirePass(ctx context.Context, now, since time.Time) error {
-	ps, err := m.st.ListRetirable(ctx, now.Add(-m.cfg.Retention), since, retireBatch)
+// and finishes those retired since since.
+func (l *loop) retirePass(ctx context.Context, now, since time.Time) error {
+	ps, err := l.st.ListRetirable(ctx, now.Add(-l.cfg.Retention), since, retireBatch)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, sp := range ps {
-		if err := m.retire(ctx, fromStore(sp), now); err != nil {
+		if err := l.retire(ctx, fromStore(sp), now); err != nil {
 			errs = append(errs, fmt.Errorf("retire %s: %w", sp.ID, err))
 		}
 	}
@@ -84,22 +84,21 @@ func (m *Manager) retirePass(ctx context.Context, now, since time.Time) error {
 }
 
 // retire retires p (or finishes retiring it): the database, then Redis.
-// Loop only.
-func (m *Manager) retire(ctx context.Context, p Promotion, now time.Time) error {
+func (l *loop) retire(ctx context.Context, p Promotion, now time.Time) error {
 	if !p.retired() {
-		if _, watched := m.active[p.ID]; watched || m.reg.Running(p.ID) {
+		if _, watched := l.active[p.ID]; watched || l.reg.Running(p.ID) {
 			return nil // claims came back (a replay): not drained any more
 		}
-		work, err := m.groupWork(ctx, p.ID)
+		work, err := l.m.groupWork(ctx, p.ID)
 		if err != nil {
 			return err
 		}
 		if work.busy() {
-			m.log.Warn("drained promotion still has claims in its stream; not retiring it yet",
+			l.log.Warn("drained promotion still has claims in its stream; not retiring it yet",
 				"promotion", p.ID, "pending", work.pending, "lag", work.lag)
 			return nil
 		}
-		sp, err := m.st.RetirePromotion(ctx, p.ID, now)
+		sp, err := l.st.RetirePromotion(ctx, p.ID, now)
 		if errors.Is(err, store.ErrNotRetirable) {
 			return nil
 		}
@@ -108,11 +107,11 @@ func (m *Manager) retire(ctx context.Context, p Promotion, now time.Time) error 
 		}
 		p = fromStore(sp)
 	}
-	if err := m.clearRedis(ctx, p); err != nil {
+	if err := l.m.clearRedis(ctx, p); err != nil {
 		return err
 	}
-	m.fences.forget(p.ID)
-	m.log.Info("promotion retired: its Redis state is deleted, the database answers for it",
+	l.m.fences.forget(p.ID)
+	l.log.Info("promotion retired: its Redis state is deleted, the database answers for it",
 		"promotion", p.ID, "retired_at", p.RetiredAt)
 	return nil
 }

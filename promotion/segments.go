@@ -96,16 +96,16 @@ func (m *Manager) segmentsFor(ctx context.Context, id string) (claim.Segments, e
 	return p.layout(), nil
 }
 
-// segmentHandles makes the handles of p's segments 1..N-1. Loop only.
-func (m *Manager) segmentHandles(p Promotion, segs claim.Segments) []*handle {
+// segmentHandles makes the handles of p's segments 1..N-1.
+func (l *loop) segmentHandles(p Promotion, segs claim.Segments) []*handle {
 	out := make([]*handle, 0, segs.N()-1)
 	for k := 1; k < segs.N(); k++ {
 		tag := segs.Tag(k)
 		h := &handle{id: tag, segs: segs}
-		h.size.Store(m.poolSize(p))
+		h.size.Store(l.poolSize(p))
 		sp := p.toStore()
 		h.promo.Store(&sp)
-		h.spec = m.poolSpec(p, tag, segs.Share(k, p.Stock), h)
+		h.spec = l.m.poolSpec(p, tag, segs.Share(k, p.Stock), h)
 		out = append(out, h)
 	}
 	return out
@@ -148,25 +148,25 @@ func (m *Manager) openSegments(ctx context.Context, p Promotion, floor int64) er
 // segmentWork starts or wakes the pools of the segments 1..N-1 of the
 // promotions in list whose streams have work (every one on the first
 // re-check), settles their transfers in flight, and reports which
-// promotions have a segment pool running or work in a segment. Loop only.
-func (m *Manager) segmentWork(ctx context.Context, list []Promotion, first bool) (map[string]bool, error) {
+// promotions have a segment pool running or work in a segment.
+func (l *loop) segmentWork(ctx context.Context, list []Promotion, first bool) (map[string]bool, error) {
 	var segs []Promotion // one entry per segment 1..N-1, ID its tag
 	var owner []string
 	for _, p := range list {
 		if !p.segmented() {
 			continue
 		}
-		l := m.handles[p.ID].segs
-		if err := m.gate.SettleTransfers(ctx, l); err != nil {
-			m.log.Warn("cannot settle transfers of stock between segments; the next re-check retries", "promotion", p.ID, "err", err)
+		layout := l.handles[p.ID].segs
+		if err := l.gate.SettleTransfers(ctx, layout); err != nil {
+			l.log.Warn("cannot settle transfers of stock between segments; the next re-check retries", "promotion", p.ID, "err", err)
 		}
-		for _, tag := range l.Tags()[1:] {
+		for _, tag := range layout.Tags()[1:] {
 			segs = append(segs, Promotion{ID: tag})
 			owner = append(owner, p.ID)
 		}
 	}
 	busy := make(map[string]bool)
-	works, werrs := m.groupWorks(ctx, segs)
+	works, werrs := l.m.groupWorks(ctx, segs)
 	var errs []error
 	for i, s := range segs {
 		if werrs[i] != nil {
@@ -176,12 +176,12 @@ func (m *Manager) segmentWork(ctx context.Context, list []Promotion, first bool)
 		}
 		if works[i].busy() || first {
 			busy[owner[i]] = true
-			if _, err := m.startOrWakePool(ctx, m.handles[s.ID]); err != nil {
+			if _, err := l.m.startOrWakePool(ctx, l.handles[s.ID]); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if m.reg.Running(s.ID) {
+		if l.reg.Running(s.ID) {
 			busy[owner[i]] = true
 		}
 	}
