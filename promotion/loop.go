@@ -110,6 +110,9 @@ type handle struct {
 	// room is whether the promotion has a waiting room: its claims run the
 	// claim script that spends a pass.
 	room bool
+	// claim is the path the promotion's claims take to their script
+	// (pathOf), chosen when the loop makes the handle.
+	claim claimPath
 	// queued is set by whoever puts the handle on m.wakes and cleared by the
 	// waker when it takes it off, before it wakes the pool: so a claim that
 	// finds it set is covered by that wake.
@@ -448,7 +451,7 @@ func (l *loop) publish() {
 
 // newHandle makes the handle of promotion p, with its pool spec.
 func (l *loop) newHandle(p Promotion) *handle {
-	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout()}
+	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout(), claim: pathOf(p)}
 	h.size.Store(l.poolSize(p))
 	sp := p.toStore()
 	h.promo.Store(&sp)

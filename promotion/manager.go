@@ -109,12 +109,13 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		jr:     newJournals(cfg.JournalBytes),
 		sold:   newSoldMemory(cfg.SoldOutMemory),
 	}
+	m.jr.m, m.sold.m = m, m
 	m.known.Store(&map[string]*handle{})
 	if !cfg.DisableHints {
 		m.hints, err = hint.New(client, hint.Config{
 			Channel: func(id string) string { return gate.Keys(id).Hints() },
 			OnHint: func(h hint.Hint) {
-				m.memoryHint(h)
+				m.sold.memoryHint(h)
 				m.hinted(h)
 			},
 			Logger: cfg.Logger,
@@ -158,9 +159,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.running.Store(true)
 		first <- nil
 		wg.Go(func() { m.runWaker(runCtx) })
-		wg.Go(func() { m.runJournals(runCtx) })
+		wg.Go(func() { m.jr.runJournals(runCtx) })
 		if m.sold.ttl > 0 {
-			wg.Go(func() { m.runSoldMemory(runCtx) })
+			wg.Go(func() { m.sold.runSoldMemory(runCtx) })
 		}
 		l.run(runCtx)
 	})

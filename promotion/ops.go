@@ -220,45 +220,103 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
-	if h := m.segmentedHandle(id); h != nil {
-		return m.claimSegmented(ctx, h, userID, idemKey)
+	c := claimArgs{id: id, userID: userID, idemKey: idemKey, token: token}
+	path := (*Manager).claimRoomed // not published here: Redis tells
+	if c.h = (*m.known.Load())[id]; c.h != nil {
+		path = c.h.claim
 	}
-	pass, refused := m.verifyPass(id, userID, token)
-	if idemKey == "" {
-		// A sold-out or ended promotion, answered from memory (soldout.go).
-		h := (*m.known.Load())[id]
-		if err := m.remembered(id, userID, h == nil || h.room); err != nil {
-			m.reportRemaining(id, Claimed{}, err)
-			return Claimed{}, err
+	return path(m, ctx, c)
+}
+
+// claimArgs is one claim on its way to its script.
+type claimArgs struct {
+	// h is the promotion's published handle, nil if the loop has not
+	// published it.
+	h                          *handle
+	id, userID, idemKey, token string
+	// retried is set once the claim found the promotion missing in Redis
+	// and the loop opened it: it is not opened a second time.
+	retried bool
+}
+
+// claimPath takes one claim to its promotion's script and answers it.
+// The loop picks a promotion's path once, when it makes its handle
+// (pathOf): claimSegmented, claimPlain (room.go) or claimRoomed (room.go),
+// which also takes the claims of promotions not published here.
+type claimPath func(m *Manager, ctx context.Context, c claimArgs) (Claimed, error)
+
+// pathOf is the claim path of promotion p's handle.
+func pathOf(p Promotion) claimPath {
+	switch {
+	case p.segmented():
+		return (*Manager).claimSegmented
+	case p.WaitingRoom.Enabled:
+		return (*Manager).claimRoomed
+	default:
+		return (*Manager).claimPlain
+	}
+}
+
+// fromMemory answers a claim without an Idempotency-Key on a promotion a
+// claim recently found sold out or ended from this instance's memory
+// (soldout.go); nil if it must run the script.
+func (m *Manager) fromMemory(c claimArgs, room bool) error {
+	if c.idemKey != "" {
+		return nil
+	}
+	err := m.sold.remembered(c.id, c.userID, room)
+	if err != nil {
+		m.reportRemaining(c.id, Claimed{}, err)
+	}
+	return err
+}
+
+// claimAnswered finishes a claim of a promotion without segments after its
+// script answered res, err: an accepted claim raises the fence, wakes the
+// pool and is journaled; a failed one is learned by the sold-out memory
+// (epoch is the memory's epoch before the script ran), and refused says
+// why an entry token was not accepted, if it was not.
+func (m *Manager) claimAnswered(ctx context.Context, c claimArgs, res claim.Result, err error, epoch uint64, refused error) (Claimed, error) {
+	if err == nil {
+		m.fences.raise(c.id, res.Rank)
+		m.wakePool(c.id)
+		if !res.Replayed {
+			m.jr.journalAccepted(c.id, c.userID, c.idemKey, res)
 		}
+		m.reportRemaining(c.id, Claimed(res), nil)
+		return Claimed(res), nil
 	}
-	epoch := m.sold.epoch.Load()
-	var res claim.Result
-	err := m.onGate(ctx, id, func() (err error) {
-		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
-		return err
-	})
+	if errors.Is(err, claim.ErrNotFound) && !c.retried {
+		return m.claimMissed(ctx, c)
+	}
+	m.gateFailed(c.id, err)
 	if errors.Is(err, claim.ErrWrongMode) {
 		// A promotion with segments this instance had not published yet.
-		if c, ok, err := m.claimUnpublished(ctx, id, userID, idemKey); ok {
-			return c, err
+		if cl, ok, err := m.claimUnpublished(ctx, c.id, c.userID, c.idemKey); ok {
+			return cl, err
 		}
 	}
-	if err != nil {
-		m.learn(id, err, epoch)
-		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
-			err = fmt.Errorf("%w: %w", err, refused)
-		}
-		m.reportRemaining(id, Claimed{}, err)
+	m.sold.learn(c.id, err, epoch)
+	if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
+		err = fmt.Errorf("%w: %w", err, refused)
+	}
+	m.reportRemaining(c.id, Claimed{}, err)
+	return Claimed{}, domainErr(err)
+}
+
+// claimMissed takes a claim whose script found no promotion: the loop
+// decides (see onGate), and once it opened the promotion the claim runs
+// once more, on the path of the handle the loop published for it.
+func (m *Manager) claimMissed(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := m.awaitOpen(ctx, c.id, Promotion{}, false); err != nil {
 		return Claimed{}, domainErr(err)
 	}
-	m.fences.raise(id, res.Rank)
-	m.wakePool(id)
-	if !res.Replayed {
-		m.journalAccepted(id, userID, idemKey, res)
+	c.retried = true
+	path := (*Manager).claimRoomed
+	if c.h = (*m.known.Load())[c.id]; c.h != nil {
+		path = c.h.claim
 	}
-	m.reportRemaining(id, Claimed(res), nil)
-	return Claimed(res), nil
+	return path(m, ctx, c)
 }
 
 // reportRemaining hands Config.OnRemaining the stock a claim's answer
@@ -291,6 +349,13 @@ func (m *Manager) onGate(ctx context.Context, id string, call func() error) erro
 		}
 		err = call()
 	}
+	m.gateFailed(id, err)
+	return err
+}
+
+// gateFailed tells the loop what a gate call's error err says of
+// promotion id: Redis lost its writes, or a rebuild paused it.
+func (m *Manager) gateFailed(id string, err error) {
 	if errors.Is(err, claim.ErrLost) {
 		m.reportLost(id)
 	}
@@ -302,7 +367,6 @@ func (m *Manager) onGate(ctx context.Context, id string, call func() error) erro
 			h.quietUntil.Store(woken)
 		}
 	}
-	return err
 }
 
 // Grant enqueues grants for users in a grant promotion; users granted

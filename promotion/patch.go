@@ -346,7 +346,7 @@ func (m *Manager) tellChanged(ctx context.Context, id string) {
 // it changed: a quiet promotion becomes ordinary at once, and the sold-out
 // memory forgets it. Never blocks.
 func (m *Manager) forgetCached(id string) {
-	m.forgetSoldOut(id)
+	m.sold.forgetSoldOut(id)
 	if h := (*m.known.Load())[id]; h != nil {
 		h.quietUntil.Store(woken)
 		h.codes.Store(0)

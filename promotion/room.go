@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -235,17 +234,34 @@ func (m *Manager) verifyPass(id, userID, token string) (int64, error) {
 	return p.ID, nil
 }
 
-// claimOnGate runs the claim script of promotion id: the plain one when the
-// loop knows the promotion has no waiting room, else the one that spends a
-// pass, which finds out from Redis whether the room exists (a promotion
-// created by another instance a moment ago may have one).
-func (m *Manager) claimOnGate(ctx context.Context, id, userID, idemKey string, pass int64) (claim.Result, error) {
-	fence := m.fences.get(id)
-	if h := (*m.known.Load())[id]; h != nil && !h.room {
-		return m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+// claimPlain is the claim path of a promotion the loop published with no
+// waiting room: the plain claim script, with the promotion's fence.
+func (m *Manager) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := m.fromMemory(c, false); err != nil {
+		return Claimed{}, err
 	}
+	epoch := m.sold.epoch.Load()
+	id, userID, idemKey := c.id, c.userID, c.idemKey
+	fence := m.fences.get(id)
+	res, err := m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+	return m.claimAnswered(ctx, c, res, err, epoch, nil)
+}
+
+// claimRoomed is the claim path of a promotion with a waiting room, and of
+// one the loop has not published: the claim script that spends a pass,
+// which finds out from Redis whether the room exists (a promotion created
+// by another instance a moment ago may have one).
+func (m *Manager) claimRoomed(ctx context.Context, c claimArgs) (Claimed, error) {
+	pass, refused := m.verifyPass(c.id, c.userID, c.token)
+	if err := m.fromMemory(c, true); err != nil {
+		return Claimed{}, err
+	}
+	epoch := m.sold.epoch.Load()
+	id, userID, idemKey := c.id, c.userID, c.idemKey
+	fence := m.fences.get(id)
 	keys := waitroom.KeysFor(m.cfg.Prefix, id).SpendKeys()
-	return m.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
+	res, err := m.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
+	return m.claimAnswered(ctx, c, res, err, epoch, refused)
 }
 
 // roomCounts reads the counts of p's waiting room; zero without one, or

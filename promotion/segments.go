@@ -34,20 +34,20 @@ func errSegmented(what string) error {
 }
 
 // claimSegmented admits a claim of a promotion with segments, whose
-// handle h the loop published: from the user's segment, borrowing stock
+// handle c.h the loop published: from the user's segment, borrowing stock
 // from the others when it ran dry (claim.Gate.ClaimSegmented), and wakes
 // that segment's pool. If Redis does not hold a segment, the loop opens
 // the promotion and the claim runs once more.
-func (m *Manager) claimSegmented(ctx context.Context, h *handle, userID, idemKey string) (Claimed, error) {
-	var res claim.Result
-	err := m.onGate(ctx, h.id, func() (err error) {
-		res, err = m.gate.ClaimSegmented(ctx, h.segs, userID, idemKey)
-		return err
-	})
+func (m *Manager) claimSegmented(ctx context.Context, c claimArgs) (Claimed, error) {
+	res, err := m.gate.ClaimSegmented(ctx, c.h.segs, c.userID, c.idemKey)
 	if err != nil {
+		if errors.Is(err, claim.ErrNotFound) && !c.retried {
+			return m.claimMissed(ctx, c)
+		}
+		m.gateFailed(c.h.id, err)
 		return Claimed{}, domainErr(err)
 	}
-	m.wakePool(h.segs.TagOfRank(res.Rank))
+	m.wakePool(c.h.segs.TagOfRank(res.Rank))
 	return Claimed(res), nil
 }
 
@@ -68,7 +68,7 @@ func (m *Manager) segmentedHandle(id string) *handle {
 // hash holds no count; the caller answers as it would have.
 func (m *Manager) claimUnpublished(ctx context.Context, id, userID, idemKey string) (Claimed, bool, error) {
 	if h := m.segmentedHandle(id); h != nil {
-		c, err := m.claimSegmented(ctx, h, userID, idemKey)
+		c, err := m.claimSegmented(ctx, claimArgs{h: h, id: id, userID: userID, idemKey: idemKey})
 		return c, true, err
 	}
 	n, err := m.gate.SegmentCount(ctx, id)
@@ -101,7 +101,7 @@ func (l *loop) segmentHandles(p Promotion, segs claim.Segments) []*handle {
 	out := make([]*handle, 0, segs.N()-1)
 	for k := 1; k < segs.N(); k++ {
 		tag := segs.Tag(k)
-		h := &handle{id: tag, segs: segs}
+		h := &handle{id: tag, segs: segs, claim: (*Manager).claimSegmented}
 		h.size.Store(l.poolSize(p))
 		sp := p.toStore()
 		h.promo.Store(&sp)
