@@ -106,7 +106,7 @@ func (pe *promotionEvents) soldOut(ctx context.Context, p Promotion, mk claim.Ma
 	if mk.Exists && !p.segmented() {
 		return !mk.Closed && mk.SoldOut()
 	}
-	st, err := pe.m.state(ctx, p)
+	st, err := pe.m.so.state(ctx, p)
 	return err == nil && !st.Closed && st.Remaining() == 0
 }
 

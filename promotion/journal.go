@@ -430,7 +430,7 @@ func (js *journals) requeue(ctx context.Context, id string, j *journal, limit in
 		if js.m.cfg.OnRequeued != nil {
 			js.m.cfg.OnRequeued(id, n)
 		}
-		js.m.wakePool(id)
+		js.m.wk.wakePool(id)
 	}
 	return len(cs)
 }
@@ -444,8 +444,8 @@ func (l *loop) rebuildForJournal(id string) {
 	l.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
 		"promotion", id)
 	if p, ok := l.active[id]; ok {
-		l.m.startRebuild(p, reasonJournal, false)
+		l.m.rb.startRebuild(p, reasonJournal, false)
 		return
 	}
-	l.m.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, id) }, reasonJournal, false)
+	l.m.rb.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, id) }, reasonJournal, false)
 }

@@ -218,7 +218,7 @@ func (l *loop) run(ctx context.Context) {
 			}
 			if now := l.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*l.cfg.RecheckInterval {
 				lastSweep = now
-				if err := l.m.sweep(ctx); err != nil && ctx.Err() == nil {
+				if err := l.m.dl.sweep(ctx); err != nil && ctx.Err() == nil {
 					l.log.Warn("dead-letter sweep failed", "err", err)
 				}
 			}
@@ -237,7 +237,7 @@ func (l *loop) serve(ctx context.Context, a ask) {
 			a.done <- err
 		}
 		if err == nil && a.kind == askPool {
-			if _, err := l.m.startOrWakePool(ctx, l.handles[a.id]); err != nil {
+			if _, err := l.m.wk.startOrWakePool(ctx, l.handles[a.id]); err != nil {
 				l.log.Warn("cannot start confirmation pool; the next re-check retries", "promotion", a.id, "err", err)
 			}
 		}
@@ -248,10 +248,10 @@ func (l *loop) serve(ctx context.Context, a ask) {
 		l.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
 			"promotion", a.id, "known_rank", l.m.fences.get(a.id))
 		if p, ok := l.active[a.id]; ok {
-			l.m.startRebuild(p, reasonFenced, false)
+			l.m.rb.startRebuild(p, reasonFenced, false)
 			return
 		}
-		l.m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, a.id) }, reasonFenced, false)
+		l.m.rb.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, a.id) }, reasonFenced, false)
 	case askJournalLost:
 		// A rebuild that ended since the journal asked resumed after the
 		// loss it found: the next prune puts the claims back (or asks again).
@@ -354,7 +354,7 @@ func (l *loop) serveOpen(ctx context.Context, a ask) error {
 		l.gone[p.ID] = true
 		return errRetired
 	}
-	if err := l.m.open(ctx, p); err != nil {
+	if err := l.m.op.open(ctx, p); err != nil {
 		return err
 	}
 	l.active[p.ID] = p
@@ -488,7 +488,7 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 		if def.retired() {
 			return errRetired
 		}
-		return m.open(ctx, def)
+		return m.op.open(ctx, def)
 	}
 	a := ask{kind: askOpen, id: id, def: def, hasDef: hasDef, asked: time.Now(), done: make(chan error, 1)}
 	if !m.ask(a) {
@@ -506,13 +506,18 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 	}
 }
 
+// waker starts or wakes the confirmation pools that claims and hints
+// queue on Manager.wakes; runWaker is its goroutine, the rest is called
+// from anywhere and never blocks.
+type waker struct{ m *Manager }
+
 // wakePool makes sure promotion id's confirmation pool runs, without
 // blocking and without a lock: the promotion's handle goes to the waker,
 // or, for a promotion the loop has not published yet, the loop is asked to
 // read it. A wake that cannot be queued is dropped: the next re-check
 // starts any pool with work. If the waker starts the pool, it tells the
 // other instances (see hinted).
-func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
+func (wk *waker) wakePool(id string) { wk.queueWake(id, true) }
 
 // hinted takes a hint from another instance (or this one) off the bus:
 // a work hint wakes or starts the promotion's pool like a claim here
@@ -520,15 +525,15 @@ func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
 // instance cached about the promotion (see forgetCached) and asks the loop
 // to hand the changed definition to its running pools (askRefresh). Never
 // blocks.
-func (m *Manager) hinted(h hint.Hint) {
+func (wk *waker) hinted(h hint.Hint) {
 	switch h.Kind {
 	case hint.Work:
-		m.queueWake(h.Key, false)
+		wk.queueWake(h.Key, false)
 	case hint.Changed:
-		m.forgetCached(h.Key)
+		wk.m.ch.forgetCached(h.Key)
 		// The loop reads the promotion again for its running pools; if
 		// its backlog is full, the next re-check does.
-		m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
+		wk.m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
 	}
 }
 
@@ -550,13 +555,13 @@ func (l *liveIssuer) Handle(ctx context.Context, msgs []stream.Message) []error 
 
 // queueWake is wakePool; tell says whether the waker tells the other
 // instances if it starts the pool.
-func (m *Manager) queueWake(id string, tell bool) {
-	h := (*m.known.Load())[id]
+func (wk *waker) queueWake(id string, tell bool) {
+	h := (*wk.m.known.Load())[id]
 	if h == nil {
 		// A hint names only promotions the bus listens for: one unknown
 		// now was drained meanwhile.
 		if tell {
-			m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+			wk.m.ask(ask{kind: askPool, id: id, asked: time.Now()})
 		}
 		return
 	}
@@ -572,7 +577,7 @@ func (m *Manager) queueWake(id string, tell bool) {
 		return // a wake is queued and has not started yet: it covers this one
 	}
 	select {
-	case m.wakes <- h:
+	case wk.m.wakes <- h:
 	default:
 		h.queued.Store(false)
 	}
@@ -595,24 +600,24 @@ const hintTimeout = time.Second
 // other instances' pools of the promotion may be stopped too (idle): it
 // tells them with one SPUBLISH. While the pool runs, claims publish
 // nothing; a busy promotion costs no hint traffic.
-func (m *Manager) runWaker(ctx context.Context) {
+func (wk *waker) runWaker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case h := <-m.wakes:
+		case h := <-wk.m.wakes:
 			h.queued.Store(false)
 			tell := h.tell.Swap(false)
-			started, err := m.startOrWakePool(ctx, h)
+			started, err := wk.startOrWakePool(ctx, h)
 			if err != nil && ctx.Err() == nil {
 				// The re-check retries within a second.
-				m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
+				wk.m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
 			}
-			if started && tell && m.hints != nil {
+			if started && tell && wk.m.hints != nil {
 				hctx, cancel := context.WithTimeout(ctx, hintTimeout)
-				if err := m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
+				if err := wk.m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
 					// The other instances' re-checks find the work.
-					m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
+					wk.m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
 				}
 				cancel()
 			}
@@ -623,14 +628,14 @@ func (m *Manager) runWaker(ctx context.Context) {
 // startOrWakePool starts the promotion's confirmation pool if it is not
 // running and wakes it if it is; it reports whether it started one.
 // Called by the loop and the waker only.
-func (m *Manager) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
+func (wk *waker) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
 	if h == nil {
 		return false, nil
 	}
 	// Run wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	started, err := m.reg.Run(ctx, h.id, h.spec)
+	started, err := wk.m.reg.Run(ctx, h.id, h.spec)
 	if err != nil && !errors.Is(err, stream.ErrShutdown) {
 		return false, fmt.Errorf("start pool of %s: %w", h.id, err)
 	}

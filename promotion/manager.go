@@ -65,9 +65,16 @@ type Manager struct {
 	// re-check; set by tests.
 	afterRecheck atomic.Pointer[func()]
 
-	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
-	fences fences    // highest ranks known to be taken (fence.go)
-	jr     journals  // claims answered and not yet seen confirmed (journal.go)
+	rb     rebuilder   // background rebuilds after Redis lost writes (rebuild.go)
+	dl     deadLetters // dead letters: record, replay, void, sweep (deadletters.go)
+	ch     changes     // changes and revokes of promotions (patch.go, revoke.go)
+	wk     waker       // starts and wakes pools (loop.go)
+	ad     admission   // claims on their way to their scripts (ops.go, room.go)
+	op     opener      // makes a promotion's Redis state exist (rebuild.go)
+	rt     retirement  // retired promotions' Redis keys and views (retire.go)
+	so     segmentOps  // a promotion over all its segments (segments.go)
+	fences fences      // highest ranks known to be taken (fence.go)
+	jr     journals    // claims answered and not yet seen confirmed (journal.go)
 
 	// rates measures one consumer's confirmation rate (sizing.go); written
 	// by the issuers, read by the loop.
@@ -109,14 +116,16 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		jr:     newJournals(cfg.JournalBytes),
 		sold:   newSoldMemory(cfg.SoldOutMemory),
 	}
-	m.jr.m, m.sold.m = m, m
+	m.jr.m, m.sold.m, m.rb.m = m, m, m
+	m.dl, m.ch, m.wk, m.ad = deadLetters{m}, changes{m}, waker{m}, admission{m}
+	m.op, m.rt, m.so = opener{m}, retirement{m}, segmentOps{m}
 	m.known.Store(&map[string]*handle{})
 	if !cfg.DisableHints {
 		m.hints, err = hint.New(client, hint.Config{
 			Channel: func(id string) string { return gate.Keys(id).Hints() },
 			OnHint: func(h hint.Hint) {
 				m.sold.memoryHint(h)
-				m.hinted(h)
+				m.wk.hinted(h)
 			},
 			Logger: cfg.Logger,
 		})
@@ -158,7 +167,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.running.Store(true)
 		first <- nil
-		wg.Go(func() { m.runWaker(runCtx) })
+		wg.Go(func() { m.wk.runWaker(runCtx) })
 		wg.Go(func() { m.jr.runJournals(runCtx) })
 		if m.sold.ttl > 0 {
 			wg.Go(func() { m.sold.runSoldMemory(runCtx) })

@@ -85,7 +85,7 @@ func (l *loop) recheck(ctx context.Context, first bool) error {
 			l.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
 		}
 		if work.busy() || first {
-			if _, err := l.m.startOrWakePool(ctx, l.handles[p.ID]); err != nil {
+			if _, err := l.m.wk.startOrWakePool(ctx, l.handles[p.ID]); err != nil {
 				errs = append(errs, err)
 			}
 			delete(l.idleAt, p.ID)
@@ -263,7 +263,7 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
 func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
-	isEnded, seq, err := l.m.ended(ctx, p)
+	isEnded, seq, err := l.m.so.ended(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
 	}
@@ -286,7 +286,7 @@ func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
 	// its claims later undoes it itself).
 	// A change may have moved the end later meanwhile (see Patch): a
 	// promotion no longer ended is not drained either.
-	ended2, seq2, err := l.m.ended(ctx, p)
+	ended2, seq2, err := l.m.so.ended(ctx, p)
 	if err == nil {
 		c, err = l.st.Counts(ctx, p.ID)
 	}

@@ -89,7 +89,7 @@ func (l *loop) retire(ctx context.Context, p Promotion, now time.Time) error {
 		if _, watched := l.active[p.ID]; watched || l.reg.Running(p.ID) {
 			return nil // claims came back (a replay): not drained any more
 		}
-		work, err := l.m.groupWork(ctx, p.ID)
+		work, err := l.m.rt.groupWork(ctx, p.ID)
 		if err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func (l *loop) retire(ctx context.Context, p Promotion, now time.Time) error {
 		}
 		p = fromStore(sp)
 	}
-	if err := l.m.clearRedis(ctx, p); err != nil {
+	if err := l.m.rt.clearRedis(ctx, p); err != nil {
 		return err
 	}
 	l.m.fences.forget(p.ID)
@@ -116,10 +116,15 @@ func (l *loop) retire(ctx context.Context, p Promotion, now time.Time) error {
 	return nil
 }
 
+// retirement is what the loop's retirement pass and the requests that
+// read a retired promotion share: its stream's backlog, its Redis keys,
+// its view from the database.
+type retirement struct{ m *Manager }
+
 // groupWork reads the issuers group's backlog of promotion id; a stream or
 // group that does not exist has none.
-func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) {
-	res := m.client.Do(ctx, m.client.B().XinfoGroups().Key(m.gate.Keys(id).Stream()).Build())
+func (rt *retirement) groupWork(ctx context.Context, id string) (groupState, error) {
+	res := rt.m.client.Do(ctx, rt.m.client.B().XinfoGroups().Key(rt.m.gate.Keys(id).Stream()).Build())
 	if err := res.Error(); err != nil && strings.Contains(err.Error(), "no such key") {
 		return groupState{}, nil
 	}
@@ -133,14 +138,14 @@ func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) 
 // clearRedis deletes a retired promotion's Redis state in one pipelined
 // round trip: the dead-letter stream trimmed (the database holds every dead
 // letter) and every key deleted. Idempotent.
-func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
-	k := m.gate.Keys(p.ID)
-	b := m.client.B()
+func (rt *retirement) clearRedis(ctx context.Context, p Promotion) error {
+	k := rt.m.gate.Keys(p.ID)
+	b := rt.m.client.B()
 	keys := append(k.State(), stream.FailuresKey(k.Stream(), claim.Group))
 	if p.segmented() {
-		keys = append(keys, m.segmentKeys(p)...)
+		keys = append(keys, rt.m.so.segmentKeys(p)...)
 	}
-	if rooms := m.cfg.Rooms; rooms != nil {
+	if rooms := rt.m.cfg.Rooms; rooms != nil {
 		rk := rooms.Keys(p.ID)
 		keys = append(keys, rk.Meta(), rk.Seq(), rk.Place(), rk.ByPlace(), rk.Seen(), rk.Admitted(),
 			rk.Passes(), rk.Live(), rk.Lease(), rk.Prequeue(), rk.Shuffled(), rk.Events())
@@ -154,12 +159,12 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 		cmds = append(cmds, b.Del().Key(key).Build())
 	}
 	var errs []error
-	for _, res := range m.client.DoMulti(ctx, cmds...) {
+	for _, res := range rt.m.client.DoMulti(ctx, cmds...) {
 		if err := res.Error(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if rooms := m.cfg.Rooms; rooms != nil && len(errs) == 0 {
+	if rooms := rt.m.cfg.Rooms; rooms != nil && len(errs) == 0 {
 		errs = append(errs, rooms.Unregister(ctx, p.ID))
 	}
 	return errors.Join(errs...)
@@ -167,8 +172,8 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 
 // retiredView is the view of a retired promotion, from the database alone:
 // its state as it was when it drained (ended), its counts from the rows.
-func (m *Manager) retiredView(ctx context.Context, p Promotion) (View, error) {
-	c, err := m.st.Counts(ctx, p.ID)
+func (rt *retirement) retiredView(ctx context.Context, p Promotion) (View, error) {
+	c, err := rt.m.st.Counts(ctx, p.ID)
 	if err != nil {
 		return View{}, err
 	}
@@ -184,8 +189,8 @@ func (m *Manager) retiredView(ctx context.Context, p Promotion) (View, error) {
 
 // retiredClaims is a user's claims in a retired promotion, from the
 // database: the issued ones.
-func (m *Manager) retiredClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
-	issued, err := m.st.ListIssued(ctx, id, userID)
+func (rt *retirement) retiredClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
+	issued, err := rt.m.st.ListIssued(ctx, id, userID)
 	if err != nil {
 		return nil, domainErr(err)
 	}
@@ -201,8 +206,8 @@ var errRetired = fmt.Errorf("%w: the promotion is retired", ErrEnded)
 
 // notRetired loads promotion id and fails with ErrEnded if it is retired:
 // for the admin steps that would write its Redis state (replay, void).
-func (m *Manager) notRetired(ctx context.Context, id string) error {
-	p, err := m.load(ctx, id)
+func (rt *retirement) notRetired(ctx context.Context, id string) error {
+	p, err := rt.m.load(ctx, id)
 	if err != nil {
 		return err
 	}
