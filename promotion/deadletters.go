@@ -36,13 +36,18 @@ const (
 	replayPage = 500
 )
 
+// deadLetters records the dead letters the pools write, and replays,
+// voids and sweeps them. Its methods run in the pools' goroutines (the
+// record), in requests (replay, void) and in the loop (the sweep).
+type deadLetters struct{ m *Manager }
+
 // deadLettererOn records a claim the stream runtime gave up on: in the
 // database (the dead_letters row an admin lists, replays or voids) and as
 // failed in Redis. A claim the database already holds as issued — its
 // acknowledgement was lost and the redeliveries ran out — is no dead
 // letter: it is acknowledged as issued instead. keyID names the Redis keys of the stream (the promotion's own, or one of
 // its segments').
-func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.DeadLetter) error {
+func (dl *deadLetters) deadLettererOn(id, keyID string) func(context.Context, stream.DeadLetter) error {
 	return func(ctx context.Context, d stream.DeadLetter) error {
 		rank, _ := strconv.ParseInt(d.Fields["rank"], 10, 64)
 		slot, _ := strconv.Atoi(d.Fields["slot"])
@@ -52,13 +57,13 @@ func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.
 			claimID = claim.UndecodableID(id, d.ID)
 		}
 		if user := d.Fields["user"]; ValidID(user) && d.Fields["claim_id"] != "" {
-			issued, err := m.st.ListIssued(ctx, id, user)
+			issued, err := dl.m.st.ListIssued(ctx, id, user)
 			if err != nil {
 				return err
 			}
 			for _, is := range issued {
 				if is.ClaimID == claimID {
-					if _, err := m.gate.Ack(ctx, keyID, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
+					if _, err := dl.m.gate.Ack(ctx, keyID, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
 						return err
 					}
 					return stream.ErrResolved
@@ -69,11 +74,11 @@ func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.
 		// failed (or further on) in Redis, which makes a replay's Redis step
 		// idempotent (it re-enqueues only a failed claim).
 		if rank > 0 {
-			if err := m.gate.MarkFailed(ctx, keyID, rank); err != nil {
+			if err := dl.m.gate.MarkFailed(ctx, keyID, rank); err != nil {
 				return err
 			}
 		}
-		_, err := m.recordDeadLetter(ctx, store.DeadLetter{
+		_, err := dl.recordDeadLetter(ctx, store.DeadLetter{
 			ClaimID:     claimID,
 			PromotionID: id,
 			UserID:      d.Fields["user"],
@@ -88,10 +93,10 @@ func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.
 		if err != nil {
 			return err
 		}
-		if m.cfg.OnDeadLetter != nil {
-			m.cfg.OnDeadLetter(id)
+		if dl.m.cfg.OnDeadLetter != nil {
+			dl.m.cfg.OnDeadLetter(id)
 		}
-		m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
+		dl.m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
 		return nil
 	}
 }
@@ -101,11 +106,11 @@ func (m *Manager) deadLettererOn(id, keyID string) func(context.Context, stream.
 // handed out twice after Redis lost writes — is recorded under an id of its
 // own (claim.CollisionID), so it neither overwrites nor vanishes into the
 // stored one.
-func (m *Manager) recordDeadLetter(ctx context.Context, d store.DeadLetter) (string, error) {
-	err := m.st.RecordDeadLetter(ctx, d)
+func (dl *deadLetters) recordDeadLetter(ctx context.Context, d store.DeadLetter) (string, error) {
+	err := dl.m.st.RecordDeadLetter(ctx, d)
 	if errors.Is(err, store.ErrClaimMismatch) && d.UserID != "" {
 		d.ClaimID = claim.CollisionID(d.ClaimID, d.UserID)
-		err = m.st.RecordDeadLetter(ctx, d)
+		err = dl.m.st.RecordDeadLetter(ctx, d)
 	}
 	return d.ClaimID, err
 }
@@ -133,22 +138,22 @@ func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) 
 // concurrent replays and voids never act on one claim twice; the rest of the
 // work is finished even if ctx ends (see the sweep).
 func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	n, err := m.replay(ctx, id, claimIDs)
+	n, err := m.dl.replay(ctx, id, claimIDs)
 	return n, domainErr(err)
 }
 
-func (m *Manager) replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if err := m.notRetired(ctx, id); err != nil {
+func (dl *deadLetters) replay(ctx context.Context, id string, claimIDs []string) (int, error) {
+	if err := dl.m.rt.notRetired(ctx, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
 	if claimIDs != nil {
-		moved, err := m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadReplayed)
+		moved, err := dl.m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadReplayed)
 		if err != nil {
 			return 0, err
 		}
-		return len(moved), m.applyReplays(dctx, id, moved)
+		return len(moved), dl.applyReplays(dctx, id, moved)
 	}
 	// All of them, a page at a time, so one call never holds every failed
 	// claim in memory and a failure leaves little undone. The cursor only
@@ -156,7 +161,7 @@ func (m *Manager) replay(ctx context.Context, id string, claimIDs []string) (int
 	// replayed twice by it.
 	total, after := 0, ""
 	for {
-		page, err := m.st.ListDeadLetters(dctx, id, after, replayPage)
+		page, err := dl.m.st.ListDeadLetters(dctx, id, after, replayPage)
 		if err != nil || len(page) == 0 {
 			return total, err
 		}
@@ -165,19 +170,19 @@ func (m *Manager) replay(ctx context.Context, id string, claimIDs []string) (int
 		for i, d := range page {
 			ids[i] = d.ClaimID
 		}
-		moved, err := m.st.TransitionDeadLetters(dctx, id, ids, store.DeadReplayed)
+		moved, err := dl.m.st.TransitionDeadLetters(dctx, id, ids, store.DeadReplayed)
 		if err != nil {
 			return total, err
 		}
 		total += len(moved)
-		if err := m.applyReplays(dctx, id, moved); err != nil {
+		if err := dl.applyReplays(dctx, id, moved); err != nil {
 			return total, err
 		}
 	}
 }
 
 // applyReplays re-enqueues replayed claims and records that it did.
-func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.DeadLetter) error {
+func (dl *deadLetters) applyReplays(ctx context.Context, id string, moved []store.DeadLetter) error {
 	if len(moved) == 0 {
 		return nil
 	}
@@ -186,10 +191,10 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 	// restart. This comes after the claims moved to replayed in the
 	// database, so a drain deciding at the same moment either sees them
 	// short (and undoes itself) or is undone here.
-	if err := m.st.SetDrained(ctx, id, false); err != nil {
+	if err := dl.m.st.SetDrained(ctx, id, false); err != nil {
 		return err
 	}
-	segs, err := m.segmentsFor(ctx, id)
+	segs, err := dl.m.so.segmentsFor(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -199,7 +204,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 			done = append(done, d.ClaimID) // nothing to re-enqueue
 			continue
 		}
-		if _, err = m.gate.Replay(ctx, segs.TagOfRank(d.Rank), d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
+		if _, err = dl.m.gate.Replay(ctx, segs.TagOfRank(d.Rank), d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
 			// Redis lost the claim and a rebuild has not restored it yet:
 			// nothing happened, so it is not marked applied, and the sweep
 			// applies it once the rebuild has written its status.
@@ -213,11 +218,11 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 		done = append(done, d.ClaimID)
 	}
 	if len(done) > 0 {
-		if merr := m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
+		if merr := dl.m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
 		for _, tag := range segs.Tags() {
-			m.wakePool(tag)
+			dl.m.wk.wakePool(tag)
 		}
 	}
 	return err
@@ -227,7 +232,7 @@ func (m *Manager) applyReplays(ctx context.Context, id string, moved []store.Dea
 // returns how many were voided. A claim the database holds as issued is
 // never voided.
 func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if err := m.notRetired(ctx, id); err != nil {
+	if err := m.rt.notRetired(ctx, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
@@ -236,11 +241,11 @@ func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, 
 	if err != nil {
 		return 0, domainErr(err)
 	}
-	return len(moved), domainErr(m.applyVoids(dctx, id, moved))
+	return len(moved), domainErr(m.dl.applyVoids(dctx, id, moved))
 }
 
 // applyVoids returns the voided claims' units to stock and records that it did.
-func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadLetter) error {
+func (dl *deadLetters) applyVoids(ctx context.Context, id string, moved []store.DeadLetter) error {
 	if len(moved) == 0 {
 		return nil
 	}
@@ -250,7 +255,7 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 			ranks = append(ranks, d.Rank)
 		}
 	}
-	voided, unknown, err := m.voidRanks(ctx, id, ranks)
+	voided, unknown, err := dl.m.so.voidRanks(ctx, id, ranks)
 	if err != nil {
 		return err
 	}
@@ -267,21 +272,21 @@ func (m *Manager) applyVoids(ctx context.Context, id string, moved []store.DeadL
 	if voided > 0 {
 		// Units went back to stock: instances that remember the promotion
 		// sold out must ask Redis again.
-		m.tellChanged(ctx, id)
+		dl.m.ch.tellChanged(ctx, id)
 	}
-	return m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
+	return dl.m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }
 
 // sweep applies the outside steps of dead-letter transitions and revokes
 // that were decided in the database but never recorded as applied.
-func (m *Manager) sweep(ctx context.Context) error {
-	return errors.Join(m.sweepDeadLetters(ctx), m.sweepRevokes(ctx))
+func (dl *deadLetters) sweep(ctx context.Context) error {
+	return errors.Join(dl.sweepDeadLetters(ctx), dl.m.ch.sweepRevokes(ctx))
 }
 
 // sweepDeadLetters applies the Redis step of dead-letter transitions that
 // were decided in the database but never recorded as applied.
-func (m *Manager) sweepDeadLetters(ctx context.Context) error {
-	ds, err := m.st.ListUnappliedDeadLetters(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
+func (dl *deadLetters) sweepDeadLetters(ctx context.Context) error {
+	ds, err := dl.m.st.ListUnappliedDeadLetters(ctx, dl.m.cfg.Now().Add(-sweepAge*dl.m.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(ds) == 0 {
 		return err
 	}
@@ -296,12 +301,12 @@ func (m *Manager) sweepDeadLetters(ctx context.Context) error {
 	}
 	var errs []error
 	for id, list := range replays {
-		errs = append(errs, m.applyReplays(ctx, id, list))
+		errs = append(errs, dl.applyReplays(ctx, id, list))
 	}
 	for id, list := range voids {
-		errs = append(errs, m.applyVoids(ctx, id, list))
+		errs = append(errs, dl.applyVoids(ctx, id, list))
 	}
-	m.log.Warn("applied dead-letter transitions left unfinished", "replays", len(ds)-countVoids(voids), "voids", countVoids(voids))
+	dl.m.log.Warn("applied dead-letter transitions left unfinished", "replays", len(ds)-countVoids(voids), "voids", countVoids(voids))
 	return errors.Join(errs...)
 }
 

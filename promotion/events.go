@@ -58,11 +58,13 @@ type promotionData struct {
 
 // observe writes the promotion events due for the promotions the loop
 // watches, and promotion.ended for those it stopped watching (drained).
-// A write that fails is tried again on the next call. Loop only.
-func (pe *promotionEvents) observe(ctx context.Context) {
+// A write that fails is tried again on the next call. active is the
+// loop's set of undrained promotions, lastDue what its last re-check
+// looked at. Loop only.
+func (pe *promotionEvents) observe(ctx context.Context, active map[string]Promotion, lastDue map[string]claim.Mark) {
 	m := pe.m
 	now := m.cfg.Now()
-	for id, p := range m.active {
+	for id, p := range active {
 		w := pe.written[id]
 		started := !now.Before(p.StartsAt)
 		ended := p.ended(now)
@@ -75,14 +77,14 @@ func (pe *promotionEvents) observe(ctx context.Context) {
 		// Only a promotion the re-check looked at can have sold out since:
 		// an idle one took no claim here, and the instance that sold it
 		// out writes the event.
-		if mk, due := m.lastDue[id]; due && started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 &&
+		if mk, due := lastDue[id]; due && started && !ended && p.Mode != ModeGrant && w&wroteSoldOut == 0 &&
 			pe.soldOut(ctx, p, mk) && pe.write(ctx, p, store.EventPromotionSoldOut, now) {
 			w |= wroteSoldOut
 		}
 		pe.written[id] = w
 	}
 	for id, w := range pe.written {
-		if _, ok := m.active[id]; ok {
+		if _, ok := active[id]; ok {
 			continue
 		}
 		if w&wroteEnded == 0 {
@@ -104,7 +106,7 @@ func (pe *promotionEvents) soldOut(ctx context.Context, p Promotion, mk claim.Ma
 	if mk.Exists && !p.segmented() {
 		return !mk.Closed && mk.SoldOut()
 	}
-	st, err := pe.m.state(ctx, p)
+	st, err := pe.m.so.state(ctx, p)
 	return err == nil && !st.Closed && st.Remaining() == 0
 }
 

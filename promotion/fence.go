@@ -54,7 +54,7 @@ func (f *fences) forget(id string) { f.m.Delete(id) }
 
 // knownFloor is the highest rank known to be taken in p: the database's
 // floor or this instance's fence, whichever is higher.
-func (m *Manager) knownFloor(p Promotion, dbFloor int64) int64 {
-	m.fences.raise(p.ID, dbFloor)
-	return m.fences.get(p.ID)
+func (op *opener) knownFloor(p Promotion, dbFloor int64) int64 {
+	op.m.fences.raise(p.ID, dbFloor)
+	return op.m.fences.get(p.ID)
 }

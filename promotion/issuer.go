@@ -230,7 +230,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	if fresh {
 		m.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
 			"promotion", id, "user", is.UserID, "old_rank", is.Rank, "rank", rank)
-		m.wakePool(id)
+		m.wk.wakePool(id)
 	}
 	return nil
 }
@@ -251,7 +251,7 @@ func (h *issuer) waitForRebuild(is store.Issue, err error) error {
 // to stock through the dead-letter void, so the database records why.
 func (h *issuer) resolveToIssued(ctx context.Context, is store.Issue, x store.Issued) error {
 	m, id := h.m, h.promotionID
-	claimID, err := m.recordDeadLetter(ctx, store.DeadLetter{
+	claimID, err := m.dl.recordDeadLetter(ctx, store.DeadLetter{
 		ClaimID: is.ClaimID, PromotionID: id, UserID: is.UserID, Rank: is.Rank, Slot: is.Slot,
 		Reason: fmt.Sprintf("the user already holds issued claim %s in slot %d (Redis lost writes); this claim's unit went back to stock", x.ClaimID, x.Slot),
 		State:  store.DeadFailed, At: m.cfg.Now().UTC(),

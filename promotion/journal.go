@@ -96,6 +96,9 @@ type inboxed struct {
 
 // journals is the Manager's state of the journals.
 type journals struct {
+	// m is the Manager the journals work for: its gate, its published
+	// handles, its loop (asked for rebuilds).
+	m      *Manager
 	budget int64
 	// in carries claims to the journal goroutine; bounded, senders never
 	// block (a claim that finds it full is counted in inDropped).
@@ -123,58 +126,58 @@ func newJournals(budget int64) journals {
 // journalAccepted records that this instance answered res to userID in
 // promotion id. It never blocks and takes no lock: called on the claim
 // path.
-func (m *Manager) journalAccepted(id, userID, idemKey string, res claim.Result) {
+func (js *journals) journalAccepted(id, userID, idemKey string, res claim.Result) {
 	a := accepted{rank: res.Rank, user: userID, slot: res.Slot, at: res.AcceptedAt.UnixMilli(), idem: idemKey}
 	select {
-	case m.jr.in <- inboxed{id: id, a: a}:
+	case js.in <- inboxed{id: id, a: a}:
 	default:
-		m.jr.inDropped.Add(1)
+		js.inDropped.Add(1)
 	}
 }
 
 // journalDropped counts n claims of promotion id that the journal could not
 // keep, and logs the first of each reason. Safe from any goroutine.
-func (m *Manager) journalDropped(id string, n int64, why *atomic.Bool, msg string) {
+func (js *journals) journalDropped(id string, n int64, why *atomic.Bool, msg string) {
 	if why.CompareAndSwap(false, true) {
-		m.log.Warn(msg+"; they could not be put back if Redis lost them now (further drops are only counted in dibs_journal_dropped_total)",
-			"promotion", id, "dropped", n, "journal_bytes", m.jr.bytes, "journal_budget_bytes", m.jr.budget)
+		js.m.log.Warn(msg+"; they could not be put back if Redis lost them now (further drops are only counted in dibs_journal_dropped_total)",
+			"promotion", id, "dropped", n, "journal_bytes", js.bytes, "journal_budget_bytes", js.budget)
 	}
-	if m.cfg.OnJournalDropped != nil {
-		m.cfg.OnJournalDropped(id, int(n))
+	if js.m.cfg.OnJournalDropped != nil {
+		js.m.cfg.OnJournalDropped(id, int(n))
 	}
 }
 
 // runJournals is the journal goroutine: it moves claims from the inbox
 // into the journals as they come and prunes every RecheckInterval, until
 // ctx ends.
-func (m *Manager) runJournals(ctx context.Context) {
-	t := time.NewTicker(m.cfg.RecheckInterval)
+func (js *journals) runJournals(ctx context.Context) {
+	t := time.NewTicker(js.m.cfg.RecheckInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case it := <-m.jr.in:
-			m.journalAdd(ctx, it)
-			m.drainInbox(ctx)
+		case it := <-js.in:
+			js.journalAdd(ctx, it)
+			js.drainInbox(ctx)
 		case <-t.C:
-			m.recheckJournals(ctx)
+			js.recheckJournals(ctx)
 		}
 	}
 }
 
 // drainInbox moves the claims waiting in the inbox now into the journals.
 // Journal goroutine only.
-func (m *Manager) drainInbox(ctx context.Context) {
-	n := len(m.jr.in)
-	if int64(n) > m.jr.peak.Load() {
-		m.jr.peak.Store(int64(n))
+func (js *journals) drainInbox(ctx context.Context) {
+	n := len(js.in)
+	if int64(n) > js.peak.Load() {
+		js.peak.Store(int64(n))
 	}
 	for ; n > 0; n-- {
-		m.journalAdd(ctx, <-m.jr.in)
+		js.journalAdd(ctx, <-js.in)
 	}
-	if n := m.jr.inDropped.Swap(0); n > 0 {
-		m.journalDropped("", n, &m.jr.warnedInbox, "the journal's inbox was full: claims answered were not journaled")
+	if n := js.inDropped.Swap(0); n > 0 {
+		js.journalDropped("", n, &js.warnedInbox, "the journal's inbox was full: claims answered were not journaled")
 	}
 }
 
@@ -182,74 +185,74 @@ func (m *Manager) drainInbox(ctx context.Context) {
 // spent it prunes first (at most eight times per re-check interval); if the
 // budget is still spent, the claim is not journaled. Journal goroutine
 // only.
-func (m *Manager) journalAdd(ctx context.Context, it inboxed) {
+func (js *journals) journalAdd(ctx context.Context, it inboxed) {
 	if !it.a.fits() {
-		m.journalDropped(it.id, 1, &m.jr.warnedLong, "a claim's user id or Idempotency-Key is over 255 bytes: it is not journaled")
+		js.journalDropped(it.id, 1, &js.warnedLong, "a claim's user id or Idempotency-Key is over 255 bytes: it is not journaled")
 		return
 	}
-	j := m.jr.byID[it.id]
+	j := js.byID[it.id]
 	if j == nil {
 		j = &journal{after: map[uint64]int64{}, retry: map[uint64]bool{}}
-		m.jr.byID[it.id] = j
+		js.byID[it.id] = j
 	}
-	if m.jr.bytes+j.need(it.a) > m.jr.budget {
-		if now := time.Now(); !m.jr.pruning && now.Sub(m.jr.lastEarly) >= m.cfg.RecheckInterval/8 {
-			m.jr.lastEarly = now
-			m.prunePass(ctx)
+	if js.bytes+j.need(it.a) > js.budget {
+		if now := time.Now(); !js.pruning && now.Sub(js.lastEarly) >= js.m.cfg.RecheckInterval/8 {
+			js.lastEarly = now
+			js.prunePass(ctx)
 		}
-		if m.jr.bytes+j.need(it.a) > m.jr.budget {
-			m.journalDropped(it.id, 1, &m.jr.warnedBudget, "the journal of unconfirmed claims is over its memory budget (Config.JournalBytes): claims answered are not journaled")
+		if js.bytes+j.need(it.a) > js.budget {
+			js.journalDropped(it.id, 1, &js.warnedBudget, "the journal of unconfirmed claims is over its memory budget (Config.JournalBytes): claims answered are not journaled")
 			return
 		}
 	}
-	m.jr.bytes += j.add(it.a)
+	js.bytes += j.add(it.a)
 }
 
 // recheckJournals drains the inbox, prunes every journal (reading all of
 // them if a loss is suspected), puts back the claims Redis lost, and
 // publishes what each promotion holds. Journal goroutine only, once per
 // re-check interval.
-func (m *Manager) recheckJournals(ctx context.Context) {
-	m.drainInbox(ctx)
-	if m.jr.verify.Swap(false) {
-		for _, j := range m.jr.byID {
+func (js *journals) recheckJournals(ctx context.Context) {
+	js.drainInbox(ctx)
+	if js.verify.Swap(false) {
+		for _, j := range js.byID {
 			j.verify, j.cursor = true, j.front()
 		}
 	}
-	m.prunePass(ctx)
+	js.prunePass(ctx)
 	budget := requeuePerPass
-	for _, id := range m.journalIDs() {
-		if j := m.jr.byID[id]; len(j.retry) > 0 && budget > 0 {
-			budget -= m.requeue(ctx, id, j, budget)
-			m.drainInbox(ctx)
+	for _, id := range js.journalIDs() {
+		if j := js.byID[id]; len(j.retry) > 0 && budget > 0 {
+			budget -= js.requeue(ctx, id, j, budget)
+			js.drainInbox(ctx)
 		}
 	}
 	claims := 0
-	for id, j := range m.jr.byID {
+	for id, j := range js.byID {
 		if j.live == 0 {
-			m.jr.bytes -= j.bytes
-			delete(m.jr.byID, id)
+			js.bytes -= j.bytes
+			delete(js.byID, id)
 		}
 		claims += j.live
 	}
-	for id, h := range *m.known.Load() {
+	for id, h := range *js.m.known.Load() {
 		n := 0
-		if j := m.jr.byID[id]; j != nil {
+		if j := js.byID[id]; j != nil {
 			n = j.live
 		}
 		if int64(n) != h.journaled.Load() {
 			h.journaled.Store(int64(n))
 		}
 	}
-	if m.cfg.OnJournal != nil {
-		m.cfg.OnJournal(claims, m.jr.bytes)
+	if js.m.cfg.OnJournal != nil {
+		js.m.cfg.OnJournal(claims, js.bytes)
 	}
 }
 
 // journalIDs returns the promotions with a journal, sorted.
-func (m *Manager) journalIDs() []string {
-	ids := make([]string, 0, len(m.jr.byID))
-	for id := range m.jr.byID {
+func (js *journals) journalIDs() []string {
+	ids := make([]string, 0, len(js.byID))
+	for id := range js.byID {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -273,12 +276,12 @@ type scan struct {
 // (see the top of this file): it forgets the confirmed ones and marks the
 // lost ones for requeue. It drains the inbox between round trips. Journal
 // goroutine only.
-func (m *Manager) prunePass(ctx context.Context) {
-	m.jr.pruning = true
-	defer func() { m.jr.pruning = false }()
+func (js *journals) prunePass(ctx context.Context) {
+	js.pruning = true
+	defer func() { js.pruning = false }()
 	var scans []*scan
-	for _, id := range m.journalIDs() {
-		j := m.jr.byID[id]
+	for _, id := range js.journalIDs() {
+		j := js.byID[id]
 		scans = append(scans, &scan{id: id, j: j, from: j.front(), want: 1})
 		if j.verify {
 			scans = append(scans, &scan{id: id, j: j, from: max(j.cursor, j.front()), want: sliceTrip, verify: true})
@@ -310,16 +313,16 @@ func (m *Manager) prunePass(ctx context.Context) {
 			break
 		}
 		budget -= len(qs)
-		m.jr.reads.Add(int64(len(qs)))
-		seen, errs := m.gate.Sightings(ctx, qs)
+		js.reads.Add(int64(len(qs)))
+		seen, errs := js.m.gate.Sightings(ctx, qs)
 		progress := map[*scan]bool{}
 		for i, r := range reads {
 			if errs[i] != nil || len(seen[i]) != len(r.cs) {
-				m.log.Debug("cannot read the status of journaled claims; the next prune retries", "promotion", r.s.id, "err", errs[i])
+				js.m.log.Debug("cannot read the status of journaled claims; the next prune retries", "promotion", r.s.id, "err", errs[i])
 				r.s.done = true
 				continue
 			}
-			if m.sortSlice(r.s.j, r.cs, seen[i]) {
+			if js.sortSlice(r.s.j, r.cs, seen[i]) {
 				progress[r.s] = true
 			}
 		}
@@ -332,7 +335,7 @@ func (m *Manager) prunePass(ctx context.Context) {
 				}
 			}
 		}
-		m.drainInbox(ctx)
+		js.drainInbox(ctx)
 	}
 	for _, s := range scans {
 		if s.verify {
@@ -346,7 +349,7 @@ func (m *Manager) prunePass(ctx context.Context) {
 // them, and marks the lost ones for requeue (and the claims after the
 // first of them for a verification). It reports whether any claim
 // was confirmed or lost (the front moved).
-func (m *Manager) sortSlice(j *journal, cs []jclaim, seen []claim.Sighting) bool {
+func (js *journals) sortSlice(j *journal, cs []jclaim, seen []claim.Sighting) bool {
 	moved := false
 	for n, c := range cs {
 		switch s := seen[n]; {
@@ -362,7 +365,7 @@ func (m *Manager) sortSlice(j *journal, cs []jclaim, seen []claim.Sighting) bool
 		default:
 			// Issued, failed (a dead letter an admin sees), voided or
 			// revoked.
-			m.jr.bytes -= j.forget(c.pos)
+			js.bytes -= j.forget(c.pos)
 			delete(j.retry, c.pos)
 			moved = true
 		}
@@ -374,7 +377,7 @@ func (m *Manager) sortSlice(j *journal, cs []jclaim, seen []claim.Sighting) bool
 // claim.Gate.Requeue) and returns how many it tried. A claim found lost on
 // a promotion not rebuilt since asks the loop to rebuild it; a prune after
 // it puts the claims back. Journal goroutine only.
-func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int) int {
+func (js *journals) requeue(ctx context.Context, id string, j *journal, limit int) int {
 	var pos []uint64
 	var cs []claim.Unconfirmed
 	for _, p := range slices.Sorted(maps.Keys(j.retry)) {
@@ -391,10 +394,10 @@ func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int)
 			IdemKey: a.idem, RebuiltAfter: j.rebuiltAfter(p)})
 	}
 	requeued, collided := 0, 0
-	for n, r := range m.gate.Requeue(ctx, id, cs) {
+	for n, r := range js.m.gate.Requeue(ctx, id, cs) {
 		p := pos[n]
 		if r.Err != nil && ctx.Err() == nil {
-			m.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
+			js.m.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
 		}
 		switch r.Outcome {
 		case claim.Requeued:
@@ -412,7 +415,7 @@ func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int)
 			for _, q := range pos[n:] {
 				j.after[q] = r.RebuiltAfter.UnixMilli()
 			}
-			m.ask(ask{kind: askJournalLost, id: id, asked: time.Now()})
+			js.m.ask(ask{kind: askJournalLost, id: id, asked: time.Now()})
 			continue
 		default:
 			// Paused, not found, not tried or failed: the next prune
@@ -422,27 +425,27 @@ func (m *Manager) requeue(ctx context.Context, id string, j *journal, limit int)
 		delete(j.retry, p)
 	}
 	if n := requeued + collided; n > 0 {
-		m.log.Warn("requeued claims Redis lost that this instance had answered",
+		js.m.log.Warn("requeued claims Redis lost that this instance had answered",
 			"promotion", id, "requeued", n, "collided", collided)
-		if m.cfg.OnRequeued != nil {
-			m.cfg.OnRequeued(id, n)
+		if js.m.cfg.OnRequeued != nil {
+			js.m.cfg.OnRequeued(id, n)
 		}
-		m.wakePool(id)
+		js.m.wk.wakePool(id)
 	}
 	return len(cs)
 }
 
 // rebuildForJournal starts the rebuild of promotion id, whose claims this
-// instance answered Redis lost, unless one runs here already. Loop only.
-func (m *Manager) rebuildForJournal(id string) {
-	if m.rb.busy(id) {
+// instance answered Redis lost, unless one runs here already.
+func (l *loop) rebuildForJournal(id string) {
+	if l.m.rb.busy(id) {
 		return
 	}
-	m.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
+	l.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
 		"promotion", id)
-	if p, ok := m.active[id]; ok {
-		m.startRebuild(p, reasonJournal, false)
+	if p, ok := l.active[id]; ok {
+		l.m.rb.startRebuild(p, reasonJournal, false)
 		return
 	}
-	m.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, id) }, reasonJournal, false)
+	l.m.rb.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, id) }, reasonJournal, false)
 }

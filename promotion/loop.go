@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/hint"
@@ -35,6 +38,70 @@ const (
 	maxRemembered = 4096
 )
 
+// loop is the state of the Manager's owner goroutine: the set of undrained
+// promotions and what the loop remembers about them. Start makes it and
+// hands it to the loop's goroutine only (after Start's first re-check, on
+// the same goroutine): nothing else holds it, so no request can reach its
+// fields. Requests talk to it over Manager.asks and read what it
+// publishes in Manager.known.
+type loop struct {
+	// m is the Manager the loop works for: its asks, its published
+	// snapshot, its rebuilder and fences, and the request-side steps the
+	// loop shares (open, load).
+	m      *Manager
+	client rueidis.Client
+	st     store.Store
+	gate   *claim.Gate
+	reg    *stream.Registry
+	cfg    Config
+	log    *slog.Logger
+
+	active  map[string]Promotion // undrained promotions' definitions
+	handles map[string]*handle   // what m.known publishes
+	opened  map[string]time.Time // when an open of the id last succeeded
+	missing map[string]time.Time // when a lookup of the id last found none
+	gone    map[string]bool      // retired promotions seen (bounded by maxRemembered)
+	// idleAt holds the idle promotions (recheck.go), each with the probes
+	// done when it was found idle: it is left out of re-checks only once a
+	// later probe ran (probe.go).
+	idleAt map[string]uint64
+	// confirmedSeen is each promotion's confirmed rank as its last full
+	// re-check read it from Redis: what an idle one's database is compared
+	// with.
+	confirmedSeen map[string]int64
+	// lastDue holds the promotions the last re-check looked at, with the
+	// marks it read (zero if it could not).
+	lastDue map[string]claim.Mark
+	pr      probe // the loss probe (probe.go)
+	// For sizing (sizing.go): the live instance count last read (0
+	// before any) and when.
+	instances int
+	lastCount time.Time
+	// For retirement (retire.go): when the last retirement pass began
+	// (zero before the first).
+	lastRetire time.Time
+}
+
+// newLoop makes the loop of m, with nothing tracked yet.
+func newLoop(m *Manager) *loop {
+	return &loop{
+		m:             m,
+		client:        m.client,
+		st:            m.st,
+		gate:          m.gate,
+		reg:           m.reg,
+		cfg:           m.cfg,
+		log:           m.log,
+		active:        make(map[string]Promotion),
+		handles:       make(map[string]*handle),
+		opened:        make(map[string]time.Time),
+		missing:       make(map[string]time.Time),
+		gone:          make(map[string]bool),
+		idleAt:        make(map[string]uint64),
+		confirmedSeen: make(map[string]int64),
+	}
+}
+
 // handle is the loop's published record of one undrained promotion: what a
 // claim needs to wake the promotion's pool. Its id and spec never change.
 type handle struct {
@@ -43,6 +110,9 @@ type handle struct {
 	// room is whether the promotion has a waiting room: its claims run the
 	// claim script that spends a pass.
 	room bool
+	// claim is the path the promotion's claims take to their script
+	// (pathOf), chosen when the loop makes the handle.
+	claim claimPath
 	// queued is set by whoever puts the handle on m.wakes and cleared by the
 	// waker when it takes it off, before it wakes the pool: so a claim that
 	// finds it set is covered by that wake.
@@ -126,72 +196,72 @@ type ask struct {
 	done chan error
 }
 
-// loop is the Manager's owner goroutine; it returns when ctx ends.
-func (m *Manager) loop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.RecheckInterval)
+// run is the Manager's owner goroutine; it returns when ctx ends.
+func (l *loop) run(ctx context.Context) {
+	t := time.NewTicker(l.cfg.RecheckInterval)
 	defer t.Stop()
 	var lastSweep time.Time // the first tick sweeps: a restart finishes what a crash left
-	pe := newPromotionEvents(m)
+	pe := newPromotionEvents(l.m)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case a := <-m.asks:
-			m.serve(ctx, a)
+		case a := <-l.m.asks:
+			l.serve(ctx, a)
 		case <-t.C:
-			if err := m.recheck(ctx, false); err != nil && ctx.Err() == nil {
-				m.log.Warn("re-check of promotions failed", "err", err)
+			if err := l.recheck(ctx, false); err != nil && ctx.Err() == nil {
+				l.log.Warn("re-check of promotions failed", "err", err)
 			}
-			pe.observe(ctx)
-			if f := m.afterRecheck.Load(); f != nil {
+			pe.observe(ctx, l.active, l.lastDue)
+			if f := l.m.afterRecheck.Load(); f != nil {
 				(*f)()
 			}
-			if now := m.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*m.cfg.RecheckInterval {
+			if now := l.cfg.Now(); now.Sub(lastSweep) >= sweepEvery*l.cfg.RecheckInterval {
 				lastSweep = now
-				if err := m.sweep(ctx); err != nil && ctx.Err() == nil {
-					m.log.Warn("dead-letter sweep failed", "err", err)
+				if err := l.m.dl.sweep(ctx); err != nil && ctx.Err() == nil {
+					l.log.Warn("dead-letter sweep failed", "err", err)
 				}
 			}
-			m.maybeRetire(ctx)
-			m.forgetOld()
+			l.maybeRetire(ctx)
+			l.forgetOld()
 		}
 	}
 }
 
 // serve answers one request, in the loop.
-func (m *Manager) serve(ctx context.Context, a ask) {
+func (l *loop) serve(ctx context.Context, a ask) {
 	switch a.kind {
 	case askOpen, askPool:
-		err := m.serveOpen(ctx, a)
+		err := l.serveOpen(ctx, a)
 		if a.done != nil {
 			a.done <- err
 		}
 		if err == nil && a.kind == askPool {
-			if _, err := m.startOrWakePool(ctx, m.handles[a.id]); err != nil {
-				m.log.Warn("cannot start confirmation pool; the next re-check retries", "promotion", a.id, "err", err)
+			if _, err := l.m.wk.startOrWakePool(ctx, l.handles[a.id]); err != nil {
+				l.log.Warn("cannot start confirmation pool; the next re-check retries", "promotion", a.id, "err", err)
 			}
 		}
 	case askLost:
-		if m.rb.busy(a.id) {
+		if l.m.rb.busy(a.id) {
 			return
 		}
-		m.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
-			"promotion", a.id, "known_rank", m.fences.get(a.id))
-		if p, ok := m.active[a.id]; ok {
-			m.startRebuild(p, reasonFenced, false)
+		l.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
+			"promotion", a.id, "known_rank", l.m.fences.get(a.id))
+		if p, ok := l.active[a.id]; ok {
+			l.m.rb.startRebuild(p, reasonFenced, false)
 			return
 		}
-		m.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return m.load(ctx, a.id) }, reasonFenced, false)
+		l.m.rb.startRebuildWith(a.id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, a.id) }, reasonFenced, false)
 	case askJournalLost:
 		// A rebuild that ended since the journal asked resumed after the
 		// loss it found: the next prune puts the claims back (or asks again).
-		if !m.rb.endedAfter(a.id, a.asked) {
-			m.rebuildForJournal(a.id)
+		if !l.m.rb.endedAfter(a.id, a.asked) {
+			l.rebuildForJournal(a.id)
 		}
 	case askRefresh:
-		err := m.refresh(ctx, a.id)
+		err := l.refresh(ctx, a.id)
 		if err != nil && ctx.Err() == nil {
-			m.log.Debug("cannot read a changed promotion; the next re-check does", "promotion", a.id, "err", err)
+			l.log.Debug("cannot read a changed promotion; the next re-check does", "promotion", a.id, "err", err)
 		}
 		if a.done != nil {
 			a.done <- err
@@ -200,32 +270,32 @@ func (m *Manager) serve(ctx context.Context, a ask) {
 }
 
 // refresh reads promotion id's definition again, if the loop tracks it,
-// and hands it to its handles and its entry in m.active. Loop only.
-func (m *Manager) refresh(ctx context.Context, id string) error {
-	if m.handles[id] == nil {
+// and hands it to its handles and its entry in l.active.
+func (l *loop) refresh(ctx context.Context, id string) error {
+	if l.handles[id] == nil {
 		return nil // not tracked: its handles are made from a fresh read
 	}
-	p, err := m.load(ctx, id)
+	p, err := l.m.load(ctx, id)
 	if err != nil {
 		return err
 	}
-	if _, ok := m.active[id]; ok {
-		m.active[id] = p
+	if _, ok := l.active[id]; ok {
+		l.active[id] = p
 	}
-	m.refreshHandles(p)
+	l.refreshHandles(p)
 	return nil
 }
 
 // refreshHandles hands p's definition to the handles of p and of its
-// segments, read by their pools from their next batch on. Loop only.
-func (m *Manager) refreshHandles(p Promotion) {
-	h := m.handles[p.ID]
+// segments, read by their pools from their next batch on.
+func (l *loop) refreshHandles(p Promotion) {
+	h := l.handles[p.ID]
 	if h == nil {
 		return
 	}
 	sp := p.toStore()
 	for _, tag := range h.segs.Tags() {
-		if sh := m.handles[tag]; sh != nil {
+		if sh := l.handles[tag]; sh != nil {
 			sh.promo.Store(&sp)
 		}
 	}
@@ -256,21 +326,21 @@ func (m *Manager) awaitRefresh(ctx context.Context, id string) {
 // serveOpen opens the promotion of a, unless an open of it succeeded (or a
 // lookup found none) since a was asked: then requests queued behind one
 // open are answered by it.
-func (m *Manager) serveOpen(ctx context.Context, a ask) error {
-	if at, ok := m.opened[a.id]; ok && at.After(a.asked) && !a.hasDef {
+func (l *loop) serveOpen(ctx context.Context, a ask) error {
+	if at, ok := l.opened[a.id]; ok && at.After(a.asked) && !a.hasDef {
 		return nil
 	}
-	if at, ok := m.missing[a.id]; ok && at.After(a.asked) {
+	if at, ok := l.missing[a.id]; ok && at.After(a.asked) {
 		return ErrNotFound
 	}
-	if m.gone[a.id] {
+	if l.gone[a.id] {
 		return errRetired
 	}
 	p := a.def
 	if !a.hasDef {
 		var err error
-		if p, err = m.load(ctx, a.id); errors.Is(err, ErrNotFound) {
-			m.remember(m.missing, a.id)
+		if p, err = l.m.load(ctx, a.id); errors.Is(err, ErrNotFound) {
+			l.remember(l.missing, a.id)
 			return err
 		} else if err != nil {
 			return err
@@ -278,24 +348,24 @@ func (m *Manager) serveOpen(ctx context.Context, a ask) error {
 	}
 	if p.retired() {
 		// Retired, not lost: its Redis state is never made again.
-		if len(m.gone) >= maxRemembered {
-			clear(m.gone)
+		if len(l.gone) >= maxRemembered {
+			clear(l.gone)
 		}
-		m.gone[p.ID] = true
+		l.gone[p.ID] = true
 		return errRetired
 	}
-	if err := m.open(ctx, p); err != nil {
+	if err := l.m.op.open(ctx, p); err != nil {
 		return err
 	}
-	m.active[p.ID] = p
-	m.track([]Promotion{p}, false)
-	m.remember(m.opened, p.ID)
-	delete(m.missing, p.ID)
+	l.active[p.ID] = p
+	l.track([]Promotion{p}, false)
+	l.remember(l.opened, p.ID)
+	delete(l.missing, p.ID)
 	return nil
 }
 
 // remember records now for id in one of the loop's bounded records.
-func (m *Manager) remember(rec map[string]time.Time, id string) {
+func (l *loop) remember(rec map[string]time.Time, id string) {
 	if len(rec) >= maxRemembered {
 		clear(rec)
 	}
@@ -303,9 +373,9 @@ func (m *Manager) remember(rec map[string]time.Time, id string) {
 }
 
 // forgetOld drops records older than any request still waiting can be.
-func (m *Manager) forgetOld() {
-	horizon := time.Now().Add(-m.cfg.OpenWait)
-	for _, rec := range []map[string]time.Time{m.opened, m.missing} {
+func (l *loop) forgetOld() {
+	horizon := time.Now().Add(-l.cfg.OpenWait)
+	for _, rec := range []map[string]time.Time{l.opened, l.missing} {
 		for id, at := range rec {
 			if at.Before(horizon) {
 				delete(rec, id)
@@ -317,75 +387,75 @@ func (m *Manager) forgetOld() {
 // track makes sure every promotion in list has a handle, and hands each
 // handle its promotion's definition from list; with exact, the
 // promotions not in list lose theirs (list is every undrained one). It
-// publishes the set again if it changed. Loop only.
-func (m *Manager) track(list []Promotion, exact bool) {
+// publishes the set again if it changed.
+func (l *loop) track(list []Promotion, exact bool) {
 	changed := false
 	in := make(map[string]bool, len(list))
 	for _, p := range list {
 		in[p.ID] = true
-		if _, ok := m.handles[p.ID]; !ok {
-			h := m.newHandle(p)
-			m.handles[p.ID] = h
+		if _, ok := l.handles[p.ID]; !ok {
+			h := l.newHandle(p)
+			l.handles[p.ID] = h
 			changed = true
-			for _, sh := range m.segmentHandles(p, h.segs) {
-				m.handles[sh.id] = sh
+			for _, sh := range l.segmentHandles(p, h.segs) {
+				l.handles[sh.id] = sh
 			}
 		} else {
 			// The database's definition, read by this re-check: a change
 			// another instance's hint did not bring reaches the pools here.
-			m.refreshHandles(p)
+			l.refreshHandles(p)
 		}
-		for _, tag := range m.handles[p.ID].segs.Tags()[1:] {
+		for _, tag := range l.handles[p.ID].segs.Tags()[1:] {
 			in[tag] = true
 		}
 	}
 	if exact {
-		for id := range m.handles {
+		for id := range l.handles {
 			if !in[id] {
-				delete(m.handles, id)
+				delete(l.handles, id)
 				changed = true
 			}
 		}
 	}
 	if changed {
-		m.publish()
+		l.publish()
 	}
 }
 
-// untrack drops the handle of a drained promotion. Loop only.
-func (m *Manager) untrack(id string) {
-	delete(m.idleAt, id)
-	delete(m.confirmedSeen, id)
-	if h, ok := m.handles[id]; ok {
+// untrack drops the handle of a drained promotion.
+func (l *loop) untrack(id string) {
+	delete(l.idleAt, id)
+	delete(l.confirmedSeen, id)
+	if h, ok := l.handles[id]; ok {
 		for _, tag := range h.segs.Tags() {
-			delete(m.handles, tag)
+			delete(l.handles, tag)
 		}
-		m.publish()
+		l.publish()
 	}
 }
 
 // publish stores a copy of the handles in m.known, and has the hint bus
-// listen on the channels of exactly these promotions. Loop only.
-func (m *Manager) publish() {
-	snap := make(map[string]*handle, len(m.handles))
-	ids := make([]string, 0, len(m.handles))
-	for id, h := range m.handles {
+// listen on the channels of exactly these promotions.
+func (l *loop) publish() {
+	snap := make(map[string]*handle, len(l.handles))
+	ids := make([]string, 0, len(l.handles))
+	for id, h := range l.handles {
 		snap[id] = h
 		ids = append(ids, id)
 	}
-	m.known.Store(&snap)
-	if m.hints != nil {
-		m.hints.Watch(ids)
+	l.m.known.Store(&snap)
+	if l.m.hints != nil {
+		l.m.hints.Watch(ids)
 	}
 }
 
 // newHandle makes the handle of promotion p, with its pool spec.
-func (m *Manager) newHandle(p Promotion) *handle {
-	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout()}
-	h.size.Store(m.poolSize(p))
+func (l *loop) newHandle(p Promotion) *handle {
+	h := &handle{id: p.ID, room: p.WaitingRoom.Enabled, segs: p.layout(), claim: pathOf(p)}
+	h.size.Store(l.poolSize(p))
 	sp := p.toStore()
 	h.promo.Store(&sp)
-	h.spec = m.poolSpec(p, p.ID, h.segs.Share(0, p.Stock), h)
+	h.spec = l.m.poolSpec(p, p.ID, h.segs.Share(0, p.Stock), h)
 	return h
 }
 
@@ -418,7 +488,7 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 		if def.retired() {
 			return errRetired
 		}
-		return m.open(ctx, def)
+		return m.op.open(ctx, def)
 	}
 	a := ask{kind: askOpen, id: id, def: def, hasDef: hasDef, asked: time.Now(), done: make(chan error, 1)}
 	if !m.ask(a) {
@@ -436,13 +506,18 @@ func (m *Manager) awaitOpen(ctx context.Context, id string, def Promotion, hasDe
 	}
 }
 
+// waker starts or wakes the confirmation pools that claims and hints
+// queue on Manager.wakes; runWaker is its goroutine, the rest is called
+// from anywhere and never blocks.
+type waker struct{ m *Manager }
+
 // wakePool makes sure promotion id's confirmation pool runs, without
 // blocking and without a lock: the promotion's handle goes to the waker,
 // or, for a promotion the loop has not published yet, the loop is asked to
 // read it. A wake that cannot be queued is dropped: the next re-check
 // starts any pool with work. If the waker starts the pool, it tells the
 // other instances (see hinted).
-func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
+func (wk *waker) wakePool(id string) { wk.queueWake(id, true) }
 
 // hinted takes a hint from another instance (or this one) off the bus:
 // a work hint wakes or starts the promotion's pool like a claim here
@@ -450,15 +525,15 @@ func (m *Manager) wakePool(id string) { m.queueWake(id, true) }
 // instance cached about the promotion (see forgetCached) and asks the loop
 // to hand the changed definition to its running pools (askRefresh). Never
 // blocks.
-func (m *Manager) hinted(h hint.Hint) {
+func (wk *waker) hinted(h hint.Hint) {
 	switch h.Kind {
 	case hint.Work:
-		m.queueWake(h.Key, false)
+		wk.queueWake(h.Key, false)
 	case hint.Changed:
-		m.forgetCached(h.Key)
+		wk.m.ch.forgetCached(h.Key)
 		// The loop reads the promotion again for its running pools; if
 		// its backlog is full, the next re-check does.
-		m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
+		wk.m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
 	}
 }
 
@@ -480,13 +555,13 @@ func (l *liveIssuer) Handle(ctx context.Context, msgs []stream.Message) []error 
 
 // queueWake is wakePool; tell says whether the waker tells the other
 // instances if it starts the pool.
-func (m *Manager) queueWake(id string, tell bool) {
-	h := (*m.known.Load())[id]
+func (wk *waker) queueWake(id string, tell bool) {
+	h := (*wk.m.known.Load())[id]
 	if h == nil {
 		// A hint names only promotions the bus listens for: one unknown
 		// now was drained meanwhile.
 		if tell {
-			m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+			wk.m.ask(ask{kind: askPool, id: id, asked: time.Now()})
 		}
 		return
 	}
@@ -502,7 +577,7 @@ func (m *Manager) queueWake(id string, tell bool) {
 		return // a wake is queued and has not started yet: it covers this one
 	}
 	select {
-	case m.wakes <- h:
+	case wk.m.wakes <- h:
 	default:
 		h.queued.Store(false)
 	}
@@ -525,24 +600,24 @@ const hintTimeout = time.Second
 // other instances' pools of the promotion may be stopped too (idle): it
 // tells them with one SPUBLISH. While the pool runs, claims publish
 // nothing; a busy promotion costs no hint traffic.
-func (m *Manager) runWaker(ctx context.Context) {
+func (wk *waker) runWaker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case h := <-m.wakes:
+		case h := <-wk.m.wakes:
 			h.queued.Store(false)
 			tell := h.tell.Swap(false)
-			started, err := m.startOrWakePool(ctx, h)
+			started, err := wk.startOrWakePool(ctx, h)
 			if err != nil && ctx.Err() == nil {
 				// The re-check retries within a second.
-				m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
+				wk.m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
 			}
-			if started && tell && m.hints != nil {
+			if started && tell && wk.m.hints != nil {
 				hctx, cancel := context.WithTimeout(ctx, hintTimeout)
-				if err := m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
+				if err := wk.m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
 					// The other instances' re-checks find the work.
-					m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
+					wk.m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
 				}
 				cancel()
 			}
@@ -553,14 +628,14 @@ func (m *Manager) runWaker(ctx context.Context) {
 // startOrWakePool starts the promotion's confirmation pool if it is not
 // running and wakes it if it is; it reports whether it started one.
 // Called by the loop and the waker only.
-func (m *Manager) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
+func (wk *waker) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
 	if h == nil {
 		return false, nil
 	}
 	// Run wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	started, err := m.reg.Run(ctx, h.id, h.spec)
+	started, err := wk.m.reg.Run(ctx, h.id, h.spec)
 	if err != nil && !errors.Is(err, stream.ErrShutdown) {
 		return false, fmt.Errorf("start pool of %s: %w", h.id, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -25,9 +24,10 @@ import (
 // Three kinds of goroutine run inside it (see docs/architecture.md):
 //
 //   - the loop (loop.go) owns the set of undrained promotions and their
-//     pool specs: it re-checks them every RecheckInterval, opens those
-//     Redis does not know, drains ended ones and starts rebuilds. Other
-//     goroutines ask it over m.asks and read what it publishes in m.known;
+//     pool specs, in a loop value only its goroutine holds: it re-checks
+//     them every RecheckInterval, opens those Redis does not know, drains
+//     ended ones and starts rebuilds. Other goroutines ask it over m.asks
+//     and read what it publishes in m.known;
 //   - the waker starts or wakes the confirmation pools that claims and
 //     hints queued on m.wakes, so a claim never waits for a pool, and tells
 //     the other instances when it started one for new claims;
@@ -55,26 +55,6 @@ type Manager struct {
 	// never block (a handle is in it at most once, see handle.queued).
 	wakes chan *handle
 
-	// Loop-owned state: written and read by the loop goroutine only (and by
-	// Start's first re-check, before the loop starts).
-	active  map[string]Promotion // undrained promotions' definitions
-	handles map[string]*handle   // what known publishes
-	opened  map[string]time.Time // when an open of the id last succeeded
-	missing map[string]time.Time // when a lookup of the id last found none
-	gone    map[string]bool      // retired promotions seen (bounded by maxRemembered)
-	// idleAt holds the idle promotions (recheck.go), each with the probes
-	// done when it was found idle: it is left out of re-checks only once a
-	// later probe ran (probe.go).
-	idleAt map[string]uint64
-	// confirmedSeen is each promotion's confirmed rank as its last full
-	// re-check read it from Redis: what an idle one's database is compared
-	// with.
-	confirmedSeen map[string]int64
-	// lastDue holds the promotions the last re-check looked at, with the
-	// marks it read (zero if it could not).
-	lastDue map[string]claim.Mark
-	pr      probe // the loss probe (probe.go)
-
 	// running is true while the loop runs (from its first re-check to
 	// Stop); written by the loop's goroutine and Stop, read by anyone.
 	running atomic.Bool
@@ -85,23 +65,23 @@ type Manager struct {
 	// re-check; set by tests.
 	afterRecheck atomic.Pointer[func()]
 
-	rb     rebuilder // background rebuilds after Redis lost writes (rebuild.go)
-	fences fences    // highest ranks known to be taken (fence.go)
-	jr     journals  // claims answered and not yet seen confirmed (journal.go)
+	rb     rebuilder   // background rebuilds after Redis lost writes (rebuild.go)
+	dl     deadLetters // dead letters: record, replay, void, sweep (deadletters.go)
+	ch     changes     // changes and revokes of promotions (patch.go, revoke.go)
+	wk     waker       // starts and wakes pools (loop.go)
+	ad     admission   // claims on their way to their scripts (ops.go, room.go)
+	op     opener      // makes a promotion's Redis state exist (rebuild.go)
+	rt     retirement  // retired promotions' Redis keys and views (retire.go)
+	so     segmentOps  // a promotion over all its segments (segments.go)
+	fences fences      // highest ranks known to be taken (fence.go)
+	jr     journals    // claims answered and not yet seen confirmed (journal.go)
 
 	// rates measures one consumer's confirmation rate (sizing.go); written
 	// by the issuers, read by the loop.
 	rates rateMeter
-	// Loop-owned, for sizing (sizing.go): the live instance count last
-	// read (0 before any) and when.
-	instances int
-	lastCount time.Time
 	// announced is set by the loop once it announced this instance in
 	// the presence set; read by Stop.
 	announced atomic.Bool
-	// Loop-owned, for retirement (retire.go): when the last retirement
-	// pass began (zero before the first).
-	lastRetire time.Time
 	// sold is the sold-out memory (soldout.go), owned by its own goroutine.
 	sold *soldMemory
 }
@@ -125,31 +105,27 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}
 	m := &Manager{
-		client:        client,
-		st:            st,
-		gate:          gate,
-		reg:           reg,
-		cfg:           cfg,
-		log:           cfg.Logger,
-		asks:          make(chan ask, askBacklog),
-		wakes:         make(chan *handle, wakeBacklog),
-		active:        make(map[string]Promotion),
-		handles:       make(map[string]*handle),
-		opened:        make(map[string]time.Time),
-		missing:       make(map[string]time.Time),
-		gone:          make(map[string]bool),
-		idleAt:        make(map[string]uint64),
-		confirmedSeen: make(map[string]int64),
-		jr:            newJournals(cfg.JournalBytes),
-		sold:          newSoldMemory(cfg.SoldOutMemory),
+		client: client,
+		st:     st,
+		gate:   gate,
+		reg:    reg,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		asks:   make(chan ask, askBacklog),
+		wakes:  make(chan *handle, wakeBacklog),
+		jr:     newJournals(cfg.JournalBytes),
+		sold:   newSoldMemory(cfg.SoldOutMemory),
 	}
+	m.jr.m, m.sold.m, m.rb.m = m, m, m
+	m.dl, m.ch, m.wk, m.ad = deadLetters{m}, changes{m}, waker{m}, admission{m}
+	m.op, m.rt, m.so = opener{m}, retirement{m}, segmentOps{m}
 	m.known.Store(&map[string]*handle{})
 	if !cfg.DisableHints {
 		m.hints, err = hint.New(client, hint.Config{
 			Channel: func(id string) string { return gate.Keys(id).Hints() },
 			OnHint: func(h hint.Hint) {
-				m.memoryHint(h)
-				m.hinted(h)
+				m.sold.memoryHint(h)
+				m.wk.hinted(h)
 			},
 			Logger: cfg.Logger,
 		})
@@ -184,18 +160,19 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 			defer func() { _ = m.hints.Stop(context.Background()) }()
 		}
-		if err := m.recheck(ctx, true); err != nil {
+		l := newLoop(m)
+		if err := l.recheck(ctx, true); err != nil {
 			first <- err
 			return
 		}
 		m.running.Store(true)
 		first <- nil
-		wg.Go(func() { m.runWaker(runCtx) })
-		wg.Go(func() { m.runJournals(runCtx) })
+		wg.Go(func() { m.wk.runWaker(runCtx) })
+		wg.Go(func() { m.jr.runJournals(runCtx) })
 		if m.sold.ttl > 0 {
-			wg.Go(func() { m.runSoldMemory(runCtx) })
+			wg.Go(func() { m.sold.runSoldMemory(runCtx) })
 		}
-		m.loop(runCtx)
+		l.run(runCtx)
 	})
 	if err != nil {
 		return err

@@ -133,9 +133,9 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 		return View{}, err
 	}
 	if p.retired() {
-		return m.retiredView(ctx, p) // ended long ago
+		return m.rt.retiredView(ctx, p) // ended long ago
 	}
-	if err := m.closeOnGate(ctx, p); errors.Is(err, claim.ErrNotFound) {
+	if err := m.so.closeOnGate(ctx, p); errors.Is(err, claim.ErrNotFound) {
 		// Redis does not hold it: the loop opens it closed.
 		closed := p
 		closed.ClosedAt = m.cfg.Now().UTC()
@@ -146,7 +146,7 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 		return View{}, err
 	}
 	// Instances that remember it sold out answer ended from now on.
-	m.tellChanged(ctx, id)
+	m.ch.tellChanged(ctx, id)
 	sp, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
 	if err != nil {
 		return View{}, domainErr(err)
@@ -163,12 +163,12 @@ func (m *Manager) load(ctx context.Context, id string) (Promotion, error) {
 
 func (m *Manager) view(ctx context.Context, p Promotion) (View, error) {
 	if p.retired() {
-		return m.retiredView(ctx, p)
+		return m.rt.retiredView(ctx, p)
 	}
-	st, err := m.state(ctx, p)
+	st, err := m.so.state(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		if err = m.awaitOpen(ctx, p.ID, Promotion{}, false); err == nil {
-			st, err = m.state(ctx, p)
+			st, err = m.so.state(ctx, p)
 		}
 	}
 	if err != nil {
@@ -220,60 +220,122 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
-	if h := m.segmentedHandle(id); h != nil {
-		return m.claimSegmented(ctx, h, userID, idemKey)
+	c := claimArgs{id: id, userID: userID, idemKey: idemKey, token: token}
+	path := (*admission).claimRoomed // not published here: Redis tells
+	if c.h = (*m.known.Load())[id]; c.h != nil {
+		path = c.h.claim
 	}
-	pass, refused := m.verifyPass(id, userID, token)
-	if idemKey == "" {
-		// A sold-out or ended promotion, answered from memory (soldout.go).
-		h := (*m.known.Load())[id]
-		if err := m.remembered(id, userID, h == nil || h.room); err != nil {
-			m.reportRemaining(id, Claimed{}, err)
-			return Claimed{}, err
+	return path(&m.ad, ctx, c)
+}
+
+// admission takes claims to their scripts and answers them: the claim
+// paths (claimPlain, claimRoomed, claimSegmented) and what they share.
+type admission struct{ m *Manager }
+
+// claimArgs is one claim on its way to its script.
+type claimArgs struct {
+	// h is the promotion's published handle, nil if the loop has not
+	// published it.
+	h                          *handle
+	id, userID, idemKey, token string
+	// retried is set once the claim found the promotion missing in Redis
+	// and the loop opened it: it is not opened a second time.
+	retried bool
+}
+
+// claimPath takes one claim to its promotion's script and answers it.
+// The loop picks a promotion's path once, when it makes its handle
+// (pathOf): claimSegmented, claimPlain (room.go) or claimRoomed (room.go),
+// which also takes the claims of promotions not published here.
+type claimPath func(ad *admission, ctx context.Context, c claimArgs) (Claimed, error)
+
+// pathOf is the claim path of promotion p's handle.
+func pathOf(p Promotion) claimPath {
+	switch {
+	case p.segmented():
+		return (*admission).claimSegmented
+	case p.WaitingRoom.Enabled:
+		return (*admission).claimRoomed
+	default:
+		return (*admission).claimPlain
+	}
+}
+
+// fromMemory answers a claim without an Idempotency-Key on a promotion a
+// claim recently found sold out or ended from this instance's memory
+// (soldout.go); nil if it must run the script.
+func (ad *admission) fromMemory(c claimArgs, room bool) error {
+	if c.idemKey != "" {
+		return nil
+	}
+	err := ad.m.sold.remembered(c.id, c.userID, room)
+	if err != nil {
+		ad.reportRemaining(c.id, Claimed{}, err)
+	}
+	return err
+}
+
+// claimAnswered finishes a claim of a promotion without segments after its
+// script answered res, err: an accepted claim raises the fence, wakes the
+// pool and is journaled; a failed one is learned by the sold-out memory
+// (epoch is the memory's epoch before the script ran), and refused says
+// why an entry token was not accepted, if it was not.
+func (ad *admission) claimAnswered(ctx context.Context, c claimArgs, res claim.Result, err error, epoch uint64, refused error) (Claimed, error) {
+	if err == nil {
+		ad.m.fences.raise(c.id, res.Rank)
+		ad.m.wk.wakePool(c.id)
+		if !res.Replayed {
+			ad.m.jr.journalAccepted(c.id, c.userID, c.idemKey, res)
 		}
+		ad.reportRemaining(c.id, Claimed(res), nil)
+		return Claimed(res), nil
 	}
-	epoch := m.sold.epoch.Load()
-	var res claim.Result
-	err := m.onGate(ctx, id, func() (err error) {
-		res, err = m.claimOnGate(ctx, id, userID, idemKey, pass)
-		return err
-	})
+	if errors.Is(err, claim.ErrNotFound) && !c.retried {
+		return ad.claimMissed(ctx, c)
+	}
+	ad.gateFailed(c.id, err)
 	if errors.Is(err, claim.ErrWrongMode) {
 		// A promotion with segments this instance had not published yet.
-		if c, ok, err := m.claimUnpublished(ctx, id, userID, idemKey); ok {
-			return c, err
+		if cl, ok, err := ad.claimUnpublished(ctx, c.id, c.userID, c.idemKey); ok {
+			return cl, err
 		}
 	}
-	if err != nil {
-		m.learn(id, err, epoch)
-		if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
-			err = fmt.Errorf("%w: %w", err, refused)
-		}
-		m.reportRemaining(id, Claimed{}, err)
+	ad.m.sold.learn(c.id, err, epoch)
+	if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
+		err = fmt.Errorf("%w: %w", err, refused)
+	}
+	ad.reportRemaining(c.id, Claimed{}, err)
+	return Claimed{}, domainErr(err)
+}
+
+// claimMissed takes a claim whose script found no promotion: the loop
+// decides (see onGate), and once it opened the promotion the claim runs
+// once more, on the path of the handle the loop published for it.
+func (ad *admission) claimMissed(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := ad.m.awaitOpen(ctx, c.id, Promotion{}, false); err != nil {
 		return Claimed{}, domainErr(err)
 	}
-	m.fences.raise(id, res.Rank)
-	m.wakePool(id)
-	if !res.Replayed {
-		m.journalAccepted(id, userID, idemKey, res)
+	c.retried = true
+	path := (*admission).claimRoomed
+	if c.h = (*ad.m.known.Load())[c.id]; c.h != nil {
+		path = c.h.claim
 	}
-	m.reportRemaining(id, Claimed(res), nil)
-	return Claimed(res), nil
+	return path(ad, ctx, c)
 }
 
 // reportRemaining hands Config.OnRemaining the stock a claim's answer
 // tells of: an accepted claim's Remaining, none for a sold-out answer. A
 // replayed claim, and any other answer, tells nothing. Only for a promotion
 // without segments: a segmented claim tells of its segment's stock.
-func (m *Manager) reportRemaining(id string, c Claimed, err error) {
-	if m.cfg.OnRemaining == nil {
+func (ad *admission) reportRemaining(id string, c Claimed, err error) {
+	if ad.m.cfg.OnRemaining == nil {
 		return
 	}
 	switch {
 	case err == nil && !c.Replayed && c.Remaining >= 0:
-		m.cfg.OnRemaining(id, c.Remaining)
+		ad.m.cfg.OnRemaining(id, c.Remaining)
 	case errors.Is(err, claim.ErrSoldOut):
-		m.cfg.OnRemaining(id, 0)
+		ad.m.cfg.OnRemaining(id, 0)
 	}
 }
 
@@ -291,18 +353,24 @@ func (m *Manager) onGate(ctx context.Context, id string, call func() error) erro
 		}
 		err = call()
 	}
+	m.ad.gateFailed(id, err)
+	return err
+}
+
+// gateFailed tells the loop what a gate call's error err says of
+// promotion id: Redis lost its writes, or a rebuild paused it.
+func (ad *admission) gateFailed(id string, err error) {
 	if errors.Is(err, claim.ErrLost) {
-		m.reportLost(id)
+		ad.m.reportLost(id)
 	}
 	if errors.Is(err, claim.ErrRebuilding) {
 		// Paused by a rebuild, maybe of an instance that died: the next
 		// re-check looks at it even if it was idle here, and takes the
 		// rebuild over once its hold expires.
-		if h := (*m.known.Load())[id]; h != nil && h.quietUntil.Load() != woken {
+		if h := (*ad.m.known.Load())[id]; h != nil && h.quietUntil.Load() != woken {
 			h.quietUntil.Store(woken)
 		}
 	}
-	return err
 }
 
 // Grant enqueues grants for users in a grant promotion; users granted
@@ -317,7 +385,7 @@ func (m *Manager) Grant(ctx context.Context, id string, userIDs []string) (Grant
 		return Granted{}, domainErr(err)
 	}
 	if res.Enqueued > 0 {
-		m.wakePool(id)
+		m.wk.wakePool(id)
 	}
 	return Granted(res), nil
 }
@@ -340,7 +408,7 @@ func (m *Manager) UserClaims(ctx context.Context, id, userID string) ([]UserClai
 		return nil, err
 	}
 	if p.retired() {
-		return m.retiredClaims(ctx, id, userID)
+		return m.rt.retiredClaims(ctx, id, userID)
 	}
 	segs := p.layout()
 	cs, err := m.gate.UserClaims(ctx, segs.Tag(segs.Of(userID)), userID)

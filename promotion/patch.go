@@ -153,7 +153,7 @@ func (m *Manager) PatchChanged(ctx context.Context, id string, c Change) (View, 
 	if err != nil {
 		return View{}, nil, domainErr(err)
 	}
-	v, sp2, err := m.patch(ctx, sp, c)
+	v, sp2, err := m.ch.patch(ctx, sp, c)
 	if err != nil {
 		return View{}, nil, err
 	}
@@ -184,21 +184,25 @@ func changedFields(before, after store.Promotion) []string {
 	return changed
 }
 
+// changes applies a promotion's changes and revokes and tells the other
+// instances of them; the loop's sweep finishes revokes left half done.
+type changes struct{ m *Manager }
+
 // patch applies c to the promotion sp as Patch describes, and returns it
 // as the database holds it after the change.
-func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View, store.Promotion, error) {
+func (ch *changes) patch(ctx context.Context, sp store.Promotion, c Change) (View, store.Promotion, error) {
 	id := sp.ID
 	p := fromStore(sp)
 	if p.segmented() && (c.Stock != nil || c.EndsAt != nil || c.Paused != nil) {
 		return View{}, store.Promotion{}, errSegmented("changing stock, ends_at or paused")
 	}
-	if err := m.checkChange(p, &c); err != nil {
+	if err := ch.checkChange(p, &c); err != nil {
 		return View{}, store.Promotion{}, err
 	}
 	// The gate's stock is capped by the code pool (gateStock): a raise
 	// above the pool's codes is refused, one that stays under them
 	// applies, and a lowered stock still above them leaves the cap.
-	if err := m.poolCodes(ctx, &p); err != nil {
+	if err := ch.m.op.poolCodes(ctx, &p); err != nil {
 		return View{}, store.Promotion{}, err
 	}
 	if c.Stock != nil && p.codes > 0 && *c.Stock > p.codes && *c.Stock > p.Stock {
@@ -220,8 +224,8 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	}
 	var pt *claim.Patch
 	if c.Stock != nil || c.EndsAt != nil || c.Paused != nil {
-		err := m.onGate(ctx, id, func() (err error) {
-			pt, _, err = m.gate.BeginPatch(ctx, id, rc, patchLease)
+		err := ch.m.onGate(ctx, id, func() (err error) {
+			pt, _, err = ch.m.gate.BeginPatch(ctx, id, rc, patchLease)
 			return err
 		})
 		if err != nil {
@@ -231,14 +235,14 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	// From here on the change is finished even if the caller goes away.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
-	sp2, err := m.st.UpdatePromotion(dctx, id, store.PromotionChange{
+	sp2, err := ch.m.st.UpdatePromotion(dctx, id, store.PromotionChange{
 		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
-		WaitingRoom: c.WaitingRoom.store(), At: m.cfg.Now(),
+		WaitingRoom: c.WaitingRoom.store(), At: ch.m.cfg.Now(),
 	})
 	if err != nil {
 		if pt != nil {
 			if uerr := pt.Undo(dctx, p.gateStock()); uerr != nil {
-				m.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
+				ch.m.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
 			}
 		}
 		return View{}, store.Promotion{}, domainErr(err)
@@ -253,29 +257,29 @@ func (m *Manager) patch(ctx context.Context, sp store.Promotion, c Change) (View
 	if c.WaitingRoom != nil && c.WaitingRoom.levers() {
 		// After the database: a failure here leaves the change to send
 		// again, never Redis ahead of the database.
-		if err := m.applyLevers(dctx, id, *c.WaitingRoom); err != nil {
+		if err := ch.m.applyLevers(dctx, id, *c.WaitingRoom); err != nil {
 			return View{}, store.Promotion{}, err
 		}
 	}
-	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(m.cfg.Now()) {
+	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(ch.m.cfg.Now()) {
 		// A drain deciding at this moment saw the promotion ended: undo it,
 		// as a replay does (see applyReplays).
-		if err := m.st.SetDrained(dctx, id, false); err != nil {
+		if err := ch.m.st.SetDrained(dctx, id, false); err != nil {
 			return View{}, store.Promotion{}, err
 		}
 	}
-	m.tellChanged(dctx, id)
+	ch.tellChanged(dctx, id)
 	// This instance's running pools issue with the changed definition (a
 	// new name) before the change is answered; the others' once the hint
 	// or their next re-check reaches them.
-	m.awaitRefresh(dctx, id)
-	v, err := m.view(ctx, fromStore(sp2))
+	ch.m.awaitRefresh(dctx, id)
+	v, err := ch.m.view(ctx, fromStore(sp2))
 	return v, sp2, domainErr(err)
 }
 
 // checkChange validates c against p, and normalizes the queue page's
 // setting it brings (a copy: the caller's is left alone).
-func (m *Manager) checkChange(p Promotion, c *Change) error {
+func (ch *changes) checkChange(p Promotion, c *Change) error {
 	if c.Name != nil && len(*c.Name) > 200 {
 		return invalid("name", "must be at most 200 characters")
 	}
@@ -330,24 +334,24 @@ func checkRoomChange(p Promotion, c RoomChange) (RoomChange, error) {
 // changed: each drops what it cached about it (its quiet mark here) and
 // re-checks it at the next tick. A lost hint costs at most a quiet
 // re-check interval.
-func (m *Manager) tellChanged(ctx context.Context, id string) {
-	m.hinted(hint.Hint{Key: id, Kind: hint.Changed})
-	if m.hints == nil {
+func (ch *changes) tellChanged(ctx context.Context, id string) {
+	ch.m.wk.hinted(hint.Hint{Key: id, Kind: hint.Changed})
+	if ch.m.hints == nil {
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, hintTimeout)
 	defer cancel()
-	if err := m.hints.Publish(hctx, id, hint.Changed); err != nil {
-		m.log.WarnContext(ctx, "cannot tell other instances of a changed promotion", "promotion", id, "err", err)
+	if err := ch.m.hints.Publish(hctx, id, hint.Changed); err != nil {
+		ch.m.log.WarnContext(ctx, "cannot tell other instances of a changed promotion", "promotion", id, "err", err)
 	}
 }
 
 // forgetCached drops what this instance cached about promotion id because
 // it changed: a quiet promotion becomes ordinary at once, and the sold-out
 // memory forgets it. Never blocks.
-func (m *Manager) forgetCached(id string) {
-	m.forgetSoldOut(id)
-	if h := (*m.known.Load())[id]; h != nil {
+func (ch *changes) forgetCached(id string) {
+	ch.m.sold.forgetSoldOut(id)
+	if h := (*ch.m.known.Load())[id]; h != nil {
 		h.quietUntil.Store(woken)
 		h.codes.Store(0)
 	}
@@ -363,15 +367,15 @@ func agree(p Promotion, mk claim.Mark) bool {
 // the database's where the marks (read by the same re-check) differ: a
 // change that died between its steps, or a definition Redis had from before
 // a change. It skips promotions a change holds (ErrChangeBusy), paused for a
-// rebuild or halted. Loop only.
-func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
+// rebuild or halted.
+func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
 	var errs []error
 	for i, p := range list {
 		if i >= len(marks) {
 			break
 		}
 		mk := marks[i]
-		if !mk.Exists || mk.Paused || mk.Halted != "" || m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
+		if !mk.Exists || mk.Paused || mk.Halted != "" || l.m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
 			continue
 		}
 		if agree(p, mk) {
@@ -380,35 +384,35 @@ func (m *Manager) repair(ctx context.Context, list []Promotion, marks []claim.Ma
 		// The list was read before the marks: read the database again,
 		// after them, so a change applied in between is not undone (and
 		// Repair refuses if one is applied after this read).
-		sp, err := m.st.GetPromotion(ctx, p.ID)
+		sp, err := l.st.GetPromotion(ctx, p.ID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// And the code pool, after the database's stock: it only grows.
 		p = fromStore(sp)
-		if err := m.poolCodes(ctx, &p); err != nil {
+		if err := l.m.op.poolCodes(ctx, &p); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if h := m.handles[p.ID]; h != nil && p.codes > 0 {
+		if h := l.handles[p.ID]; h != nil && p.codes > 0 {
 			h.codes.Store(p.codes + 1)
 		}
 		if agree(p, mk) {
 			continue
 		}
 		stock, ends, held := p.gateStock(), p.EndsAt, p.Paused
-		_, err = m.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
+		_, err = l.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
 			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
 		switch {
 		case errors.Is(err, claim.ErrPatchBusy), errors.Is(err, claim.ErrNotFound):
 		case errors.Is(err, claim.ErrBelowAccepted):
-			m.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
+			l.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
 				"promotion", p.ID, "stock", p.Stock, "redis_stock", mk.Stock)
 		case err != nil:
 			errs = append(errs, err)
 		default:
-			m.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
+			l.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
 				"stock", stock, "ends_at", p.EndsAt, "paused", p.Paused)
 		}
 	}

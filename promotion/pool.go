@@ -124,7 +124,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 	// (repair).
 	p.codes = total
 	below := p.gateStock()
-	pt, err := m.beginCodes(ctx, id, below)
+	pt, err := m.op.beginCodes(ctx, id, below)
 	if err != nil {
 		return PoolAdded{}, domainErr(err)
 	}
@@ -158,7 +158,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 			m.log.WarnContext(ctx, "codes added; the re-check raises the promotion's stock in Redis to them", "promotion", id, "err", err)
 		}
 	}
-	m.tellChanged(dctx, id)
+	m.ch.tellChanged(dctx, id)
 	return PoolAdded{PoolAdded: added, Stock: p.Stock}, nil
 }
 
@@ -174,12 +174,12 @@ const (
 // holds is asked for again a few times (a change holds it for one database
 // write): ErrChangeBusy if it is still held. nil, nil if Redis does not
 // hold the promotion yet: it opens it with the pool's cap.
-func (m *Manager) beginCodes(ctx context.Context, id string, stock int64) (*claim.Patch, error) {
+func (op *opener) beginCodes(ctx context.Context, id string, stock int64) (*claim.Patch, error) {
 	wait := codesRetryWait
 	for i := 0; ; i++ {
 		var pt *claim.Patch
-		err := m.onGate(ctx, id, func() (err error) {
-			pt, _, err = m.gate.BeginPatch(ctx, id, claim.Change{Stock: &stock}, patchLease)
+		err := op.m.onGate(ctx, id, func() (err error) {
+			pt, _, err = op.m.gate.BeginPatch(ctx, id, claim.Change{Stock: &stock}, patchLease)
 			return err
 		})
 		switch {
@@ -201,11 +201,11 @@ func (m *Manager) beginCodes(ctx context.Context, id string, stock int64) (*clai
 
 // poolCodes reads the size of p's code pool into p.codes: coupon
 // promotions only, codesUnknown if it cannot be read.
-func (m *Manager) poolCodes(ctx context.Context, p *Promotion) error {
+func (op *opener) poolCodes(ctx context.Context, p *Promotion) error {
 	if p.Kind != KindCoupon || p.Mode == ModeGrant || p.segmented() {
 		return nil
 	}
-	total, _, err := m.st.PoolSize(ctx, p.ID)
+	total, _, err := op.m.st.PoolSize(ctx, p.ID)
 	if err != nil {
 		p.codes = codesUnknown
 		return fmt.Errorf("promotion %s: read its code pool: %w", p.ID, err)
@@ -218,21 +218,21 @@ func (m *Manager) poolCodes(ctx context.Context, p *Promotion) error {
 // the loop read before unless a change dropped it (forgetCached): a pool
 // only grows, so a size read before is at most too low, which caps the
 // gate lower than needed, never higher, and repair reads it afresh before
-// it sets Redis. Loop only.
-func (m *Manager) withCodes(ctx context.Context, list []Promotion) {
+// it sets Redis.
+func (l *loop) withCodes(ctx context.Context, list []Promotion) {
 	for i := range list {
 		p := &list[i]
-		if h := m.handles[p.ID]; h != nil {
+		if h := l.handles[p.ID]; h != nil {
 			if n := h.codes.Load(); n > 0 {
 				p.codes = n - 1
 				continue
 			}
 		}
-		if err := m.poolCodes(ctx, p); err != nil {
-			m.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
+		if err := l.m.op.poolCodes(ctx, p); err != nil {
+			l.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
 			continue
 		}
-		if h := m.handles[p.ID]; h != nil {
+		if h := l.handles[p.ID]; h != nil {
 			h.codes.Store(p.codes + 1)
 		}
 	}

@@ -45,7 +45,7 @@ const (
 	probeTTL = time.Hour
 )
 
-// probe is the loss probe's state. Loop only.
+// probe is the loss probe's state, held by the loop.
 type probe struct {
 	keys  []string          // one marker key per master
 	last  map[string]string // the value this instance last wrote to each key
@@ -56,17 +56,17 @@ type probe struct {
 }
 
 // probeKey is the marker key of this instance whose hash tag is tag.
-func (m *Manager) probeKey(tag string) string {
-	return keyspace.Of(m.cfg.Prefix, tag).Key(keyspace.Alive + m.cfg.Instance)
+func (l *loop) probeKey(tag string) string {
+	return keyspace.Of(l.cfg.Prefix, tag).Key(keyspace.Alive + l.cfg.Instance)
 }
 
 // probeKeys returns one marker key per Redis master: on a single server
 // one, on a Cluster one per master, in a slot it serves.
-func (m *Manager) probeKeys(ctx context.Context) ([]string, error) {
-	if m.client.Mode() != rueidis.ClientModeCluster {
-		return []string{m.cfg.Prefix + "alive:" + m.cfg.Instance}, nil
+func (l *loop) probeKeys(ctx context.Context) ([]string, error) {
+	if l.client.Mode() != rueidis.ClientModeCluster {
+		return []string{l.cfg.Prefix + "alive:" + l.cfg.Instance}, nil
 	}
-	ranges, err := m.client.Do(ctx, m.client.B().ClusterSlots().Build()).ToArray()
+	ranges, err := l.client.Do(ctx, l.client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("read the Cluster's masters: %w", err)
 	}
@@ -91,8 +91,8 @@ func (m *Manager) probeKeys(ctx context.Context) ([]string, error) {
 	var keys []string
 	for _, spans := range byMaster {
 		for n := 0; n < 1<<20; n++ {
-			k := m.probeKey("alive-" + strconv.Itoa(n))
-			cmd := m.client.B().Get().Key(k).Build()
+			k := l.probeKey("alive-" + strconv.Itoa(n))
+			cmd := l.client.B().Get().Key(k).Build()
 			slot := int64(cmd.Slot())
 			hit := false
 			for _, s := range spans {
@@ -108,14 +108,14 @@ func (m *Manager) probeKeys(ctx context.Context) ([]string, error) {
 }
 
 // probeDue reports whether this re-check probes: a promotion waits for a
-// probe to become idle, or probeIdleEvery re-checks passed. Loop only.
-func (m *Manager) probeDue() bool {
-	m.pr.since++
-	if m.pr.seq == 0 || m.pr.since >= probeIdleEvery {
+// probe to become idle, or probeIdleEvery re-checks passed.
+func (l *loop) probeDue() bool {
+	l.pr.since++
+	if l.pr.seq == 0 || l.pr.since >= probeIdleEvery {
 		return true
 	}
-	for _, at := range m.idleAt {
-		if at == m.pr.seq {
+	for _, at := range l.idleAt {
+		if at == l.pr.seq {
 			return true
 		}
 	}
@@ -125,14 +125,14 @@ func (m *Manager) probeDue() bool {
 // probeLoss writes a new value into every master's marker and reports
 // whether a master returned another value than this instance wrote last:
 // Redis lost writes (or the probe could not tell). The first probe of a
-// key only writes. Loop only.
-func (m *Manager) probeLoss(ctx context.Context) bool {
-	p := &m.pr
+// key only writes.
+func (l *loop) probeLoss(ctx context.Context) bool {
+	p := &l.pr
 	p.since = 0
 	if p.keys == nil || p.reads >= probeTopologyEvery {
-		keys, err := m.probeKeys(ctx)
+		keys, err := l.probeKeys(ctx)
 		if err != nil {
-			m.log.Warn("cannot read where to probe Redis for lost writes; every promotion is re-checked", "err", err)
+			l.log.Warn("cannot read where to probe Redis for lost writes; every promotion is re-checked", "err", err)
 			return true
 		}
 		p.keys, p.reads = keys, 0
@@ -145,10 +145,10 @@ func (m *Manager) probeLoss(ctx context.Context) bool {
 	cmds := make(rueidis.Commands, len(p.keys))
 	for i, k := range p.keys {
 		vals[i] = randomID(8)
-		cmds[i] = m.client.B().Set().Key(k).Value(vals[i]).Get().Px(probeTTL).Build()
+		cmds[i] = l.client.B().Set().Key(k).Value(vals[i]).Get().Px(probeTTL).Build()
 	}
 	lost := false
-	for i, res := range m.client.DoMulti(ctx, cmds...) {
+	for i, res := range l.client.DoMulti(ctx, cmds...) {
 		k := p.keys[i]
 		prev, err := res.ToString()
 		switch {
@@ -156,13 +156,13 @@ func (m *Manager) probeLoss(ctx context.Context) bool {
 			// The value may or may not have landed: either is fine next time.
 			p.alt[k] = vals[i]
 			lost = true
-			m.log.Debug("cannot probe Redis for lost writes; every promotion is re-checked", "key", k, "err", err)
+			l.log.Debug("cannot probe Redis for lost writes; every promotion is re-checked", "key", k, "err", err)
 			continue
 		case p.last[k] == "":
 			// The first probe of the key: nothing to compare with.
 		case prev != p.last[k] && (p.alt[k] == "" || prev != p.alt[k]):
 			lost = true
-			m.log.Warn("Redis lost writes: the marker this instance wrote at its previous probe is gone or older; re-checking every promotion now",
+			l.log.Warn("Redis lost writes: the marker this instance wrote at its previous probe is gone or older; re-checking every promotion now",
 				"key", k, "found", prev != "")
 		}
 		p.last[k], p.alt[k] = vals[i], ""

@@ -74,6 +74,8 @@ type RebuildReport struct {
 // none. Its lifecycle is a startstop.Base whose loop, the keeper, waits for
 // stop, then cancels the rebuilds and waits for them.
 type rebuilder struct {
+	// m is the Manager the rebuilds are for: its gate, store and loop.
+	m       *Manager
 	life    startstop.Base
 	mu      sync.Mutex
 	running map[string]bool      // promotions being rebuilt; written by begin and end under mu
@@ -149,6 +151,12 @@ func (r *rebuilder) stop() {
 	_ = r.life.Stop(context.Background()) // no deadline: a rebuild ends soon after its context
 }
 
+// opener makes a promotion's Redis state exist (its meta hash, its
+// segments, its waiting room, its code pool's cap), paused for a rebuild
+// when the database holds claims Redis lost. Run by the loop, and by a
+// request when no loop runs.
+type opener struct{ m *Manager }
+
 // open makes the promotion's Redis state exist. If the database
 // holds claims of the promotion and Redis has no meta hash for it, Redis
 // lost it: the meta hash is created paused and a rebuild starts.
@@ -157,42 +165,42 @@ func (r *rebuilder) stop() {
 // the database's floor, once the users are restored too. Raised here, it
 // would hide a loss from the re-check, which detects one by the counter
 // being behind the database.
-func (m *Manager) open(ctx context.Context, p Promotion) error {
-	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
+func (op *opener) open(ctx context.Context, p Promotion) error {
+	floors, err := op.m.st.MaxRanks(ctx, []string{p.ID})
 	if err != nil {
 		return fmt.Errorf("open promotion %s: %w", p.ID, err)
 	}
-	return m.openAt(ctx, p, floors[p.ID])
+	return op.openAt(ctx, p, floors[p.ID])
 }
 
 // openAt is open with the database's highest rank of the promotion already
 // read. On a promotion Redis still holds it refreshes its end and closed
 // flag, nothing else.
-func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
-	if err := m.openRoom(ctx, p); err != nil {
+func (op *opener) openAt(ctx context.Context, p Promotion, floor int64) error {
+	if err := op.openRoom(ctx, p); err != nil {
 		return err
 	}
 	if p.segmented() {
-		return m.openSegments(ctx, p, floor)
+		return op.openSegments(ctx, p, floor)
 	}
 	// The stock Redis is given is capped by the code pool, read afresh
 	// (unknown: 0 until the re-check reads it).
-	_ = m.poolCodes(ctx, &p)
-	floor = m.knownFloor(p, floor)
+	_ = op.poolCodes(ctx, &p)
+	floor = op.knownFloor(p, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
 		// from, and a new promotion must not start paused.
-		_, err := m.gate.Open(ctx, p.gate())
+		_, err := op.m.gate.Open(ctx, p.gate())
 		return err
 	}
-	created, err := m.gate.OpenPaused(ctx, p.gate())
+	created, err := op.m.gate.OpenPaused(ctx, p.gate())
 	if err != nil {
 		return err
 	}
 	if created {
-		m.log.Warn("promotion state is missing in Redis though the database holds its claims: claims are paused until it is rebuilt",
+		op.m.log.Warn("promotion state is missing in Redis though the database holds its claims: claims are paused until it is rebuilt",
 			"promotion", p.ID, "database_max_rank", floor)
-		m.startRebuild(p, reasonMissing, true)
+		op.m.rb.startRebuild(p, reasonMissing, true)
 	}
 	return nil
 }
@@ -204,7 +212,7 @@ func (m *Manager) openAt(ctx context.Context, p Promotion, floor int64) error {
 // (seen for the first time) are opened, with the floors read here. It
 // returns the marks it read, one per promotion of list (nil if it could
 // not read them).
-func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
+func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
@@ -218,34 +226,34 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 	// the database was read is in it without any loss.
 	known := make([]int64, len(list))
 	for i, p := range list {
-		known[i] = m.fences.get(p.ID)
+		known[i] = l.m.fences.get(p.ID)
 	}
-	confirmed, err := m.gate.Confirmed(ctx, ids)
+	confirmed, err := l.gate.Confirmed(ctx, ids)
 	var floors map[string]int64
 	if err == nil {
-		floors, err = m.st.MaxRanks(ctx, ids)
+		floors, err = l.st.MaxRanks(ctx, ids)
 	}
 	var marks []claim.Mark
 	if err == nil {
-		marks, err = m.gate.Marks(ctx, ids)
+		marks, err = l.gate.Marks(ctx, ids)
 	}
 	if err != nil {
 		// Still open the new ones, one by one.
 		errs := []error{fmt.Errorf("check rank floors: %w", err)}
 		for _, p := range list {
 			if refresh[p.ID] {
-				errs = append(errs, m.open(ctx, p))
+				errs = append(errs, l.m.op.open(ctx, p))
 			}
 		}
 		return nil, errors.Join(errs...)
 	}
 	var errs []error
 	for i, p := range list {
-		m.confirmedSeen[p.ID] = confirmed[i]
-		m.fences.raise(p.ID, floors[p.ID])
+		l.confirmedSeen[p.ID] = confirmed[i]
+		l.m.fences.raise(p.ID, floors[p.ID])
 		mk, floor := marks[i], max(floors[p.ID], known[i])
 		if refresh[p.ID] || !mk.Exists {
-			if err := m.openAt(ctx, p, floor); err != nil {
+			if err := l.m.op.openAt(ctx, p, floor); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -253,23 +261,23 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 		switch {
 		case p.segmented():
 			// Segments are not rebuilt from the database (segments.go).
-		case m.rb.busy(p.ID), !mk.Exists:
+		case l.m.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
 			// Halted for an operator: only a requested rebuild resumes it.
 		case mk.Paused:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
-			m.startRebuild(p, reasonPaused, false)
+			l.m.rb.startRebuild(p, reasonPaused, false)
 		case floor > mk.Seq:
-			m.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
+			l.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
-			m.startRebuild(p, reasonBehind, false)
+			l.m.rb.startRebuild(p, reasonBehind, false)
 		case confirmed[i] > floors[p.ID]:
-			errs = append(errs, m.halt(ctx, p.ID, confirmed[i], floors[p.ID]))
+			errs = append(errs, l.m.rb.halt(ctx, p.ID, confirmed[i], floors[p.ID]))
 			continue
 		}
-		if m.cfg.OnHalted != nil && mk.Exists {
-			m.cfg.OnHalted(p.ID, mk.Halted != "")
+		if l.cfg.OnHalted != nil && mk.Exists {
+			l.cfg.OnHalted(p.ID, mk.Halted != "")
 		}
 	}
 	return marks, errors.Join(errs...)
@@ -282,18 +290,18 @@ func (m *Manager) checkFloors(ctx context.Context, list []Promotion, refresh map
 // hold claims the database no longer knows; so the promotion waits for an
 // operator, who restores the database or accepts it with a requested
 // rebuild (see docs/failure-modes.md).
-func (m *Manager) halt(ctx context.Context, id string, confirmed, floor int64) error {
+func (rb *rebuilder) halt(ctx context.Context, id string, confirmed, floor int64) error {
 	reason := fmt.Sprintf("database behind Redis: rank %d was confirmed into it, its highest rank is %d", confirmed, floor)
-	halted, err := m.gate.Halt(ctx, id, reason)
+	halted, err := rb.m.gate.Halt(ctx, id, reason)
 	if err != nil {
 		return err
 	}
 	if halted {
-		m.log.Error("the database lost claims it had confirmed (restored from an older backup, or a lagging replica?): claims of the promotion are halted until an operator restores the database or requests a rebuild",
+		rb.m.log.Error("the database lost claims it had confirmed (restored from an older backup, or a lagging replica?): claims of the promotion are halted until an operator restores the database or requests a rebuild",
 			"promotion", id, "redis_confirmed_rank", confirmed, "database_max_rank", floor, "missing_ranks_at_least", confirmed-floor)
 	}
-	if m.cfg.OnHalted != nil {
-		m.cfg.OnHalted(id, true)
+	if rb.m.cfg.OnHalted != nil {
+		rb.m.cfg.OnHalted(id, true)
 	}
 	return nil
 }
@@ -312,49 +320,49 @@ const (
 // startRebuild rebuilds the promotion in the background unless a rebuild
 // of it runs in this process already; created tells that the caller had to
 // create its meta hash. Stop ends it.
-func (m *Manager) startRebuild(p Promotion, reason string, created bool) {
-	m.startRebuildWith(p.ID, func(context.Context) (Promotion, error) { return p, nil }, reason, created)
+func (rb *rebuilder) startRebuild(p Promotion, reason string, created bool) {
+	rb.startRebuildWith(p.ID, func(context.Context) (Promotion, error) { return p, nil }, reason, created)
 }
 
-func (m *Manager) startRebuildWith(id string, def func(context.Context) (Promotion, error), reason string, created bool) {
-	ctx, ok := m.rb.begin(id)
+func (rb *rebuilder) startRebuildWith(id string, def func(context.Context) (Promotion, error), reason string, created bool) {
+	ctx, ok := rb.begin(id)
 	if !ok {
 		return
 	}
 	// Redis lost writes (or an operator asked): the journals read every
 	// claim they hold at their next prune, not only the oldest.
-	m.jr.verify.Store(true)
+	rb.m.jr.verify.Store(true)
 	go func() {
-		defer m.rb.end(id)
+		defer rb.end(id)
 		p, err := def(ctx)
 		if err != nil {
-			m.log.Warn("cannot rebuild promotion; the next re-check retries", "promotion", id, "err", err)
+			rb.m.log.Warn("cannot rebuild promotion; the next re-check retries", "promotion", id, "err", err)
 			return
 		}
-		rep := m.rebuild(ctx, p, reason, created)
+		rep := rb.rebuild(ctx, p, reason, created)
 		switch {
 		case rep.Err == nil:
-			m.log.Warn("promotion rebuilt from the database and resumed",
+			rb.m.log.Warn("promotion rebuilt from the database and resumed",
 				"promotion", p.ID, "reason", reason, "claims", rep.Claims, "database_max_rank", rep.Floor,
 				"seq", rep.Seq, "users_raised", rep.Restored.Users, "statuses", rep.Restored.Statuses,
 				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "paused_for", rep.Took)
 			if rep.Restored.Requeued > 0 {
-				m.wakePool(p.ID)
+				rb.m.wk.wakePool(p.ID)
 			}
 		case errors.Is(rep.Err, claim.ErrNotPaused):
-			m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
+			rb.m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrHalted):
-			m.log.Debug("promotion is halted for an operator; not rebuilding it", "promotion", p.ID)
+			rb.m.log.Debug("promotion is halted for an operator; not rebuilding it", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrRebuildBusy):
-			m.log.Debug("promotion is being rebuilt by another instance", "promotion", p.ID)
+			rb.m.log.Debug("promotion is being rebuilt by another instance", "promotion", p.ID)
 		case ctx.Err() != nil:
-			m.log.Info("rebuild interrupted by shutdown; the promotion stays paused for the next start", "promotion", p.ID)
+			rb.m.log.Info("rebuild interrupted by shutdown; the promotion stays paused for the next start", "promotion", p.ID)
 		default:
-			m.log.Warn("rebuild failed; the promotion stays paused and the next re-check retries",
+			rb.m.log.Warn("rebuild failed; the promotion stays paused and the next re-check retries",
 				"promotion", p.ID, "reason", reason, "err", rep.Err)
 		}
-		if m.cfg.OnRebuild != nil {
-			m.cfg.OnRebuild(rep)
+		if rb.m.cfg.OnRebuild != nil {
+			rb.m.cfg.OnRebuild(rep)
 		}
 	}()
 }
@@ -384,7 +392,7 @@ func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(rbCtx, cancel)()
-	rep := m.rebuild(ctx, p, reasonRequested, false)
+	rep := m.rb.rebuild(ctx, p, reasonRequested, false)
 	rep.Err = domainErr(rep.Err)
 	return rep, rep.Err
 }
@@ -393,10 +401,10 @@ func (m *Manager) Rebuild(ctx context.Context, id string) (RebuildReport, error)
 // page, raise the rank counter to the database's highest rank, resume. On
 // failure the hold is given up and the promotion stays paused. created
 // tells that Redis was found without the promotion before this call.
-func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, created bool) (rep RebuildReport) {
-	start := m.cfg.Now()
+func (rb *rebuilder) rebuild(ctx context.Context, p Promotion, reason string, created bool) (rep RebuildReport) {
+	start := rb.m.cfg.Now()
 	rep = RebuildReport{PromotionID: p.ID, Reason: reason, Created: created}
-	defer func() { rep.Took = m.cfg.Now().Sub(start) }()
+	defer func() { rep.Took = rb.m.cfg.Now().Sub(start) }()
 	if p.retired() {
 		// Retired is not lost: its Redis state was deleted on purpose.
 		rep.Err = errRetired
@@ -406,24 +414,24 @@ func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, creat
 	// The rank counter is raised by Resume, not by Pause (no SeqFloor):
 	// raised before the rebuild is done, it would hide the loss from the
 	// next re-check if this rebuild failed in between.
-	pause := m.gate.Pause
+	pause := rb.m.gate.Pause
 	switch reason {
 	case reasonPaused, reasonFenced:
-		pause = m.gate.TakeOver
+		pause = rb.m.gate.TakeOver
 	case reasonRequested:
-		pause = m.gate.PauseHalted
+		pause = rb.m.gate.PauseHalted
 	}
-	if err := m.poolCodes(ctx, &p); err != nil {
+	if err := rb.m.op.poolCodes(ctx, &p); err != nil {
 		rep.Err = err
 		return rep
 	}
-	r, err := pause(ctx, p.gate(), m.cfg.Instance, DefaultRebuildHold)
+	r, err := pause(ctx, p.gate(), rb.m.cfg.Instance, DefaultRebuildHold)
 	if err != nil {
 		rep.Err = err
 		return rep
 	}
 	rep.Created = rep.Created || r.Created()
-	if err := m.restoreAll(ctx, p, r, &rep); err != nil {
+	if err := rb.restoreAll(ctx, p, r, &rep); err != nil {
 		rep.Err = err
 		// Give the hold up so the next re-check starts over at once; a hold
 		// another rebuild took is not ours, and Release leaves it alone.
@@ -442,11 +450,11 @@ func (m *Manager) rebuild(ctx context.Context, p Promotion, reason string, creat
 // database gains after that read (an issuer's batch still in flight from
 // before the loss) puts the counter behind again, and the next re-check
 // rebuilds once more.
-func (m *Manager) restoreAll(ctx context.Context, p Promotion, r *claim.Rebuild, rep *RebuildReport) error {
+func (rb *rebuilder) restoreAll(ctx context.Context, p Promotion, r *claim.Rebuild, rep *RebuildReport) error {
 	var after int64
 	known := make([]claim.Known, 0, claim.RestoreChunk)
 	for {
-		page, err := m.st.ClaimsByRank(ctx, p.ID, after, claim.RestoreChunk)
+		page, err := rb.m.st.ClaimsByRank(ctx, p.ID, after, claim.RestoreChunk)
 		if err != nil {
 			return err
 		}
@@ -467,13 +475,13 @@ func (m *Manager) restoreAll(ctx context.Context, p Promotion, r *claim.Rebuild,
 		rep.Claims += int64(len(page))
 		after = page[len(page)-1].Rank
 	}
-	floors, err := m.st.MaxRanks(ctx, []string{p.ID})
+	floors, err := rb.m.st.MaxRanks(ctx, []string{p.ID})
 	if err != nil {
 		return err
 	}
 	// The fence covers ranks this instance answered or confirmed that the
 	// database may not show yet: Redis's counter must not fall below them.
-	rep.Floor = m.knownFloor(p, floors[p.ID])
+	rep.Floor = rb.m.op.knownFloor(p, floors[p.ID])
 	seq, err := r.Resume(ctx, rep.Floor)
 	if err != nil {
 		return err

@@ -19,8 +19,8 @@ import (
 // next idle re-check is due, so an instance whose promotions are all idle
 // sends Redis only its loss probes (probe.go) in between; a probe that
 // finds Redis lost writes has every promotion re-checked at once.
-func (m *Manager) recheck(ctx context.Context, first bool) error {
-	stored, err := m.st.ListUndrained(ctx)
+func (l *loop) recheck(ctx context.Context, first bool) error {
+	stored, err := l.st.ListUndrained(ctx)
 	if err != nil {
 		return err
 	}
@@ -30,12 +30,12 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		list[i] = fromStore(sp)
 		fresh[sp.ID] = list[i]
 	}
-	prev := m.active
-	m.active = fresh
-	m.track(list, true)
-	m.resize(ctx, list, first)
+	prev := l.active
+	l.active = fresh
+	l.track(list, true)
+	l.resize(ctx, list, first)
 
-	now := m.cfg.Now()
+	now := l.cfg.Now()
 	var errs []error
 	// Redis is fast, the database is the truth: a promotion whose counters
 	// fell behind the database is paused and rebuilt before anything else.
@@ -48,29 +48,29 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 	}
 	// Every promotion is looked at if Redis may have lost writes.
 	all := first
-	if m.probeDue() && m.probeLoss(ctx) {
+	if l.probeDue() && l.probeLoss(ctx) {
 		all = true
 	}
-	list = m.due(ctx, list, refresh, all, now)
-	m.withCodes(ctx, list)
-	marks, err := m.checkFloors(ctx, list, refresh)
+	list = l.due(ctx, list, refresh, all, now)
+	l.withCodes(ctx, list)
+	marks, err := l.checkFloors(ctx, list, refresh)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	m.lastDue = make(map[string]claim.Mark, len(list))
+	l.lastDue = make(map[string]claim.Mark, len(list))
 	for i, p := range list {
 		if i < len(marks) {
-			m.lastDue[p.ID] = marks[i]
+			l.lastDue[p.ID] = marks[i]
 		} else {
-			m.lastDue[p.ID] = claim.Mark{}
+			l.lastDue[p.ID] = claim.Mark{}
 		}
 	}
-	if err := m.repair(ctx, list, marks); err != nil {
+	if err := l.repair(ctx, list, marks); err != nil {
 		errs = append(errs, err)
 	}
 	// One pipelined round trip reads every promotion's backlog.
-	works, werrs := m.groupWorks(ctx, list)
-	segBusy, err := m.segmentWork(ctx, list, first)
+	works, werrs := l.m.groupWorks(ctx, list)
+	segBusy, err := l.segmentWork(ctx, list, first)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -78,34 +78,34 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 		work, err := works[i], werrs[i]
 		if err != nil {
 			errs = append(errs, err)
-			delete(m.idleAt, p.ID)
+			delete(l.idleAt, p.ID)
 			continue
 		}
-		if m.cfg.OnBacklog != nil {
-			m.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
+		if l.cfg.OnBacklog != nil {
+			l.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
 		}
 		if work.busy() || first {
-			if _, err := m.startOrWakePool(ctx, m.handles[p.ID]); err != nil {
+			if _, err := l.m.wk.startOrWakePool(ctx, l.handles[p.ID]); err != nil {
 				errs = append(errs, err)
 			}
-			delete(m.idleAt, p.ID)
+			delete(l.idleAt, p.ID)
 			continue
 		}
-		running := m.reg.Running(p.ID) || segBusy[p.ID]
-		calm := marks != nil && !running && m.journalEmpty(p.ID) && !m.rb.busy(p.ID) && canIdle(p, marks[i])
+		running := l.reg.Running(p.ID) || segBusy[p.ID]
+		calm := marks != nil && !running && l.journalEmpty(p.ID) && !l.m.rb.busy(p.ID) && canIdle(p, marks[i])
 		if p.ended(now) && !running {
-			if err := m.maybeDrain(ctx, p); err != nil {
+			if err := l.maybeDrain(ctx, p); err != nil {
 				errs = append(errs, err)
 				calm = false
 			}
-			if _, undrained := m.active[p.ID]; !undrained {
+			if _, undrained := l.active[p.ID]; !undrained {
 				continue
 			}
 		}
 		if calm {
-			m.markIdle(p, now)
+			l.markIdle(p, now)
 		} else {
-			delete(m.idleAt, p.ID)
+			delete(l.idleAt, p.ID)
 		}
 	}
 	return errors.Join(errs...)
@@ -118,22 +118,22 @@ func (m *Manager) recheck(ctx context.Context, first bool) error {
 // they are still idle. An idle promotion left out is still checked
 // against the database (one query, no Redis command): a database whose
 // highest rank is below the rank Redis last showed confirmed (the
-// database-older-than-Redis halt) makes it due now. Loop only.
-func (m *Manager) due(ctx context.Context, list []Promotion, refresh map[string]bool, all bool, now time.Time) []Promotion {
+// database-older-than-Redis halt) makes it due now.
+func (l *loop) due(ctx context.Context, list []Promotion, refresh map[string]bool, all bool, now time.Time) []Promotion {
 	out := list[:0:0]
 	var skipped []string
 	for _, p := range list {
-		h := m.handles[p.ID]
+		h := l.handles[p.ID]
 		if h != nil && !refresh[p.ID] && !all {
 			// Half a tick early rather than a whole tick late.
 			until := h.quietUntil.Load()
-			at, idle := m.idleAt[p.ID]
-			if until > 0 && idle && at < m.pr.seq && now.Add(m.cfg.RecheckInterval/2).UnixNano() < until {
+			at, idle := l.idleAt[p.ID]
+			if until > 0 && idle && at < l.pr.seq && now.Add(l.cfg.RecheckInterval/2).UnixNano() < until {
 				skipped = append(skipped, p.ID)
 				continue
 			}
 			if until == woken {
-				delete(m.idleAt, p.ID)
+				delete(l.idleAt, p.ID)
 			}
 		}
 		if h != nil {
@@ -144,15 +144,15 @@ func (m *Manager) due(ctx context.Context, list []Promotion, refresh map[string]
 	if len(skipped) == 0 {
 		return out
 	}
-	floors, err := m.st.MaxRanks(ctx, skipped)
+	floors, err := l.st.MaxRanks(ctx, skipped)
 	if err != nil {
-		m.log.Debug("cannot read the highest ranks of idle promotions; the next re-check retries", "err", err)
+		l.log.Debug("cannot read the highest ranks of idle promotions; the next re-check retries", "err", err)
 		return out
 	}
 	for _, id := range skipped {
-		if floors[id] < m.confirmedSeen[id] {
-			m.handles[id].quietUntil.Store(0)
-			out = append(out, m.active[id])
+		if floors[id] < l.confirmedSeen[id] {
+			l.handles[id].quietUntil.Store(0)
+			out = append(out, l.active[id])
 		}
 	}
 	return out
@@ -161,13 +161,13 @@ func (m *Manager) due(ctx context.Context, list []Promotion, refresh map[string]
 // markIdle records that a re-check found p idle: it is looked at again
 // after Config.IdleRecheckInterval, or when it ends if that is sooner (an
 // ended one not yet drained: sooner still, backing off), unless a claim or
-// a hint comes first. Loop only.
-func (m *Manager) markIdle(p Promotion, now time.Time) {
-	h := m.handles[p.ID]
+// a hint comes first.
+func (l *loop) markIdle(p Promotion, now time.Time) {
+	h := l.handles[p.ID]
 	if h == nil {
 		return
 	}
-	until := now.Add(m.cfg.IdleRecheckInterval)
+	until := now.Add(l.cfg.IdleRecheckInterval)
 	switch {
 	case !p.ended(now) && p.EndsAt.Before(until):
 		until = p.EndsAt
@@ -175,22 +175,22 @@ func (m *Manager) markIdle(p Promotion, now time.Time) {
 		// Ended and not drained yet (by Redis TIME, the claims'
 		// clock, it may not have ended): looked at again after as long as
 		// it has been ended here, at least a re-check interval.
-		until = now.Add(min(m.cfg.IdleRecheckInterval, max(now.Sub(p.EndsAt), m.cfg.RecheckInterval)))
+		until = now.Add(min(l.cfg.IdleRecheckInterval, max(now.Sub(p.EndsAt), l.cfg.RecheckInterval)))
 	}
 	// Unless a claim or a hint came since due cleared the mark.
 	if !h.quietUntil.CompareAndSwap(0, until.UnixNano()) {
-		delete(m.idleAt, p.ID)
+		delete(l.idleAt, p.ID)
 		return
 	}
-	if _, ok := m.idleAt[p.ID]; !ok {
-		m.idleAt[p.ID] = m.pr.seq
+	if _, ok := l.idleAt[p.ID]; !ok {
+		l.idleAt[p.ID] = l.pr.seq
 	}
 }
 
 // journalEmpty reports whether every claim of promotion id this instance
-// answered was seen confirmed. Loop only.
-func (m *Manager) journalEmpty(id string) bool {
-	h := m.handles[id]
+// answered was seen confirmed.
+func (l *loop) journalEmpty(id string) bool {
+	h := l.handles[id]
 	return h == nil || h.journaled.Load() == 0
 }
 
@@ -262,22 +262,22 @@ func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
 // Redis TIME — the clock the claim script's window uses — never by this
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
-func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
-	isEnded, seq, err := m.ended(ctx, p)
+func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
+	isEnded, seq, err := l.m.so.ended(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
 	}
 	if err != nil || !isEnded {
 		return err
 	}
-	c, err := m.st.Counts(ctx, p.ID)
+	c, err := l.st.Counts(ctx, p.ID)
 	if err != nil {
 		return err
 	}
 	if c.Issued+c.Failed+c.Voided < seq {
 		return nil
 	}
-	if err := m.st.MarkDrained(ctx, p.ID, m.cfg.Now()); err != nil {
+	if err := l.st.MarkDrained(ctx, p.ID, l.cfg.Now()); err != nil {
 		return err
 	}
 	// A replay may have moved claims back into the pipeline, and a re-rank
@@ -286,22 +286,22 @@ func (m *Manager) maybeDrain(ctx context.Context, p Promotion) error {
 	// its claims later undoes it itself).
 	// A change may have moved the end later meanwhile (see Patch): a
 	// promotion no longer ended is not drained either.
-	ended2, seq2, err := m.ended(ctx, p)
+	ended2, seq2, err := l.m.so.ended(ctx, p)
 	if err == nil {
-		c, err = m.st.Counts(ctx, p.ID)
+		c, err = l.st.Counts(ctx, p.ID)
 	}
 	if err != nil || !ended2 || seq2 != seq || c.Issued+c.Failed+c.Voided < seq2 {
-		if uerr := m.st.SetDrained(ctx, p.ID, false); uerr != nil {
+		if uerr := l.st.SetDrained(ctx, p.ID, false); uerr != nil {
 			return errors.Join(err, uerr)
 		}
 		return err
 	}
-	delete(m.active, p.ID)
-	m.untrack(p.ID)
-	m.fences.forget(p.ID)
-	if m.cfg.OnDrained != nil {
-		m.cfg.OnDrained(p.ID)
+	delete(l.active, p.ID)
+	l.untrack(p.ID)
+	l.m.fences.forget(p.ID)
+	if l.cfg.OnDrained != nil {
+		l.cfg.OnDrained(p.ID)
 	}
-	m.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
+	l.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
 	return nil
 }

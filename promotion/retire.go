@@ -48,35 +48,35 @@ const (
 )
 
 // maybeRetire runs a retirement pass if one is due (every sweepEvery
-// re-checks). Loop only.
-func (m *Manager) maybeRetire(ctx context.Context) {
-	now := m.cfg.Now()
-	if !m.lastRetire.IsZero() && now.Sub(m.lastRetire) < sweepEvery*m.cfg.RecheckInterval {
+// re-checks).
+func (l *loop) maybeRetire(ctx context.Context) {
+	now := l.cfg.Now()
+	if !l.lastRetire.IsZero() && now.Sub(l.lastRetire) < sweepEvery*l.cfg.RecheckInterval {
 		return
 	}
-	since := now.Add(-m.cfg.Retention) // the first pass finishes what a crash left
-	if !m.lastRetire.IsZero() {
-		since = m.lastRetire.Add(-retireSkew)
+	since := now.Add(-l.cfg.Retention) // the first pass finishes what a crash left
+	if !l.lastRetire.IsZero() {
+		since = l.lastRetire.Add(-retireSkew)
 	}
-	if err := m.retirePass(ctx, now, since); err != nil {
+	if err := l.retirePass(ctx, now, since); err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn("retirement pass failed; the next re-check retries", "err", err)
+			l.log.Warn("retirement pass failed; the next re-check retries", "err", err)
 		}
 		return
 	}
-	m.lastRetire = now
+	l.lastRetire = now
 }
 
 // retirePass retires the promotions drained at least Retention before now,
-// and finishes those retired since since. Loop only.
-func (m *Manager) retirePass(ctx context.Context, now, since time.Time) error {
-	ps, err := m.st.ListRetirable(ctx, now.Add(-m.cfg.Retention), since, retireBatch)
+// and finishes those retired since since.
+func (l *loop) retirePass(ctx context.Context, now, since time.Time) error {
+	ps, err := l.st.ListRetirable(ctx, now.Add(-l.cfg.Retention), since, retireBatch)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, sp := range ps {
-		if err := m.retire(ctx, fromStore(sp), now); err != nil {
+		if err := l.retire(ctx, fromStore(sp), now); err != nil {
 			errs = append(errs, fmt.Errorf("retire %s: %w", sp.ID, err))
 		}
 	}
@@ -84,22 +84,21 @@ func (m *Manager) retirePass(ctx context.Context, now, since time.Time) error {
 }
 
 // retire retires p (or finishes retiring it): the database, then Redis.
-// Loop only.
-func (m *Manager) retire(ctx context.Context, p Promotion, now time.Time) error {
+func (l *loop) retire(ctx context.Context, p Promotion, now time.Time) error {
 	if !p.retired() {
-		if _, watched := m.active[p.ID]; watched || m.reg.Running(p.ID) {
+		if _, watched := l.active[p.ID]; watched || l.reg.Running(p.ID) {
 			return nil // claims came back (a replay): not drained any more
 		}
-		work, err := m.groupWork(ctx, p.ID)
+		work, err := l.m.rt.groupWork(ctx, p.ID)
 		if err != nil {
 			return err
 		}
 		if work.busy() {
-			m.log.Warn("drained promotion still has claims in its stream; not retiring it yet",
+			l.log.Warn("drained promotion still has claims in its stream; not retiring it yet",
 				"promotion", p.ID, "pending", work.pending, "lag", work.lag)
 			return nil
 		}
-		sp, err := m.st.RetirePromotion(ctx, p.ID, now)
+		sp, err := l.st.RetirePromotion(ctx, p.ID, now)
 		if errors.Is(err, store.ErrNotRetirable) {
 			return nil
 		}
@@ -108,19 +107,24 @@ func (m *Manager) retire(ctx context.Context, p Promotion, now time.Time) error 
 		}
 		p = fromStore(sp)
 	}
-	if err := m.clearRedis(ctx, p); err != nil {
+	if err := l.m.rt.clearRedis(ctx, p); err != nil {
 		return err
 	}
-	m.fences.forget(p.ID)
-	m.log.Info("promotion retired: its Redis state is deleted, the database answers for it",
+	l.m.fences.forget(p.ID)
+	l.log.Info("promotion retired: its Redis state is deleted, the database answers for it",
 		"promotion", p.ID, "retired_at", p.RetiredAt)
 	return nil
 }
 
+// retirement is what the loop's retirement pass and the requests that
+// read a retired promotion share: its stream's backlog, its Redis keys,
+// its view from the database.
+type retirement struct{ m *Manager }
+
 // groupWork reads the issuers group's backlog of promotion id; a stream or
 // group that does not exist has none.
-func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) {
-	res := m.client.Do(ctx, m.client.B().XinfoGroups().Key(m.gate.Keys(id).Stream()).Build())
+func (rt *retirement) groupWork(ctx context.Context, id string) (groupState, error) {
+	res := rt.m.client.Do(ctx, rt.m.client.B().XinfoGroups().Key(rt.m.gate.Keys(id).Stream()).Build())
 	if err := res.Error(); err != nil && strings.Contains(err.Error(), "no such key") {
 		return groupState{}, nil
 	}
@@ -134,14 +138,14 @@ func (m *Manager) groupWork(ctx context.Context, id string) (groupState, error) 
 // clearRedis deletes a retired promotion's Redis state in one pipelined
 // round trip: the dead-letter stream trimmed (the database holds every dead
 // letter) and every key deleted. Idempotent.
-func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
-	k := m.gate.Keys(p.ID)
-	b := m.client.B()
+func (rt *retirement) clearRedis(ctx context.Context, p Promotion) error {
+	k := rt.m.gate.Keys(p.ID)
+	b := rt.m.client.B()
 	keys := append(k.State(), stream.FailuresKey(k.Stream(), claim.Group))
 	if p.segmented() {
-		keys = append(keys, m.segmentKeys(p)...)
+		keys = append(keys, rt.m.so.segmentKeys(p)...)
 	}
-	if rooms := m.cfg.Rooms; rooms != nil {
+	if rooms := rt.m.cfg.Rooms; rooms != nil {
 		keys = append(keys, rooms.Keys(p.ID).All()...)
 	}
 	cmds := rueidis.Commands{
@@ -153,12 +157,12 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 		cmds = append(cmds, b.Del().Key(key).Build())
 	}
 	var errs []error
-	for _, res := range m.client.DoMulti(ctx, cmds...) {
+	for _, res := range rt.m.client.DoMulti(ctx, cmds...) {
 		if err := res.Error(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if rooms := m.cfg.Rooms; rooms != nil && len(errs) == 0 {
+	if rooms := rt.m.cfg.Rooms; rooms != nil && len(errs) == 0 {
 		errs = append(errs, rooms.Unregister(ctx, p.ID))
 	}
 	return errors.Join(errs...)
@@ -166,8 +170,8 @@ func (m *Manager) clearRedis(ctx context.Context, p Promotion) error {
 
 // retiredView is the view of a retired promotion, from the database alone:
 // its state as it was when it drained (ended), its counts from the rows.
-func (m *Manager) retiredView(ctx context.Context, p Promotion) (View, error) {
-	c, err := m.st.Counts(ctx, p.ID)
+func (rt *retirement) retiredView(ctx context.Context, p Promotion) (View, error) {
+	c, err := rt.m.st.Counts(ctx, p.ID)
 	if err != nil {
 		return View{}, err
 	}
@@ -183,8 +187,8 @@ func (m *Manager) retiredView(ctx context.Context, p Promotion) (View, error) {
 
 // retiredClaims is a user's claims in a retired promotion, from the
 // database: the issued ones.
-func (m *Manager) retiredClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
-	issued, err := m.st.ListIssued(ctx, id, userID)
+func (rt *retirement) retiredClaims(ctx context.Context, id, userID string) ([]UserClaim, error) {
+	issued, err := rt.m.st.ListIssued(ctx, id, userID)
 	if err != nil {
 		return nil, domainErr(err)
 	}
@@ -200,8 +204,8 @@ var errRetired = fmt.Errorf("%w: the promotion is retired", ErrEnded)
 
 // notRetired loads promotion id and fails with ErrEnded if it is retired:
 // for the admin steps that would write its Redis state (replay, void).
-func (m *Manager) notRetired(ctx context.Context, id string) error {
-	p, err := m.load(ctx, id)
+func (rt *retirement) notRetired(ctx context.Context, id string) error {
+	p, err := rt.m.load(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	if returnStock {
 		// A pool code once handed out is spent: a unit given back would
 		// have no code to be issued with.
-		if err := m.poolCodes(ctx, &p); err != nil {
+		if err := m.op.poolCodes(ctx, &p); err != nil {
 			return Revoked{}, err
 		}
 		returnStock = p.codes == 0
@@ -87,7 +87,7 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 			out.Skipped = append(out.Skipped, c)
 		}
 	}
-	pending, refused, err := m.applyRevokes(dctx, dctx, p, rows)
+	pending, refused, err := m.ch.applyRevokes(dctx, dctx, p, rows)
 	for _, f := range pending {
 		out.Pending = append(out.Pending, f.claimID)
 		m.log.WarnContext(ctx, "issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
@@ -120,19 +120,19 @@ type undoFailure struct {
 // (issue.Revoker), the Redis step because a claim already revoked is left
 // alone. The undos run under undoCtx, the rest under ctx. err reports the
 // failures of the Redis and database steps.
-func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending, refused []undoFailure, err error) {
+func (ch *changes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending, refused []undoFailure, err error) {
 	if len(rows) == 0 {
 		return nil, nil, nil
 	}
 	var errs []error
 	undone := rows[:0:0]
-	if rv, ok := m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
+	if rv, ok := ch.m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
 		sp := p.toStore()
 		for _, is := range rows {
 			switch err := rv.Revoke(undoCtx, sp, is); {
 			case errors.Is(err, stream.ErrPermanent):
 				refused = append(refused, undoFailure{is.ClaimID, err})
-				m.log.Error("the issuer refused the undo of a revoked claim: the claim stays revoked and the undo is not tried again; settle it with the other system",
+				ch.m.log.Error("the issuer refused the undo of a revoked claim: the claim stays revoked and the undo is not tried again; settle it with the other system",
 					"promotion", p.ID, "claim", is.ClaimID, "user", is.UserID, "err", err)
 			case err != nil:
 				pending = append(pending, undoFailure{is.ClaimID, err})
@@ -156,7 +156,7 @@ func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows [
 		ret   bool
 		ranks []int64
 	}{{true, returned}, {false, kept}} {
-		_, u, err := m.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
+		_, u, err := ch.m.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
 		if err != nil {
 			return pending, refused, errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
 		}
@@ -168,11 +168,11 @@ func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows [
 			done = append(done, is.ClaimID)
 		}
 	}
-	if err := m.st.MarkRevokesApplied(ctx, done); err != nil {
+	if err := ch.m.st.MarkRevokesApplied(ctx, done); err != nil {
 		errs = append(errs, err)
 	}
 	if len(returned) > 0 {
-		m.tellChanged(ctx, p.ID)
+		ch.tellChanged(ctx, p.ID)
 	}
 	return pending, refused, errors.Join(errs...)
 }
@@ -182,8 +182,8 @@ func (m *Manager) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows [
 // issuers' undos (calls to other systems, which may hang until their
 // timeout) share a budget of one re-check interval per sweep: those left
 // when it is spent fail at once and wait for the next sweep.
-func (m *Manager) sweepRevokes(ctx context.Context) error {
-	rows, err := m.st.ListUnappliedRevokes(ctx, m.cfg.Now().Add(-sweepAge*m.cfg.RecheckInterval), sweepBatch)
+func (ch *changes) sweepRevokes(ctx context.Context) error {
+	rows, err := ch.m.st.ListUnappliedRevokes(ctx, ch.m.cfg.Now().Add(-sweepAge*ch.m.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
@@ -191,26 +191,26 @@ func (m *Manager) sweepRevokes(ctx context.Context) error {
 	for _, is := range rows {
 		byPromo[is.PromotionID] = append(byPromo[is.PromotionID], is)
 	}
-	undoCtx, cancel := context.WithTimeout(ctx, m.cfg.RecheckInterval)
+	undoCtx, cancel := context.WithTimeout(ctx, ch.m.cfg.RecheckInterval)
 	defer cancel()
 	var (
 		errs   []error
 		undone int
 	)
 	for id, list := range byPromo {
-		p, err := m.load(ctx, id)
+		p, err := ch.m.load(ctx, id)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pending, _, err := m.applyRevokes(ctx, undoCtx, p, list)
+		pending, _, err := ch.applyRevokes(ctx, undoCtx, p, list)
 		errs = append(errs, err)
 		undone += len(pending)
 		if len(pending) > 0 {
-			m.log.Warn("issuer's undo of revoked claims still fails; the next sweep runs it again",
+			ch.m.log.Warn("issuer's undo of revoked claims still fails; the next sweep runs it again",
 				"promotion", id, "claims", len(pending), "first", pending[0].claimID, "err", pending[0].err)
 		}
 	}
-	m.log.Warn("applied revokes left unfinished", "revokes", len(rows), "still_pending", undone)
+	ch.m.log.Warn("applied revokes left unfinished", "revokes", len(rows), "still_pending", undone)
 	return errors.Join(errs...)
 }

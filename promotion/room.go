@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -198,15 +197,15 @@ func (m *Manager) Prequeue(ctx context.Context, id string, offset, limit int64) 
 // openRoom opens p's waiting room, if it has one, before its claim state:
 // so whenever Redis holds the claim state of a promotion with a room, it
 // holds the room too, and the claim script asks for a pass.
-func (m *Manager) openRoom(ctx context.Context, p Promotion) error {
+func (op *opener) openRoom(ctx context.Context, p Promotion) error {
 	if !p.WaitingRoom.Enabled {
 		return nil
 	}
-	if m.cfg.Rooms == nil {
-		m.log.Warn("promotion has a waiting room but this instance runs none: its claims are refused here", "promotion", p.ID)
+	if op.m.cfg.Rooms == nil {
+		op.m.log.Warn("promotion has a waiting room but this instance runs none: its claims are refused here", "promotion", p.ID)
 		return nil
 	}
-	if _, err := m.cfg.Rooms.Open(ctx, p.ID, roomSettings(p)); err != nil {
+	if _, err := op.m.cfg.Rooms.Open(ctx, p.ID, roomSettings(p)); err != nil {
 		return err
 	}
 	return nil
@@ -221,31 +220,48 @@ var (
 
 // verifyPass checks userID's entry token for promotion id: the pass id
 // (0 for none) and, when there is none, why.
-func (m *Manager) verifyPass(id, userID, token string) (int64, error) {
+func (ad *admission) verifyPass(id, userID, token string) (int64, error) {
 	if token == "" {
 		return 0, errNoToken
 	}
-	if m.cfg.Rooms == nil {
+	if ad.m.cfg.Rooms == nil {
 		return 0, errNoRooms
 	}
-	p, err := m.cfg.Rooms.Verify(id, userID, token)
+	p, err := ad.m.cfg.Rooms.Verify(id, userID, token)
 	if err != nil {
 		return 0, err
 	}
 	return p.ID, nil
 }
 
-// claimOnGate runs the claim script of promotion id: the plain one when the
-// loop knows the promotion has no waiting room, else the one that spends a
-// pass, which finds out from Redis whether the room exists (a promotion
-// created by another instance a moment ago may have one).
-func (m *Manager) claimOnGate(ctx context.Context, id, userID, idemKey string, pass int64) (claim.Result, error) {
-	fence := m.fences.get(id)
-	if h := (*m.known.Load())[id]; h != nil && !h.room {
-		return m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+// claimPlain is the claim path of a promotion the loop published with no
+// waiting room: the plain claim script, with the promotion's fence.
+func (ad *admission) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := ad.fromMemory(c, false); err != nil {
+		return Claimed{}, err
 	}
-	keys := waitroom.KeysFor(m.cfg.Prefix, id).SpendKeys()
-	return m.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
+	epoch := ad.m.sold.epoch.Load()
+	id, userID, idemKey := c.id, c.userID, c.idemKey
+	fence := ad.m.fences.get(id)
+	res, err := ad.m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+	return ad.claimAnswered(ctx, c, res, err, epoch, nil)
+}
+
+// claimRoomed is the claim path of a promotion with a waiting room, and of
+// one the loop has not published: the claim script that spends a pass,
+// which finds out from Redis whether the room exists (a promotion created
+// by another instance a moment ago may have one).
+func (ad *admission) claimRoomed(ctx context.Context, c claimArgs) (Claimed, error) {
+	pass, refused := ad.verifyPass(c.id, c.userID, c.token)
+	if err := ad.fromMemory(c, true); err != nil {
+		return Claimed{}, err
+	}
+	epoch := ad.m.sold.epoch.Load()
+	id, userID, idemKey := c.id, c.userID, c.idemKey
+	fence := ad.m.fences.get(id)
+	keys := waitroom.KeysFor(ad.m.cfg.Prefix, id).SpendKeys()
+	res, err := ad.m.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
+	return ad.claimAnswered(ctx, c, res, err, epoch, refused)
 }
 
 // roomCounts reads the counts of p's waiting room; zero without one, or

@@ -98,9 +98,9 @@ func (m *Manager) presenceKey() string { return m.cfg.Prefix + "instances" }
 
 // resize recomputes the pool size of every promotion in list that states
 // an expected rate, re-reading the live instance count every sizeEvery
-// re-checks (and on the first). Loop only; a promotion's size takes effect
+// re-checks (and on the first); a promotion's size takes effect
 // the next time its pool starts.
-func (m *Manager) resize(ctx context.Context, list []Promotion, first bool) {
+func (l *loop) resize(ctx context.Context, list []Promotion, first bool) {
 	stated := false
 	for _, p := range list {
 		if p.ExpectedClaimsPerSecond > 0 {
@@ -111,27 +111,27 @@ func (m *Manager) resize(ctx context.Context, list []Promotion, first bool) {
 	if !stated {
 		return
 	}
-	now := m.cfg.Now()
-	if every := sizeEvery * m.cfg.RecheckInterval; first || m.instances == 0 || now.Sub(m.lastCount) >= every {
-		m.lastCount = now
-		n, err := m.reg.Instances(ctx, m.presenceKey(), 3*every)
+	now := l.cfg.Now()
+	if every := sizeEvery * l.cfg.RecheckInterval; first || l.instances == 0 || now.Sub(l.lastCount) >= every {
+		l.lastCount = now
+		n, err := l.reg.Instances(ctx, l.m.presenceKey(), 3*every)
 		if err != nil {
-			m.log.Warn("cannot count the live instances; pools are sized as before", "err", err)
+			l.log.Warn("cannot count the live instances; pools are sized as before", "err", err)
 		} else {
-			m.instances = n
-			m.announced.Store(true)
+			l.instances = n
+			l.m.announced.Store(true)
 		}
 	}
 	for _, p := range list {
-		if h := m.handles[p.ID]; h != nil {
-			h.size.Store(m.poolSize(p))
+		if h := l.handles[p.ID]; h != nil {
+			h.size.Store(l.poolSize(p))
 		}
 	}
 }
 
 // poolSize is PoolSize for p with the instance count last read and the
-// rate measured so far. Loop only.
-func (m *Manager) poolSize(p Promotion) int32 {
-	st := m.reg.Config()
-	return int32(PoolSize(p.ExpectedClaimsPerSecond, m.instances, m.rates.rate(), st.MinConsumers, st.MaxConsumers))
+// rate measured so far.
+func (l *loop) poolSize(p Promotion) int32 {
+	st := l.reg.Config()
+	return int32(PoolSize(p.ExpectedClaimsPerSecond, l.instances, l.m.rates.rate(), st.MinConsumers, st.MaxConsumers))
 }

@@ -118,6 +118,8 @@ type learning struct {
 
 // soldMemory is the Manager's sold-out memory (see above).
 type soldMemory struct {
+	// m is the Manager the memory works for: its gate and its hints.
+	m    *Manager
 	ttl  time.Duration // ≤ 0: off
 	seed maphash.Seed
 	// snap is the published memory by promotion id: written by run only,
@@ -148,20 +150,20 @@ func (s *soldMemory) hash(user string) uint64 { return maphash.String(s.seed, us
 // the error the claim script would answer, or nil when the claim must go
 // to Redis. room says the promotion has a waiting room (or may have: it
 // is not known yet).
-func (m *Manager) remembered(id, userID string, room bool) error {
-	s := m.sold
+func (sm *soldMemory) remembered(id, userID string, room bool) error {
+	s := sm.m.sold
 	if s.ttl <= 0 {
 		return nil
 	}
 	e := (*s.snap.Load())[id]
-	if e == nil || e.dropped.Load() || m.cfg.Now().UnixNano() >= e.until {
+	if e == nil || e.dropped.Load() || sm.m.cfg.Now().UnixNano() >= e.until {
 		return nil
 	}
 	if e.err == claim.ErrSoldOut && (room || e.holders == nil || e.holders.mayHold(s.hash(userID))) {
 		return nil
 	}
-	if m.cfg.OnMemoryAnswer != nil {
-		m.cfg.OnMemoryAnswer(id, e.code)
+	if sm.m.cfg.OnMemoryAnswer != nil {
+		sm.m.cfg.OnMemoryAnswer(id, e.code)
 	}
 	return e.err
 }
@@ -169,16 +171,16 @@ func (m *Manager) remembered(id, userID string, room bool) error {
 // learn hands the claim script's answer err for promotion id to the
 // memory, if it is one to remember; epoch is s.epoch read before the
 // script ran. Never blocks.
-func (m *Manager) learn(id string, err error, epoch uint64) {
-	if m.sold.ttl <= 0 || (err != claim.ErrSoldOut && err != claim.ErrEnded) {
+func (sm *soldMemory) learn(id string, err error, epoch uint64) {
+	if sm.ttl <= 0 || (err != claim.ErrSoldOut && err != claim.ErrEnded) {
 		return
 	}
-	if e := (*m.sold.snap.Load())[id]; e != nil && e.err == err && !e.dropped.Load() &&
-		m.cfg.Now().Sub(e.learnt) < m.sold.ttl/2 {
+	if e := (*sm.snap.Load())[id]; e != nil && e.err == err && !e.dropped.Load() &&
+		sm.m.cfg.Now().Sub(e.learnt) < sm.ttl/2 {
 		return // learnt a moment ago: the burst of answers in flight teaches nothing new
 	}
 	select {
-	case m.sold.in <- learning{id: id, err: err, epoch: epoch}:
+	case sm.in <- learning{id: id, err: err, epoch: epoch}:
 	default:
 	}
 }
@@ -194,7 +196,7 @@ func (m *Manager) learn(id string, err error, epoch uint64) {
 // stock raise, an end moved later — tells the instances with a changed
 // hint. Dropping the memory on work hints would drop it on the hints of
 // the very claims that sold the promotion out, which arrive after it.
-func (m *Manager) memoryHint(h hint.Hint) {
+func (sm *soldMemory) memoryHint(h hint.Hint) {
 	var err error
 	switch h.Kind {
 	case hint.Work:
@@ -204,18 +206,18 @@ func (m *Manager) memoryHint(h hint.Hint) {
 	case hint.Ended:
 		err = claim.ErrEnded
 	default:
-		m.forgetSoldOut(h.Key)
+		sm.forgetSoldOut(h.Key)
 		return
 	}
-	if m.sold.ttl <= 0 {
+	if sm.ttl <= 0 {
 		return
 	}
-	if e := (*m.sold.snap.Load())[h.Key]; e != nil && e.err == err && !e.dropped.Load() &&
-		m.cfg.Now().Sub(e.learnt) < m.sold.ttl/2 {
+	if e := (*sm.snap.Load())[h.Key]; e != nil && e.err == err && !e.dropped.Load() &&
+		sm.m.cfg.Now().Sub(e.learnt) < sm.ttl/2 {
 		return // this instance's own hint, or one it just had
 	}
 	select {
-	case m.sold.in <- learning{id: h.Key, err: err, epoch: m.sold.epoch.Load(), fromHint: true}:
+	case sm.in <- learning{id: h.Key, err: err, epoch: sm.epoch.Load(), fromHint: true}:
 	default:
 	}
 }
@@ -223,9 +225,9 @@ func (m *Manager) memoryHint(h hint.Hint) {
 // forgetSoldOut drops what the memory holds of promotion id, at once:
 // every later claim of it goes to Redis until the memory learns again from
 // an answer given after this. Never blocks.
-func (m *Manager) forgetSoldOut(id string) {
-	m.sold.epoch.Add(1)
-	if e := (*m.sold.snap.Load())[id]; e != nil {
+func (sm *soldMemory) forgetSoldOut(id string) {
+	sm.epoch.Add(1)
+	if e := (*sm.snap.Load())[id]; e != nil {
 		e.dropped.Store(true)
 	}
 }
@@ -233,8 +235,8 @@ func (m *Manager) forgetSoldOut(id string) {
 // runSoldMemory owns the memory until ctx ends: it learns what claims and
 // hints hand it, and drops expired entries and the holders of promotions
 // no longer watched.
-func (m *Manager) runSoldMemory(ctx context.Context) {
-	s := m.sold
+func (sm *soldMemory) runSoldMemory(ctx context.Context) {
+	s := sm.m.sold
 	t := time.NewTicker(max(s.ttl, 100*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -242,30 +244,30 @@ func (m *Manager) runSoldMemory(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case l := <-s.in:
-			m.learnNow(ctx, l)
+			sm.learnNow(ctx, l)
 		case <-t.C:
-			m.pruneSoldMemory()
+			sm.pruneSoldMemory()
 		}
 	}
 }
 
 // learnNow remembers l, unless a drop came since its answer or the
 // promotion is not one this instance watches. Owner only.
-func (m *Manager) learnNow(ctx context.Context, l learning) {
-	s := m.sold
+func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
+	s := sm.m.sold
 	if s.epoch.Load() != l.epoch {
 		return
 	}
-	h := (*m.known.Load())[l.id]
+	h := (*sm.m.known.Load())[l.id]
 	if h == nil {
 		// Not watched here yet (created elsewhere a moment ago): the
 		// instances that watch it may remember it.
 		if !l.fromHint {
-			m.tellSoldOut(ctx, l)
+			sm.tellSoldOut(ctx, l)
 		}
 		return
 	}
-	now := m.cfg.Now()
+	now := sm.m.cfg.Now()
 	if e := (*s.snap.Load())[l.id]; e != nil && e.err == l.err && !e.dropped.Load() && now.Sub(e.learnt) < s.ttl/2 {
 		return
 	}
@@ -276,10 +278,10 @@ func (m *Manager) learnNow(ctx context.Context, l learning) {
 		e.code = memorySoldOut
 		if !h.room {
 			hctx, cancel := context.WithTimeout(ctx, holderTimeout)
-			hs, err := m.holders(hctx, l.id)
+			hs, err := sm.holders(hctx, l.id)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				m.log.Debug("sold-out memory: holders not read; sold_out is answered by Redis", "promotion", l.id, "err", err)
+				sm.m.log.Debug("sold-out memory: holders not read; sold_out is answered by Redis", "promotion", l.id, "err", err)
 			}
 			e.holders = hs
 		}
@@ -300,13 +302,13 @@ func (m *Manager) learnNow(ctx context.Context, l learning) {
 		return
 	}
 	if !l.fromHint {
-		m.tellSoldOut(ctx, l)
+		sm.tellSoldOut(ctx, l)
 	}
 }
 
 // tellSoldOut publishes what l learnt to the other instances. Owner only.
-func (m *Manager) tellSoldOut(ctx context.Context, l learning) {
-	if m.hints == nil {
+func (sm *soldMemory) tellSoldOut(ctx context.Context, l learning) {
+	if sm.m.hints == nil {
 		return
 	}
 	kind := hint.SoldOut
@@ -315,8 +317,8 @@ func (m *Manager) tellSoldOut(ctx context.Context, l learning) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, hintTimeout)
 	defer cancel()
-	if err := m.hints.Publish(pctx, l.id, kind); err != nil && ctx.Err() == nil {
-		m.log.Debug("cannot tell other instances of a sold-out promotion", "promotion", l.id, "err", err)
+	if err := sm.m.hints.Publish(pctx, l.id, kind); err != nil && ctx.Err() == nil {
+		sm.m.log.Debug("cannot tell other instances of a sold-out promotion", "promotion", l.id, "err", err)
 	}
 }
 
@@ -327,9 +329,9 @@ var errTooManyHolders = errors.New("more holders than the memory keeps")
 // holders returns the hashes of the users of promotion id that may hold a
 // unit: those its users hash lists. It reads the hash again only if its
 // rank counter or length moved since the last read. Owner only.
-func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
-	s := m.sold
-	seq, n, err := m.holderVersion(ctx, id)
+func (sm *soldMemory) holders(ctx context.Context, id string) (*holderSet, error) {
+	s := sm.m.sold
+	seq, n, err := sm.holderVersion(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -343,11 +345,11 @@ func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
 	if s.total+int(n) > maxHolders {
 		return nil, errTooManyHolders
 	}
-	k := m.gate.Keys(id)
+	k := sm.m.gate.Keys(id)
 	hashes := make([]uint64, 0, n)
 	cursor := uint64(0)
 	for {
-		e, err := m.client.Do(ctx, m.client.B().Hscan().Key(k.ByUser()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
+		e, err := sm.m.client.Do(ctx, sm.m.client.B().Hscan().Key(k.ByUser()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
 		if err != nil {
 			return nil, fmt.Errorf("read holders of %s: %w", id, err)
 		}
@@ -361,7 +363,7 @@ func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
 			return nil, errTooManyHolders
 		}
 	}
-	seq2, n2, err := m.holderVersion(ctx, id)
+	seq2, n2, err := sm.holderVersion(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -378,11 +380,11 @@ func (m *Manager) holders(ctx context.Context, id string) (*holderSet, error) {
 // holderVersion reads promotion id's rank counter and the length of its
 // byuser hash (one field per user with a claim, in either layout), in one
 // round trip (one Cluster slot).
-func (m *Manager) holderVersion(ctx context.Context, id string) (seq, n int64, err error) {
-	k := m.gate.Keys(id)
-	res := m.client.DoMulti(ctx,
-		m.client.B().Get().Key(k.Seq()).Build(),
-		m.client.B().Hlen().Key(k.ByUser()).Build())
+func (sm *soldMemory) holderVersion(ctx context.Context, id string) (seq, n int64, err error) {
+	k := sm.m.gate.Keys(id)
+	res := sm.m.client.DoMulti(ctx,
+		sm.m.client.B().Get().Key(k.Seq()).Build(),
+		sm.m.client.B().Hlen().Key(k.ByUser()).Build())
 	if seq, err = res[0].AsInt64(); rueidis.IsRedisNil(err) {
 		seq, err = 0, nil
 	}
@@ -397,10 +399,10 @@ func (m *Manager) holderVersion(ctx context.Context, id string) (seq, n int64, e
 
 // pruneSoldMemory drops expired and dropped entries, and the holders of
 // promotions this instance no longer watches. Owner only.
-func (m *Manager) pruneSoldMemory() {
-	s := m.sold
-	known := *m.known.Load()
-	now := m.cfg.Now().UnixNano()
+func (sm *soldMemory) pruneSoldMemory() {
+	s := sm.m.sold
+	known := *sm.m.known.Load()
+	now := sm.m.cfg.Now().UnixNano()
 	old := *s.snap.Load()
 	next := make(map[string]*memo, len(old))
 	for id, e := range old {
