@@ -251,6 +251,12 @@ func (g *Gate) claim(ctx context.Context, script *rueidis.Lua, id, userID string
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, err)
 	}
+	return decodeClaim(id, userID, &msg)
+}
+
+// decodeClaim decodes one claim's reply of a claim script (see
+// ClaimScriptSource), or one element of the batch claim script's reply.
+func decodeClaim(id, userID string, msg *rueidis.RedisMessage) (Result, error) {
 	if status, err := msg.ToString(); err == nil { // an outcome, answered by its name alone
 		return Result{}, outcome(id, userID, status)
 	}
