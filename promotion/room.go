@@ -188,12 +188,17 @@ func (m *Manager) verifyPass(id, userID, token string) (int64, error) {
 }
 
 // claimOnGate runs the claim script of promotion id: the plain one when the
-// loop knows the promotion has no waiting room, else the one that spends a
-// pass, which finds out from Redis whether the room exists (a promotion
-// created by another instance a moment ago may have one).
+// loop knows the promotion has no waiting room (in a batch with the claims
+// of the promotion queued beside it, unless Config.UnbatchedClaims), else
+// the one that spends a pass, which finds out from Redis whether the room
+// exists (a promotion created by another instance a moment ago may have
+// one).
 func (m *Manager) claimOnGate(ctx context.Context, id, userID, idemKey string, pass int64) (claim.Result, error) {
 	fence := m.fences.get(id)
 	if h := (*m.known.Load())[id]; h != nil && !h.room {
+		if m.batch != nil {
+			return m.batch.Claim(ctx, id, userID, idemKey, fence)
+		}
 		return m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
 	}
 	keys := waitroom.KeysFor(m.cfg.Prefix, id).SpendKeys()

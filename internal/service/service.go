@@ -245,6 +245,7 @@ func (s *Service) start(ctx context.Context) error {
 		Retention:        cfg.Promotions.Retention,
 		SoldOutMemory:    cfg.Promotions.soldOutMemory(),
 		ClassicClaims:    cfg.Promotions.ClassicClaims,
+		UnbatchedClaims:  cfg.Promotions.unbatchedClaims(),
 		OnMemoryAnswer:   pm.MemoryAnswer,
 		OnRemaining:      pm.Remaining,
 		OnHandling:       pm.Handling,
