@@ -42,7 +42,7 @@ func batchBesideTheClaimScript(t *testing.T, tp topo, limit int) {
 	ctx := context.Background()
 	one, batch := rueidis.NewLuaScript(claim.ClaimScriptSource()), rueidis.NewLuaScript(claim.ClaimBatchScriptSource)
 	copies := make([]fixture, 4)
-	const id, users = "batch", 6
+	const id, users = "batch", 12
 	now := time.Now().Truncate(time.Millisecond)
 	for i := range copies {
 		copies[i] = setup(t, tp)

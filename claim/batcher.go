@@ -95,10 +95,12 @@ func (c BatcherConfig) validate() error {
 // claim.
 //
 // One goroutine, its loop, owns the queues of every promotion: it starts
-// with the first claim and runs until Stop. Each call runs in a goroutine
-// of its own, at most InFlight per promotion with claims queued or in
-// flight. A promotion's queue holds at most Queue claims; a claim that
-// finds it full, and every claim after Stop, runs alone, as ClaimFenced.
+// with the first claim and runs until Stop. Each call runs on the
+// goroutine of its batch's first claim, which the loop tells to make it
+// (so a claim at low load costs two hand-overs between goroutines and no
+// new goroutine), at most InFlight per promotion. A promotion's queue
+// holds at most Queue claims; a claim that finds it full, and every claim
+// after Stop, runs alone, as ClaimFenced.
 type Batcher struct {
 	gate *Gate
 	cfg  BatcherConfig
@@ -175,11 +177,20 @@ const (
 
 // waiter is one claim handed to the loop.
 type waiter struct {
-	ctx    context.Context
-	id     string
-	ask    Ask
-	state  atomic.Int32
-	answer chan Answer // buffered: nobody ever blocks answering
+	ctx   context.Context
+	id    string
+	ask   Ask
+	state atomic.Int32
+	reply chan reply // buffered: nobody ever blocks replying
+}
+
+// reply is what a waiter is told: its answer, or, for the first claim of
+// a batch, to make the batch's call (lead) on the claim's goroutine,
+// which answers every claim of the batch, its own included.
+type reply struct {
+	Answer
+	lead []*waiter
+	lane *lane
 }
 
 // Claim admits one claim of userID in promotion id, as ClaimFenced does,
@@ -194,7 +205,7 @@ func (b *Batcher) Claim(ctx context.Context, id, userID, idemKey string, fence i
 		_ = b.life.Start(b.loop)
 		b.started.Store(true)
 	}
-	w := &waiter{ctx: ctx, id: id, ask: Ask{UserID: userID, IdemKey: idemKey, Fence: fence}, answer: make(chan Answer, 1)}
+	w := &waiter{ctx: ctx, id: id, ask: Ask{UserID: userID, IdemKey: idemKey, Fence: fence}, reply: make(chan reply, 1)}
 	select {
 	case <-b.stopping:
 		return b.runAlone(ctx, w)
@@ -206,31 +217,36 @@ func (b *Batcher) Claim(ctx context.Context, id, userID, idemKey string, fence i
 		return b.runAlone(ctx, w)
 	}
 	select {
-	case a := <-w.answer:
-		return b.answered(ctx, w, a)
+	case r := <-w.reply:
+		return b.answered(ctx, w, r)
 	case <-ctx.Done():
 		if w.state.CompareAndSwap(queued, abandoned) {
 			return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, ctx.Err())
 		}
-		return b.answered(ctx, w, <-w.answer)
+		return b.answered(ctx, w, <-w.reply)
 	case <-b.stopped:
 		// Every claim the loop sent or answered was answered before it
 		// returned; one it never took was never sent.
 		select {
-		case a := <-w.answer:
-			return b.answered(ctx, w, a)
+		case r := <-w.reply:
+			return b.answered(ctx, w, r)
 		default:
 			return b.runAlone(ctx, w)
 		}
 	}
 }
 
-// answered returns the answer a claim got from the loop or its call.
-func (b *Batcher) answered(ctx context.Context, w *waiter, a Answer) (Result, error) {
-	if a.Err == errQueueFull {
+// answered returns the answer a claim got from the loop or its batch's
+// call; told to lead its batch, it makes the call first.
+func (b *Batcher) answered(ctx context.Context, w *waiter, r reply) (Result, error) {
+	if r.lead != nil {
+		b.call(r.lane, r.lead)
+		r = <-w.reply
+	}
+	if r.Err == errQueueFull {
 		return b.runAlone(ctx, w)
 	}
-	return a.Result, a.Err
+	return r.Result, r.Err
 }
 
 // runAlone runs a claim that was not sent in a batch alone.
@@ -294,7 +310,7 @@ func (b *Batcher) enqueue(lanes map[string]*lane, w *waiter, touched []*lane) []
 		lanes[w.id] = l
 	}
 	if len(l.queue) >= b.cfg.Queue {
-		w.answer <- Answer{Err: errQueueFull}
+		w.reply <- reply{Answer: Answer{Err: errQueueFull}}
 	} else {
 		l.queue = append(l.queue, w)
 		b.queuedNow.Add(1)
@@ -303,7 +319,8 @@ func (b *Batcher) enqueue(lanes map[string]*lane, w *waiter, touched []*lane) []
 }
 
 // dispatch starts calls of l's queued claims while it has fewer than
-// InFlight in flight, and returns how many it started. A queued claim
+// InFlight in flight, and returns how many it started: the first claim of
+// each batch is told to make the call. A queued claim
 // whose caller gave up is dropped, and one whose context ended is answered
 // its error: neither is sent.
 func (b *Batcher) dispatch(l *lane) int {
@@ -314,7 +331,7 @@ func (b *Batcher) dispatch(l *lane) int {
 		for ; k < len(l.queue) && len(batch) < b.cfg.MaxBatch; k++ {
 			w := l.queue[k]
 			if err := w.ctx.Err(); err != nil && w.state.CompareAndSwap(queued, abandoned) {
-				w.answer <- Answer{Err: fmt.Errorf("claim %s for %s: %w", w.id, w.ask.UserID, err)}
+				w.reply <- reply{Answer: Answer{Err: fmt.Errorf("claim %s for %s: %w", w.id, w.ask.UserID, err)}}
 			} else if w.state.CompareAndSwap(queued, sent) {
 				batch = append(batch, w)
 			}
@@ -329,13 +346,14 @@ func (b *Batcher) dispatch(l *lane) int {
 		l.inFlight++
 		started++
 		b.inFlightNow.Add(1)
-		go b.call(l, batch)
+		batch[0].reply <- reply{lead: batch, lane: l}
 	}
 	return started
 }
 
-// call runs one batch call of l's promotion, answers its claims and hands
-// l back to the loop.
+// call runs one batch call of l's promotion, on the goroutine of its first
+// claim, answers its claims (the first's included) and hands l back to the
+// loop.
 func (b *Batcher) call(l *lane, batch []*waiter) {
 	asks := make([]Ask, len(batch))
 	var deadline time.Time
@@ -350,16 +368,26 @@ func (b *Batcher) call(l *lane, batch []*waiter) {
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	answers, err := b.gate.ClaimBatch(ctx, l.id, asks)
+	var answers []Answer
+	var err error
+	if len(asks) == 1 {
+		// One claim runs the claim script itself, which costs Redis a
+		// little less than a batch of one.
+		a := asks[0]
+		answers = make([]Answer, 1)
+		answers[0].Result, answers[0].Err = b.gate.ClaimFenced(ctx, l.id, a.UserID, a.IdemKey, a.Fence)
+	} else {
+		answers, err = b.gate.ClaimBatch(ctx, l.id, asks)
+	}
 	cancel()
 	b.calls.Add(1)
 	b.batched.Add(int64(len(batch)))
 	b.inFlightNow.Add(-1)
 	for i, w := range batch {
 		if err != nil {
-			w.answer <- Answer{Err: fmt.Errorf("claim %s for %s: %w", l.id, w.ask.UserID, err)}
+			w.reply <- reply{Answer: Answer{Err: fmt.Errorf("claim %s for %s: %w", l.id, w.ask.UserID, err)}}
 		} else {
-			w.answer <- answers[i]
+			w.reply <- reply{Answer: answers[i]}
 		}
 	}
 	b.done <- l
@@ -370,14 +398,14 @@ func (b *Batcher) call(l *lane, batch []*waiter) {
 func (b *Batcher) shutdown(lanes map[string]*lane, calls int) {
 	for _, l := range lanes {
 		for _, w := range l.queue {
-			w.answer <- Answer{Err: ErrBatcherStopped}
+			w.reply <- reply{Answer: Answer{Err: ErrBatcherStopped}}
 		}
 		b.queuedNow.Add(-int64(len(l.queue)))
 	}
 	for more := true; more; {
 		select {
 		case w := <-b.in:
-			w.answer <- Answer{Err: ErrBatcherStopped}
+			w.reply <- reply{Answer: Answer{Err: ErrBatcherStopped}}
 		default:
 			more = false
 		}
