@@ -35,24 +35,79 @@ func BenchmarkClaim(b *testing.B) {
 				c := tp.Client(b)
 				p := redistest.Prefix(b)
 				f := fixture{gate: newLayoutGate(b, c, p, l), client: c, prefix: p, layout: l}
-				benchClaims(b, f, "bench", !tp.Cluster)
+				benchClaims(b, f, "bench", !tp.Cluster, benchInFlight, func(ctx context.Context, id, user string) error {
+					_, err := f.gate.Claim(ctx, id, user, "")
+					return err
+				})
 			})
 		}
 	}
 }
 
-// benchClaims runs b.N accepted claims in promotion id and reports claims/s.
-// It fails if any claim was not accepted or the rank counter disagrees.
-func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
+// BenchmarkClaimBatched is BenchmarkClaim on a single node with 1, 64
+// and 256 claims in flight, each claim run alone (Gate.Claim) or through a
+// claim.Batcher, which sends the claims that queue up behind a promotion's
+// calls in flight in one call of the batch claim script. Batched runs
+// report claims/call beside BenchmarkClaim's figures; with one claim in
+// flight, ns/op is a claim's latency.
+func BenchmarkClaimBatched(b *testing.B) {
+	tp := redistest.Topologies(b)[0]
+	for _, l := range []claim.Layout{claim.LayoutCompact, claim.LayoutClassic} {
+		for _, inFlight := range []int{1, 64, 256} {
+			for _, batched := range []bool{false, true} {
+				name := fmt.Sprintf("%s/in-flight=%d/alone", l, inFlight)
+				if batched {
+					name = fmt.Sprintf("%s/in-flight=%d/batched", l, inFlight)
+				}
+				b.Run(name, func(b *testing.B) { benchBatched(b, tp, l, inFlight, batched) })
+			}
+		}
+	}
+}
+
+// benchBatched is one run of BenchmarkClaimBatched.
+func benchBatched(b *testing.B, tp redistest.Topology, l claim.Layout, inFlight int, batched bool) {
+	c := tp.Client(b)
+	p := redistest.Prefix(b)
+	f := fixture{gate: newLayoutGate(b, c, p, l), client: c, prefix: p, layout: l}
+	// Each claim has a deadline, as the HTTP layer gives it (ClaimTimeout).
+	if !batched {
+		benchClaims(b, f, "bench", true, inFlight, func(ctx context.Context, id, user string) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := f.gate.Claim(ctx, id, user, "")
+			return err
+		})
+		return
+	}
+	bt, err := claim.NewBatcher(f.gate, claim.BatcherConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = bt.Stop(context.Background()) }()
+	benchClaims(b, f, "bench", true, inFlight, func(ctx context.Context, id, user string) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := bt.Claim(ctx, id, user, "", 0)
+		return err
+	})
+	if st := bt.Stats(); st.Calls > 0 {
+		b.ReportMetric(float64(st.Batched)/float64(st.Calls), "claims/call")
+	}
+}
+
+// benchClaims runs b.N accepted claims in promotion id, inFlight at once,
+// each by claim, and reports claims/s. It fails if any claim was not
+// accepted or the rank counter disagrees.
+func benchClaims(b *testing.B, f fixture, id string, redisCPU bool, inFlight int, claim func(ctx context.Context, id, user string) error) {
 	ctx := context.Background()
 	now := time.Now()
-	if _, err := f.gate.Open(ctx, claim.Promotion{ID: id, Stock: 1_000_000_000, PerUserLimit: 1,
-		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour)}); err != nil {
+	if _, err := f.gate.Open(ctx, promotionOf(id, now)); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.drop(b, id) })
 	var users atomic.Int64
-	b.SetParallelism(max(1, benchInFlight/runtime.GOMAXPROCS(0)))
+	b.SetParallelism(max(1, inFlight/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	var redis rueidis.Client // read Redis's CPU only where INFO reaches the one server
@@ -62,15 +117,21 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	cpu := benchcpu.Start(redis)
 	cmds := commandStats(b, redis)
 	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
+	run := func(next func() bool) {
+		for next() {
 			user := "u" + strconv.FormatInt(users.Add(1), 10)
-			if _, err := f.gate.Claim(ctx, id, user, ""); err != nil {
+			if err := claim(ctx, id, user); err != nil {
 				b.Errorf("claim for %s: %v", user, err)
 				return
 			}
 		}
-	})
+	}
+	if inFlight == 1 { // one claim after the other
+		n := 0
+		run(func() bool { n++; return n <= b.N })
+	} else {
+		b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
+	}
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(users.Load())/elapsed.Seconds(), "claims/s")
@@ -83,6 +144,13 @@ func benchClaims(b *testing.B, f fixture, id string, redisCPU bool) {
 	if st.Seq != users.Load() {
 		b.Fatalf("rank counter %d after %d accepted claims", st.Seq, users.Load())
 	}
+}
+
+// promotionOf is the promotion of the claim benchmarks: a stock no run
+// exhausts, a per-user limit of 1, open now.
+func promotionOf(id string, now time.Time) claim.Promotion {
+	return claim.Promotion{ID: id, Stock: 1_000_000_000, PerUserLimit: 1,
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour)}
 }
 
 // cmdStat is one command's line of INFO commandstats: its calls and the

@@ -30,14 +30,24 @@ const claimRoomScriptSource = "-- dibs:claim_room v4" + keyspace.RoomPassLua + l
 //
 // The layout is read from the mode (see Layout) by comparing it whole: only
 // first_come (classic) and first_come:2 (compact) are claimed.
+//
+// leanHead is cut where it reads Redis (leanMeta, leanSeq, leanTime) and
+// where it checks what it read (leanMode, leanFence, leanWindow), so that
+// the batch claim script (batch.go) reads the meta hash, the rank counter
+// and the time once per call and runs the checks, leanTake and leanAccept
+// for each of its claims, text for text the ones a claim runs alone.
 const (
-	leanHead = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
-if not m[1] then return 'not_found' end
+	leanHead = leanMeta + leanMode + leanSeq + leanFence + leanTime + leanWindow
+	leanMeta = `local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'starts_ms', 'ends_ms', 'closed', 'voided', 'mode', 'paused', 'held')
+`
+	leanMode = `if not m[1] then return 'not_found' end
 local compact = m[7] == 'first_come:2'
 if not compact and m[7] ~= 'first_come' then return 'wrong_mode' end
 if m[8] == '1' then return 'rebuilding' end
-local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
-if seq < tonumber(ARGV[4] or '0') then
+`
+	leanSeq = `local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+`
+	leanFence = `if seq < tonumber(ARGV[4] or '0') then
   redis.call('HSET', KEYS[1], 'paused', 1)
   return 'lost'
 end
@@ -53,9 +63,11 @@ if idem ~= '' then
   end
 end
 if m[5] == '1' then return 'ended' end
-local t = redis.call('TIME')
+`
+	leanTime = `local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-if now < tonumber(m[3]) then return 'not_started' end
+`
+	leanWindow = `if now < tonumber(m[3]) then return 'not_started' end
 if now >= tonumber(m[4]) then return 'ended' end
 if m[9] == '1' then return 'held' end
 `

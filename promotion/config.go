@@ -35,6 +35,12 @@ type Config struct {
 	// compact one: for rolling upgrades while instances of an earlier
 	// release, which refuse compact promotions, still run.
 	ClassicClaims bool
+	// UnbatchedClaims turns the batching of claims off: each claim of a
+	// promotion without a waiting room then runs the claim script in a call
+	// of its own, instead of joining the claims of its promotion that queue
+	// up while a call is in flight (claim.Batcher, one claim_batch call for
+	// all of them). Defaults to false: claims batched.
+	UnbatchedClaims bool
 	// Instance names this process's consumers; unique per live process.
 	// Defaults to a random id.
 	Instance string

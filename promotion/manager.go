@@ -40,6 +40,7 @@ type Manager struct {
 	client rueidis.Client
 	st     store.Store
 	gate   *claim.Gate
+	batch  *claim.Batcher // nil with Config.UnbatchedClaims
 	reg    *stream.Registry
 	hints  *hint.Bus // nil with Config.DisableHints
 	cfg    Config
@@ -100,6 +101,12 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}
+	var batch *claim.Batcher
+	if !cfg.UnbatchedClaims {
+		if batch, err = claim.NewBatcher(gate, claim.BatcherConfig{}); err != nil {
+			return nil, fmt.Errorf("promotion manager: %w", err)
+		}
+	}
 	reg, err := stream.NewRegistry(client, cfg.Instance, cfg.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("promotion manager: %w", err)
@@ -108,6 +115,7 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 		client: client,
 		st:     st,
 		gate:   gate,
+		batch:  batch,
 		reg:    reg,
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -190,6 +198,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.running.Store(false)
 	err := m.life.Stop(ctx)
 	m.rb.stop()
+	if m.batch != nil {
+		err = errors.Join(err, m.batch.Stop(ctx))
+	}
 	err = errors.Join(err, m.reg.Stop(ctx))
 	if m.announced.Load() {
 		// Best effort: the announcement expires anyway.

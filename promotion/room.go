@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/waitroom"
 )
 
@@ -235,7 +236,9 @@ func (ad *admission) verifyPass(id, userID, token string) (int64, error) {
 }
 
 // claimPlain is the claim path of a promotion the loop published with no
-// waiting room: the plain claim script, with the promotion's fence.
+// waiting room: the plain claim script, with the promotion's fence, in a
+// batch with the claims of the promotion queued beside it (unless
+// Config.UnbatchedClaims).
 func (ad *admission) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
 	if err := ad.fromMemory(c, false); err != nil {
 		return Claimed{}, err
@@ -243,7 +246,15 @@ func (ad *admission) claimPlain(ctx context.Context, c claimArgs) (Claimed, erro
 	epoch := ad.m.sold.epoch.Load()
 	id, userID, idemKey := c.id, c.userID, c.idemKey
 	fence := ad.m.fences.get(id)
-	res, err := ad.m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+	var (
+		res claim.Result
+		err error
+	)
+	if b := ad.m.batch; b != nil { // in one call with the claims queued beside it
+		res, err = b.Claim(ctx, id, userID, idemKey, fence)
+	} else {
+		res, err = ad.m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+	}
 	return ad.claimAnswered(ctx, c, res, err, epoch, nil)
 }
 

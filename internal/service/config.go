@@ -197,6 +197,16 @@ type PromotionsConfig struct {
 	// full (docs/tuning.md). 1..86400. Defaults to
 	// promotion.DefaultIdleRecheckInterval (600).
 	IdleRecheckSeconds int `yaml:"idle_recheck_seconds"`
+	// BatchClaims sends the claims of a promotion without a waiting room
+	// that queue up while one of its claim calls is in flight to Redis
+	// together, in one call (docs/tuning.md): false runs each claim in a
+	// call of its own. Defaults to true when absent.
+	BatchClaims *bool `yaml:"batch_claims"`
+}
+
+// unbatchedClaims is BatchClaims as promotion.Config.UnbatchedClaims.
+func (p PromotionsConfig) unbatchedClaims() bool {
+	return p.BatchClaims != nil && !*p.BatchClaims
 }
 
 // soldOutMemory is SoldOutMemoryMS as promotion.Config.SoldOutMemory.

@@ -30,3 +30,29 @@ func TestClassicClaimsConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchClaimsConfig: promotions.batch_claims is on unless set false,
+// and a value that is not a boolean is an error.
+func TestBatchClaimsConfig(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		body           string
+		unbatched, bad bool
+	}{
+		"absent": {body: "promotions:\n  retention: 1h\n"},
+		"true":   {body: "promotions:\n  batch_claims: true\n"},
+		"false":  {body: "promotions:\n  batch_claims: false\n", unbatched: true},
+		"bad":    {body: "promotions:\n  batch_claims: maybe\n", bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadYAML(t, c.body)
+			if c.bad != (err != nil) {
+				t.Fatalf("LoadFile: %v, want an error: %v", err, c.bad)
+			}
+			if err == nil && cfg.Promotions.unbatchedClaims() != c.unbatched {
+				t.Fatalf("unbatched claims = %v, want %v", cfg.Promotions.unbatchedClaims(), c.unbatched)
+			}
+		})
+	}
+}

@@ -260,6 +260,7 @@ func (s *Service) managerConfig(rooms *waitroom.Rooms, pm *promotion.Metrics, ta
 		Retention:           cfg.Promotions.Retention,
 		SoldOutMemory:       cfg.Promotions.soldOutMemory(),
 		ClassicClaims:       cfg.Promotions.ClassicClaims,
+		UnbatchedClaims:     cfg.Promotions.unbatchedClaims(),
 		OnMemoryAnswer:      pm.MemoryAnswer,
 		OnRemaining:         pm.Remaining,
 		OnHandling:          pm.Handling,
