@@ -50,6 +50,8 @@ func exerciseClaim(t *testing.T, layout claim.Layout) {
 	must(t, "claim fenced", err)
 	_, err = g.Claim(ctx, "p", "u1", "k1")
 	must(t, "claim replayed", err)
+	_, err = g.ClaimBatch(ctx, "p", []claim.Ask{{UserID: "u3"}, {UserID: "u4", IdemKey: "k4"}, {UserID: "u1", IdemKey: "k1"}})
+	must(t, "claim batch", err)
 	_, err = g.State(ctx, "p")
 	must(t, "state", err)
 	_, err = g.UserClaims(ctx, "p", "u1")
