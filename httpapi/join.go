@@ -23,26 +23,7 @@ func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request, id, user strin
 	call := func() (waitroom.Standing, error) {
 		return rooms.JoinWithProof(r.Context(), id, user, proof, s.cfg.Manager.RoomPowDifficulty(id))
 	}
-	st, err := call()
-	if errors.Is(err, promotion.ErrRoomNotFound) {
-		// No room in Redis: the promotion may be unknown, have no room, or
-		// not be opened on this instance yet (reading it opens it).
-		v, gerr := s.cfg.Manager.Get(r.Context(), id)
-		if gerr != nil {
-			s.fail(w, r, gerr)
-			return st, false
-		}
-		if !v.WaitingRoom.Enabled {
-			problem(CodeNotFound, "this promotion has no waiting room; claim directly").write(w, r)
-			return st, false
-		}
-		st, err = call()
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return st, false
-	}
-	return st, true
+	return s.inRoom(w, r, id, call)
 }
 
 // challengeProblem is the problem of a join refused for its proof of work:

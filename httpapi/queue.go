@@ -149,6 +149,15 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 			return rooms.Status(r.Context(), id, user, true)
 		}
 	}
+	return s.inRoom(w, r, id, call)
+}
+
+// inRoom runs call, a join or a standing of promotion id's waiting room,
+// and answers a failure. When Redis holds no room it reads the promotion
+// (which opens it on this instance if need be): a promotion without a room
+// gets 404, one whose room was only not opened here yet gets call again.
+// It returns call's standing and whether it succeeded.
+func (s *Server) inRoom(w http.ResponseWriter, r *http.Request, id string, call func() (waitroom.Standing, error)) (waitroom.Standing, bool) {
 	st, err := call()
 	if errors.Is(err, promotion.ErrRoomNotFound) {
 		// No room in Redis: the promotion may be unknown, have no room, or
