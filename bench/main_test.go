@@ -3,7 +3,7 @@ package bench
 import (
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // TestMain runs the tests with the shared Redis servers' cleanups and a

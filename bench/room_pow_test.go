@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/service"
+	"github.com/dibsio/dibs/internal/assembly/service"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // startServer starts a dibs server in this process (Redis of the test

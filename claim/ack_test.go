@@ -8,7 +8,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // claimAndRead claims n units of promotion id for users u0..u(n-1) and

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // A promotion of two units, one per user: the gate ranks the first two

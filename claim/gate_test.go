@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // TestPreviousReleaseRefusesCompact runs the previous release's claim

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/benchcpu"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // claimParts are the scripts of BenchmarkClaimScriptParts: each runs one

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // loseFrom makes Redis forget every claim of promotion id from rank from on.

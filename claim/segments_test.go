@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // TestSegmentsLayout checks the pure parts of a segment layout: slots,

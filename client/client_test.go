@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
-	"github.com/dibsio/dibs/internal/partnertest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/partnertest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // issueTimeout bounds the waits for the server's asynchronous work.

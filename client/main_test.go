@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/service"
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/assembly/service"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

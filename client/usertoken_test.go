@@ -13,7 +13,7 @@ import (
 	"github.com/dibsio/dibs/client"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 const userTokenSecret = "client-test-user-token-secret-0123456789abcdef"

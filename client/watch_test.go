@@ -12,7 +12,7 @@ import (
 
 	"github.com/dibsio/dibs/client"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // lineUp creates a promotion with a waiting room that lets one user in a

@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/service"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/assembly/service"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/stream"
 )

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/pgtest"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // env is the Redis and the database of one test, and the test's own

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dibsio/dibs/internal/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
 )
 
 // TestDatabaseOutage breaks the database in three ways while claims keep

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/events"
-	"github.com/dibsio/dibs/internal/servetest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/servetest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestKill9EventDelivery runs two instances that deliver events to one

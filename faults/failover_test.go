@@ -17,8 +17,8 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestClusterFailoverToLaggingReplica runs two instances on a three-master

@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/servetest"
+	"github.com/dibsio/dibs/internal/testkit/servetest"
 )
 
 const adminToken = "faults-admin-token"

@@ -19,8 +19,8 @@ import (
 
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/ui"
-	"github.com/dibsio/dibs/internal/pgtest"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"

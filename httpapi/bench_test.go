@@ -18,7 +18,7 @@ import (
 
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/internal/benchcpu"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestClaimDeadlines: claims that start within an eighth of the timeout

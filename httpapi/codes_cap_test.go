@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestCodesCapStock holds a promotion with a code pool to its codes: with

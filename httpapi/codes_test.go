@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestCodes uploads a coupon promotion's pool as JSON (all or nothing) and

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/dibsio/dibs/internal/partnertest"
+	"github.com/dibsio/dibs/internal/testkit/partnertest"
 )
 
 // chromiumPath is Debian's chromium, which scripts/deps.sh installs.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/httpapi"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"

@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/dibsio/dibs/httpapi"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // logLines collects a logger's lines; safe for any goroutine.

@@ -25,7 +25,7 @@ import (
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/httpapi/queuepage"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // paged is a watched instance with user tokens on, as the queue page needs.

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/promotion"
 )
 

@@ -3,7 +3,7 @@ package promotion_test
 import (
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

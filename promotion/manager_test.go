@@ -16,9 +16,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/pgtest"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 	_ "github.com/dibsio/dibs/store/postgres"

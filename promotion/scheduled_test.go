@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 )

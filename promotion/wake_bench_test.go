@@ -13,8 +13,8 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
 )
@@ -108,7 +108,7 @@ func BenchmarkWakeAcrossInstances(b *testing.B) {
 // options. PINGs are the client's keep-alive of idle connections (one per
 // connection idle for Dialer.KeepAlive, 1 s by default) and are reported
 // apart; "quiet-serve" is "quiet" with the keep-alive dibs serve sets
-// (1 min, see internal/service).
+// (1 min, see internal/assembly/service).
 //
 //	go test -run '^$' -bench BenchmarkIdleInstanceCommands -benchtime 1x ./promotion/
 func BenchmarkIdleInstanceCommands(b *testing.B) {

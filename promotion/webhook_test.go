@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"

@@ -3,7 +3,7 @@ package store_test
 import (
 	"testing"
 
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 func TestMain(m *testing.M) { testmain.Main(m) }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // testBatchWait is the batch wait of these tests: no other timer of a pool

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // streamNodeMaxEntries is the server's stream-node-max-entries: how far past

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // failuresLen is the number of failure counts kept for the test's stream.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 	"github.com/redis/rueidis"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
 	"github.com/dibsio/dibs/internal/startstop"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // A pool answers Start and Stop as every part built on startstop does: a

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestServerVersion(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/redis/rueidis"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // The tests of the allowance shift the room's stored times instead of

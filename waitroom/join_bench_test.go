@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // BenchmarkJoin joins b.N users, each once, into one room of each layout,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // apply changes the room's levers.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // hourAgo is an opening an hour past; tickBounded moves the room's clock a

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestPrequeueOrder(t *testing.T) {

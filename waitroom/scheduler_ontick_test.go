@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestSchedulerOnTick: the scheduler hands each tick of a room whose lease

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/dibsio/dibs/bench"
-	"github.com/dibsio/dibs/internal/demo"
+	"github.com/dibsio/dibs/internal/assembly/demo"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

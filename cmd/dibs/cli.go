@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/dibsio/dibs/client"
+	"github.com/dibsio/dibs/internal/assembly/demo"
+	"github.com/dibsio/dibs/internal/assembly/service"
 	"github.com/dibsio/dibs/internal/buildinfo"
-	"github.com/dibsio/dibs/internal/demo"
-	"github.com/dibsio/dibs/internal/service"
 )
 
 // command is one subcommand: it parses its own flags from args.

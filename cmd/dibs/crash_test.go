@@ -21,10 +21,10 @@ import (
 	"github.com/redis/rueidis"
 	_ "modernc.org/sqlite"
 
-	"github.com/dibsio/dibs/internal/demo"
+	"github.com/dibsio/dibs/internal/assembly/demo"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/servetest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/servetest"
 )
 
 const crashToken = "crash-test-token"

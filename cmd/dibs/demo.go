@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/bench"
-	"github.com/dibsio/dibs/internal/demo"
+	"github.com/dibsio/dibs/internal/assembly/demo"
 )
 
 // The seed scenario: 1,000 stock, 2,000 users in 10 waves of 200.

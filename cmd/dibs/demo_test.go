@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/demo"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/assembly/demo"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 	"github.com/dibsio/dibs/issue"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/dibsio/dibs/internal/service"
+	"github.com/dibsio/dibs/internal/assembly/service"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
-	"github.com/dibsio/dibs/internal/partnertest"
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/servetest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/partnertest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/servetest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 const opsToken = "ops-test-token"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/client"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestReportCommand: after a drop sold out, dibs report prints its

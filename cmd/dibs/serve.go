@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dibsio/dibs/internal/service"
+	"github.com/dibsio/dibs/internal/assembly/service"
 )
 
 // serveFlags are the flags of dibs serve; each also reads an environment variable.

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/service"
+	"github.com/dibsio/dibs/internal/assembly/service"
 )
 
 // TestConfigFileFillsUnsetFlags: addr, redis, db and data_dir from the

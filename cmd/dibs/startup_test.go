@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 // TestServeRefusesBadInputFirst: each bad input stops dibs serve with exit 1

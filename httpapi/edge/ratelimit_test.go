@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestGCRA(t *testing.T) {

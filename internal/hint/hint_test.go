@@ -11,8 +11,8 @@ import (
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/hint"
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestMain ignores rueidis's delayed topology refresh after the connection

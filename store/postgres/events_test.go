@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dibsio/dibs/internal/pgtest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
 	"github.com/dibsio/dibs/store/storetest"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/dibsio/dibs/internal/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/store/postgres"
 )

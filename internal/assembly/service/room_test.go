@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestSchedulerAdmits: dibs serve runs the waiting-room scheduler, which

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -58,7 +58,7 @@ func serve(t *testing.T, s *Service) (string, *http.Client) {
 // every dibs_ series docs/operations.md lists, and no other.
 func TestMetricsAreTheDocumentedOnes(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/operations.md")
+	doc, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/redistest"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

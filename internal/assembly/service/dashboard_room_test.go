@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // TestDashboardRingHoldsRoomUnwatched: dibs serve hands its scheduler's

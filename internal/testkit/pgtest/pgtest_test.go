@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/dibsio/dibs/internal/pgtest"
+	"github.com/dibsio/dibs/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dibsio/dibs/events"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 const hookSecret = "0123456789abcdef-service"

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 // Timeouts of the helpers.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 func TestMain(m *testing.M) { testmain.Main(m) }

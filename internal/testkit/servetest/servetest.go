@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/demo"
+	"github.com/dibsio/dibs/internal/assembly/demo"
 )
 
 // Timeouts of the helpers.

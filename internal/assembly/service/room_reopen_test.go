@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/dibsio/dibs/internal/redistest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/redistest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // roomAPI is a running service with waiting rooms ticked every 20ms, and

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dibsio/dibs/internal/redisserver"
-	"github.com/dibsio/dibs/internal/testmain"
+	"github.com/dibsio/dibs/internal/testkit/testmain"
 )
 
 // Timeouts of the helpers.

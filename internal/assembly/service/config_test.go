@@ -16,7 +16,7 @@ import (
 // every key, must load, and its values must be the defaults.
 func TestTuningDocLoads(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/tuning.md")
+	doc, err := os.ReadFile("../../../docs/tuning.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dibsio/dibs/internal/partnertest"
-	"github.com/dibsio/dibs/internal/wait"
+	"github.com/dibsio/dibs/internal/testkit/partnertest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // logLines decodes the JSON lines logged into b so far; a line that is no
