@@ -262,3 +262,72 @@ func poolProblem(err error) *Problem {
 	}
 	return nil
 }
+
+// fail writes the problem for err.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.problemFor(r, err).write(w, r)
+}
+
+// problemFor maps err to its problem: knownProblem's, else unexpected's.
+func (s *Server) problemFor(r *http.Request, err error) *Problem {
+	if pr := knownProblem(err); pr != nil {
+		return pr
+	}
+	return s.unexpected(r, err)
+}
+
+// knownProblem maps the promotion package's sentinels (its one error
+// vocabulary, the waiting room's and the code pool's among them: see
+// roomProblem and poolProblem) to their problems; nil for any other error.
+// Handlers switch on no other sentinel.
+func knownProblem(err error) *Problem {
+	var ve *promotion.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return problem(CodeInvalidRequest, ve.Error()).withField(ve.Field)
+	case errors.Is(err, promotion.ErrNotFound):
+		return problem(CodeNotFound, "no such promotion")
+	case errors.Is(err, promotion.ErrNotEnded):
+		return problem(CodeNotEnded, "the promotion has not ended: close it first")
+	case errors.Is(err, promotion.ErrBadQuery):
+		return problem(CodeInvalidRequest, err.Error())
+	case errors.Is(err, promotion.ErrAlreadyExists):
+		return problem(CodeAlreadyExists, "a promotion with this id exists")
+	case errors.Is(err, promotion.ErrWrongMode):
+		return problem(CodeInvalidRequest, "this promotion's mode does not allow this call")
+	case errors.Is(err, promotion.ErrAlreadyClaimed):
+		return problem(CodeAlreadyClaimed, "the user reached the promotion's per-user limit")
+	case errors.Is(err, promotion.ErrNotStarted):
+		return problem(CodeNotStarted, "the promotion has not started")
+	case errors.Is(err, promotion.ErrEnded):
+		return problem(CodeEnded, "the promotion has ended")
+	case errors.Is(err, promotion.ErrSoldOut):
+		return problem(CodeSoldOut, "the stock is exhausted")
+	case errors.Is(err, promotion.ErrNotAdmitted):
+		return problem(CodeNotAdmitted, "the promotion has a waiting room and the request carries no valid entry token of this user (X-Entry-Token): join the queue and claim once admitted")
+	case errors.Is(err, promotion.ErrVoided):
+		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
+	case errors.Is(err, promotion.ErrHeld):
+		return problem(CodePaused, "an admin paused this promotion's claims; retry later").retry(PausedRetryAfter)
+	case errors.Is(err, promotion.ErrStockBelowAccepted):
+		return problem(CodeStockBelowAccepted, "the stock cannot go below the claims accepted already; nothing was changed").withField("stock")
+	case errors.Is(err, promotion.ErrChangeBusy):
+		return problem(CodeRequestInProgress, "another change of this promotion is being applied; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrDrained):
+		return problem(CodeEnded, "the promotion ended and every claim of it is settled: its end can no longer move").withField("ends_at")
+	case errors.Is(err, promotion.ErrRebuildBusy):
+		return problem(CodeRebuildInProgress, "a rebuild of this promotion is running; retry once it is done").retry(1)
+	case errors.Is(err, promotion.ErrRebuilding):
+		// Redis lost writes and the promotion's counters are being rebuilt
+		// from the database; nothing was taken, so a plain retry is safe.
+		return problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1)
+	case errors.Is(err, promotion.ErrNotReady):
+		// This instance is still opening the promotion in Redis; nothing
+		// was taken, so a plain retry is safe.
+		return problem(CodeUnavailable, "the promotion is being prepared on this instance; retry shortly").retry(1)
+	}
+	if pr := roomProblem(err); pr != nil {
+		return pr
+	}
+	return poolProblem(err)
+}
