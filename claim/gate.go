@@ -35,9 +35,13 @@ var (
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = errors.New("claim: claim voided")
-	// ErrHeld means an admin paused the promotion (see Gate.Patch): nothing
-	// was taken; claims are answered again once it is resumed.
-	ErrHeld = errors.New("claim: promotion paused by an admin")
+	// ErrPaused means an admin paused the promotion (see Gate.BeginPatch):
+	// nothing was taken; claims are answered again once it is resumed.
+	ErrPaused = errors.New("claim: promotion paused by an admin")
+	// ErrHeld is ErrPaused under its first name.
+	//
+	// Deprecated: use ErrPaused.
+	ErrHeld = ErrPaused
 	// ErrLost means the promotion's rank counter in Redis is below a rank
 	// the caller knows to be taken: Redis lost writes. The script paused the
 	// promotion, nothing was taken, and it wraps ErrRebuilding, so callers
@@ -53,7 +57,7 @@ var outcomes = map[string]error{
 	"already_claimed": ErrAlreadyClaimed,
 	"sold_out":        ErrSoldOut,
 	"rebuilding":      ErrRebuilding,
-	"held":            ErrHeld,
+	"held":            ErrPaused, // the scripts' name of the admin's pause
 	"voided":          ErrVoided,
 	"lost":            ErrLost,
 }
@@ -125,9 +129,9 @@ type Promotion struct {
 	StartsAt     time.Time
 	EndsAt       time.Time
 	Closed       bool
-	// Held is whether an admin paused the promotion's claims (see
-	// Gate.Patch); it is written only when the meta hash is created.
-	Held bool
+	// Paused is whether an admin paused the promotion's claims (see
+	// Gate.BeginPatch); it is written only when the meta hash is created.
+	Paused bool
 	// SeqFloor is the lowest value the rank counter may have: the highest
 	// rank the database knows. Used when rebuilding after Redis lost writes.
 	SeqFloor int64
@@ -140,20 +144,20 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 	return g.open(ctx, p, false)
 }
 
-// open runs openScript for p; paused creates an absent meta hash paused
-// (see OpenPaused).
-func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error) {
+// open runs openScript for p; rebuilding creates an absent meta hash
+// with its claims held for a rebuild (see OpenPaused).
+func (g *Gate) open(ctx context.Context, p Promotion, rebuilding bool) (bool, error) {
 	mode := "first_come"
 	if p.Grant {
 		mode = "grant"
 	}
-	return g.openOn(ctx, g.Keys(p.ID), p, mode, g.layout, paused)
+	return g.openOn(ctx, g.Keys(p.ID), p, mode, g.layout, rebuilding)
 }
 
 // openOn runs openScript on the keys k with p's definition, mode and
 // layout (a segment's keys, share of the stock and classic layout, see
 // OpenSegments).
-func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, layout Layout, paused bool) (bool, error) {
+func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, layout Layout, rebuilding bool) (bool, error) {
 	closed := "0"
 	if p.Closed {
 		closed = "1"
@@ -168,9 +172,9 @@ func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, lay
 		Group,
 	}
 	op := "open promotion " + p.ID
-	args = append(args, flag(paused), flag(p.Held), layout.suffix())
-	if paused {
-		op += " paused"
+	args = append(args, flag(rebuilding), flag(p.Paused), layout.suffix())
+	if rebuilding {
+		op += " for a rebuild"
 	}
 	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream(), k.Status(), k.StatusBytes()}, args).AsInt64()
 	if err != nil {

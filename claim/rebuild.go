@@ -64,9 +64,11 @@ func (g *Gate) OpenPaused(ctx context.Context, p Promotion) (bool, error) {
 
 // Mark is what Redis holds of a promotion's durability markers.
 type Mark struct {
-	Exists bool  // the meta hash exists
-	Paused bool  // claims are paused for a rebuild
-	Seq    int64 // ranks handed out
+	Exists bool // the meta hash exists
+	// Rebuilding is whether claims wait for a rebuild of the counters
+	// (see Gate.Pause; a halted promotion's wait too).
+	Rebuilding bool
+	Seq        int64 // ranks handed out
 	// Halted is why the promotion is halted for an operator (see
 	// Gate.Halt), or "".
 	Halted string
@@ -75,11 +77,11 @@ type Mark struct {
 	// it was closed or found ended by Gate.Ended.
 	Stock, Voided int64
 	Closed        bool
-	// EndsAt is the end the meta hash holds, and Held whether an admin
-	// paused the promotion's claims (see Gate.Patch): the re-check compares
-	// them with the database's and repairs Redis where they differ.
+	// EndsAt is the end the meta hash holds, and Paused whether an admin
+	// paused the promotion's claims (see Gate.BeginPatch): the re-check
+	// compares them with the database's and repairs Redis where they differ.
 	EndsAt time.Time
-	Held   bool
+	Paused bool
 	// Changes counts the changes applied (see Gate.BeginPatch); Repair
 	// takes it.
 	Changes int64
@@ -99,8 +101,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldPaused, "halted", keyspace.FieldVoided,
-				keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldHeld, "patch_seq").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldRebuilding, "halted", keyspace.FieldVoided,
+				keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldPaused, "patch_seq").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -113,8 +115,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if len(meta) == 8 && !meta[0].IsNil() {
 			out[i].Exists = true
 			out[i].Stock, _ = meta[0].AsInt64()
-			p, _ := meta[1].ToString()
-			out[i].Paused = p == "1"
+			r, _ := meta[1].ToString()
+			out[i].Rebuilding = r == "1"
 			out[i].Halted, _ = meta[2].ToString()
 			out[i].Voided, _ = meta[3].AsInt64()
 			c, _ := meta[4].ToString()
@@ -122,8 +124,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 			if ms, err := meta[5].AsInt64(); err == nil {
 				out[i].EndsAt = time.UnixMilli(ms).UTC()
 			}
-			h, _ := meta[6].ToString()
-			out[i].Held = h == "1"
+			p, _ := meta[6].ToString()
+			out[i].Paused = p == "1"
 			if !meta[7].IsNil() {
 				out[i].Changes, _ = meta[7].AsInt64()
 			}

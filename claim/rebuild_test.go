@@ -166,7 +166,7 @@ func TestOpenPaused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []claim.Mark{{Exists: true, Seq: 1}, {Exists: true, Paused: true, Seq: 7}, {}}
+		want := []claim.Mark{{Exists: true, Seq: 1}, {Exists: true, Rebuilding: true, Seq: 7}, {}}
 		for i := range want {
 			// Only the durability markers are compared here.
 			marks[i].Stock, marks[i].EndsAt = 0, time.Time{}

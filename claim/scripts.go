@@ -77,10 +77,12 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // TIME in unix ms, as the entry's at field holds it), {"ok", rank, 1, slot,
 // -1} for a retry answered with its original claim, or the outcome's name
 // as a bare string: one of not_found, wrong_mode, lost, rebuilding, voided,
-// ended, not_started, held, already_claimed, sold_out. held: an admin paused the
-// promotion (meta field held = 1, see Gate.Patch), checked after the window. A promotion paused while its
-// counters are rebuilt (meta field paused = 1) answers rebuilding to every
-// claim, retries included, since its counters cannot be trusted yet. A
+// ended, not_started, held, already_claimed, sold_out. held (ErrPaused): an
+// admin paused the promotion (meta field held = 1, see keyspace.FieldPaused
+// and Gate.BeginPatch), checked after the window. A promotion whose counters
+// are being rebuilt (meta field paused = 1, see keyspace.FieldRebuilding)
+// answers rebuilding to every claim, retries included, since its counters
+// cannot be trusted yet. A
 // retry carrying an Idempotency-Key that was already accepted returns the
 // original rank with replayed = 1 before any other check, so it is answered
 // the same even after the stock ran out.
@@ -165,8 +167,9 @@ return {'ok', enq, dup}
 //
 // KEYS: meta, seq, stream, status, status bytes.
 // ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group,
-// "1" to create the meta hash paused (see Gate.OpenPaused) else "0", "1"
-// if an admin paused the promotion (held, see Gate.Patch) else "0", and
+// "1" to create the meta hash rebuilding (field paused, see Gate.OpenPaused)
+// else "0", "1" if an admin paused the promotion (field held, see
+// Gate.BeginPatch) else "0", and
 // the layout's mode suffix ("" classic, ":2" compact, see Layout).
 //
 // A meta hash created anew records the mode with the layout's suffix,

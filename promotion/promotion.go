@@ -70,7 +70,7 @@ type Promotion struct {
 	// that kind, empty for the others.
 	WebhookURL string
 	// Paused is whether an admin paused the promotion's claims (see
-	// Manager.Patch): they answer ErrHeld until it is resumed.
+	// Manager.Patch): they answer ErrPaused until it is resumed.
 	Paused bool
 	// RevokeReturnsStock is whether a claim an admin revokes gives its
 	// unit back to stock (see Manager.Revoke). Defaults to false.
@@ -133,7 +133,7 @@ func fromStore(p store.Promotion) Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
-		Paused:     p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
+		Paused:     p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 		Segments: max(p.Segments, 1),
 	}
@@ -145,7 +145,7 @@ func (p Promotion) toStore() store.Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
-		Held:       p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
+		Paused:     p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 		Segments: p.Segments,
 	}
@@ -170,7 +170,7 @@ func (p Promotion) gate() claim.Promotion {
 		StartsAt:     p.StartsAt,
 		EndsAt:       p.EndsAt,
 		Closed:       !p.ClosedAt.IsZero(),
-		Held:         p.Paused,
+		Paused:       p.Paused,
 	}
 }
 

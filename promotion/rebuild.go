@@ -264,7 +264,7 @@ func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[st
 		case l.m.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
 			// Halted for an operator: only a requested rebuild resumes it.
-		case mk.Paused:
+		case mk.Rebuilding:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
 			l.m.rb.startRebuild(p, reasonPaused, false)

@@ -107,9 +107,9 @@ type Promotion struct {
 	// WebhookURL is where a KindWebhook promotion's issuer posts each
 	// claim; empty for the other kinds.
 	WebhookURL string
-	// Held is whether an admin paused the promotion's claims (they answer
-	// paused until it is resumed).
-	Held bool
+	// Paused is whether an admin paused the promotion's claims (they answer
+	// paused until it is resumed). Stored in the column held.
+	Paused bool
 	// RevokeReturnsStock is whether a revoked claim's unit goes back to
 	// stock.
 	RevokeReturnsStock bool
@@ -135,7 +135,7 @@ type PromotionChange struct {
 	Name               *string
 	Stock              *int64
 	EndsAt             *time.Time
-	Held               *bool
+	Paused             *bool // see Promotion.Paused
 	RevokeReturnsStock *bool
 	// WaitingRoom changes the waiting room's levers; nil keeps them all.
 	WaitingRoom *WaitingRoomChange
