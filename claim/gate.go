@@ -195,11 +195,20 @@ func (g *Gate) Close(ctx context.Context, id string) error {
 	return nil
 }
 
-// Result is an accepted claim.
+// Result is an accepted claim: the answer to a claim the gate took (or, when
+// Replayed, took before). The promotion package gives it as
+// promotion.Claimed.
 type Result struct {
+	// ClaimID names the claim in the work stream, the database and the
+	// API (see ClaimID).
 	ClaimID string
-	Rank    int64
-	Slot    int
+	// Rank is the claim's place in the promotion's order of acceptance,
+	// from 1, unique in the promotion (a segmented promotion's ranks are
+	// not dense: see Segments).
+	Rank int64
+	// Slot is which of the user's claims this is, from 1 up to the
+	// promotion's per-user limit.
+	Slot int
 	// Replayed is true when an Idempotency-Key matched an earlier accepted
 	// claim: this is that claim's original answer, no new unit was taken.
 	Replayed bool

@@ -174,20 +174,10 @@ func (p Promotion) gate() claim.Promotion {
 	}
 }
 
-// Claimed is an accepted claim.
-type Claimed struct {
-	ClaimID string
-	Rank    int64
-	Slot    int
-	// Replayed is true when an Idempotency-Key matched an earlier accepted
-	// claim: this is that claim's original answer, no new unit was taken.
-	Replayed bool
-	// Remaining is the stock left after this claim; -1 when Replayed.
-	Remaining int64
-	// AcceptedAt is when Redis accepted the claim (Redis TIME, millisecond
-	// precision); zero when Replayed.
-	AcceptedAt time.Time
-}
+// Claimed is an accepted claim, as the claim gate answered it: its id,
+// rank and slot, whether it is a replay of an earlier answer, the stock
+// left and when Redis accepted it (see claim.Result).
+type Claimed = claim.Result
 
 // Granted counts what Grant did.
 type Granted struct {
