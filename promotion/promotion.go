@@ -49,6 +49,14 @@ const DefaultPrefix = keyspace.DefaultPrefix
 // [Manager.Create] fills in what is left zero (see [Normalize]); the times
 // the Manager records as the promotion lives (CreatedAt, ClosedAt,
 // ArchivedAt, RetiredAt) are not the caller's to set.
+//
+// It is the promotion as the Manager's callers see it, not the database's
+// row (store.Promotion), and the two stay apart on purpose: the row also
+// carries the drain's bookkeeping (Drained, DrainedAt), which the Manager
+// keeps and shows only as [View]'s State, and Promotion carries what the
+// Manager learns beside the row (the size of the uploaded code pool, which
+// caps the stock the claim gate holds). The package converts between them
+// where it reads and writes the store, field for field under the same names.
 type Promotion struct {
 	ID           string
 	Name         string

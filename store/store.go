@@ -84,7 +84,14 @@ const (
 	MaxPoolCodeLength = 64
 )
 
-// Promotion is a promotion's definition as stored in the database.
+// Promotion is one promotion as the database keeps it, one row per
+// promotion: what is for sale (Stock units of one Kind, each worth Value),
+// to whom and when (PerUserLimit claims per user between StartsAt and
+// EndsAt, first come or granted by an admin: Mode), the settings an admin
+// may change while it runs (Paused, RevokeReturnsStock, the waiting room)
+// and the milestones of its life (CreatedAt, ClosedAt, ArchivedAt,
+// DrainedAt, RetiredAt). Package promotion shows it to its callers as
+// promotion.Promotion, without the drain's bookkeeping.
 type Promotion struct {
 	ID           string
 	Name         string
