@@ -43,8 +43,8 @@ var (
 	// Deprecated: use ErrPaused.
 	ErrHeld = ErrPaused
 	// ErrLost means the promotion's rank counter in Redis is below a rank
-	// the caller knows to be taken: Redis lost writes. The script paused the
-	// promotion, nothing was taken, and it wraps ErrRebuilding, so callers
+	// the caller knows to be taken: Redis lost writes. The script marked the
+	// promotion rebuilding, nothing was taken, and it wraps ErrRebuilding, so callers
 	// answer it as they answer a rebuild (retry shortly).
 	ErrLost = fmt.Errorf("claim: Redis lost writes below a rank known to be taken: %w", ErrRebuilding)
 )
@@ -145,7 +145,7 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 }
 
 // open runs openScript for p; rebuilding creates an absent meta hash
-// with its claims held for a rebuild (see OpenPaused).
+// rebuilding (see OpenRebuilding).
 func (g *Gate) open(ctx context.Context, p Promotion, rebuilding bool) (bool, error) {
 	mode := "first_come"
 	if p.Grant {
@@ -230,8 +230,8 @@ func (g *Gate) Claim(ctx context.Context, id, userID, idemKey string) (Result, e
 
 // ClaimFenced is Claim with a fence: the highest rank the caller knows to be
 // taken in the promotion (see Fence). If Redis's rank counter is below it,
-// Redis lost writes: nothing is taken, the promotion is paused for a
-// rebuild and ErrLost is returned, so no rank the caller knows of is
+// Redis lost writes: nothing is taken, the promotion is marked rebuilding
+// and ErrLost is returned, so no rank the caller knows of is
 // handed out a second time.
 func (g *Gate) ClaimFenced(ctx context.Context, id, userID, idemKey string, fence int64) (Result, error) {
 	return g.claim(ctx, claimScript, id, userID, g.Keys(id).all(),

@@ -197,7 +197,7 @@ end
 // ms, the entry's at field), {"ok", rank, 1, slot, -1} for an Idempotency-Key
 // retry answered with its original claim, or the outcome's name as a bare
 // string: not_found, wrong_mode, lost (the rank counter is below the fence;
-// the script then pauses the promotion), rebuilding, voided (the retried
+// the script then marks the promotion rebuilding), rebuilding, voided (the retried
 // claim was voided), ended, not_started, held (paused by an admin: ErrPaused),
 // already_claimed or sold_out. (The previous release's script, claim v4,
 // answered these as one-element arrays, and lost as {"lost", seq}.)
