@@ -16,7 +16,7 @@ const MaxBatch = 64
 // function whose ARGV is that claim's (the very text of claimScriptSource,
 // see leanHead). The loop keeps what the claims before wrote and the reads
 // cannot see: the rank counter one higher after each accepted claim, and
-// the promotion paused after a claim that found Redis lost writes.
+// the promotion rebuilding after a claim that found Redis lost writes.
 const claimBatchScriptSource = "-- dibs:claim_batch v1\n" + leanMeta + leanSeq + leanTime +
 	"local function claim(ARGV)\n" + leanMode + leanFence + leanWindow + leanTake + leanAccept + `end
 local out, id = {}, ARGV[1]

@@ -139,7 +139,7 @@ func compareGateBatch(t *testing.T, alone, batched fixture, id string, n int, as
 // sameOutcome reports whether two claim errors are the same sentinel.
 func sameOutcome(a, b error) bool {
 	for _, e := range []error{claim.ErrLost, claim.ErrRebuilding, claim.ErrSoldOut, claim.ErrAlreadyClaimed,
-		claim.ErrVoided, claim.ErrEnded, claim.ErrNotFound, claim.ErrHeld, claim.ErrNotStarted, claim.ErrWrongMode} {
+		claim.ErrVoided, claim.ErrEnded, claim.ErrNotFound, claim.ErrPaused, claim.ErrNotStarted, claim.ErrWrongMode} {
 		if errors.Is(a, e) || errors.Is(b, e) {
 			return errors.Is(a, e) && errors.Is(b, e)
 		}

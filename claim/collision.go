@@ -24,8 +24,8 @@ var (
 // with oldRank a new rank, because the database holds oldRank for another
 // user's claim: Redis lost writes and handed the rank out twice. fence is
 // the database's highest rank: if Redis's counter is below it the
-// promotion is paused and ErrLost returned, so the new rank is taken only
-// once the promotion is rebuilt (ErrRebuilding while it is paused). The new
+// promotion is marked rebuilding and ErrLost returned, so the new rank is
+// taken only once the promotion is rebuilt (ErrRebuilding until then). The new
 // rank gets a work-stream entry of its own; a second call for the same
 // claim returns the same rank with fresh false. ErrNoStockToRerank means
 // no unit is left for it.
@@ -67,7 +67,7 @@ func (g *Gate) Rerank(ctx context.Context, id string, oldRank int64, userID stri
 // acceptedAt was handed a rank or slot that another claim holds: Redis lost
 // writes. It returns nil if the promotion's counters were rebuilt after the
 // claim was accepted, so the collision may be settled on them; otherwise it
-// pauses the promotion (if no rebuild has already) and returns ErrLost or
+// marks the promotion rebuilding (if no rebuild has already) and returns ErrLost or
 // ErrRebuilding: settle it once the rebuild is done.
 func (g *Gate) Collided(ctx context.Context, id string, acceptedAt time.Time) error {
 	out, err := collisionScript.Exec(ctx, g.client, []string{g.Keys(id).Meta()},

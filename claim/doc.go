@@ -12,10 +12,11 @@
 // [ErrEnded], [ErrNotFound], [ErrWrongMode] and [ErrRebuilding].
 //
 // When Redis loses writes, a promotion's counters are rebuilt from the
-// database (see [Gate.Pause]): the promotion is paused — every claim answers
-// [ErrRebuilding] — while the database's claims are merged in, never
-// lowering a counter, and resumed with the rank counter above every rank the
-// database holds.
+// database (see [Gate.BeginRebuild]): the promotion is rebuilding — every
+// claim answers [ErrRebuilding] — while the database's claims are merged in,
+// never lowering a counter, and claims are let in again with the rank counter
+// above every rank the database holds. This wait is not an admin's pause,
+// which claims answer with [ErrPaused].
 //
 // # Layouts
 //

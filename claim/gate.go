@@ -35,12 +35,16 @@ var (
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = errors.New("claim: claim voided")
-	// ErrHeld means an admin paused the promotion (see Gate.Patch): nothing
-	// was taken; claims are answered again once it is resumed.
-	ErrHeld = errors.New("claim: promotion paused by an admin")
+	// ErrPaused means an admin paused the promotion (see Gate.BeginPatch):
+	// nothing was taken; claims are answered again once it is resumed.
+	ErrPaused = errors.New("claim: promotion paused by an admin")
+	// ErrHeld is ErrPaused under its first name.
+	//
+	// Deprecated: use ErrPaused.
+	ErrHeld = ErrPaused
 	// ErrLost means the promotion's rank counter in Redis is below a rank
-	// the caller knows to be taken: Redis lost writes. The script paused the
-	// promotion, nothing was taken, and it wraps ErrRebuilding, so callers
+	// the caller knows to be taken: Redis lost writes. The script marked the
+	// promotion rebuilding, nothing was taken, and it wraps ErrRebuilding, so callers
 	// answer it as they answer a rebuild (retry shortly).
 	ErrLost = fmt.Errorf("claim: Redis lost writes below a rank known to be taken: %w", ErrRebuilding)
 )
@@ -53,7 +57,7 @@ var outcomes = map[string]error{
 	"already_claimed": ErrAlreadyClaimed,
 	"sold_out":        ErrSoldOut,
 	"rebuilding":      ErrRebuilding,
-	"held":            ErrHeld,
+	"held":            ErrPaused, // the scripts' name of the admin's pause
 	"voided":          ErrVoided,
 	"lost":            ErrLost,
 }
@@ -125,9 +129,9 @@ type Promotion struct {
 	StartsAt     time.Time
 	EndsAt       time.Time
 	Closed       bool
-	// Held is whether an admin paused the promotion's claims (see
-	// Gate.Patch); it is written only when the meta hash is created.
-	Held bool
+	// Paused is whether an admin paused the promotion's claims (see
+	// Gate.BeginPatch); it is written only when the meta hash is created.
+	Paused bool
 	// SeqFloor is the lowest value the rank counter may have: the highest
 	// rank the database knows. Used when rebuilding after Redis lost writes.
 	SeqFloor int64
@@ -140,20 +144,20 @@ func (g *Gate) Open(ctx context.Context, p Promotion) (bool, error) {
 	return g.open(ctx, p, false)
 }
 
-// open runs openScript for p; paused creates an absent meta hash paused
-// (see OpenPaused).
-func (g *Gate) open(ctx context.Context, p Promotion, paused bool) (bool, error) {
+// open runs openScript for p; rebuilding creates an absent meta hash
+// rebuilding (see OpenRebuilding).
+func (g *Gate) open(ctx context.Context, p Promotion, rebuilding bool) (bool, error) {
 	mode := "first_come"
 	if p.Grant {
 		mode = "grant"
 	}
-	return g.openOn(ctx, g.Keys(p.ID), p, mode, g.layout, paused)
+	return g.openOn(ctx, g.Keys(p.ID), p, mode, g.layout, rebuilding)
 }
 
 // openOn runs openScript on the keys k with p's definition, mode and
 // layout (a segment's keys, share of the stock and classic layout, see
 // OpenSegments).
-func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, layout Layout, paused bool) (bool, error) {
+func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, layout Layout, rebuilding bool) (bool, error) {
 	closed := "0"
 	if p.Closed {
 		closed = "1"
@@ -168,9 +172,9 @@ func (g *Gate) openOn(ctx context.Context, k Keys, p Promotion, mode string, lay
 		Group,
 	}
 	op := "open promotion " + p.ID
-	args = append(args, flag(paused), flag(p.Held), layout.suffix())
-	if paused {
-		op += " paused"
+	args = append(args, flag(rebuilding), flag(p.Paused), layout.suffix())
+	if rebuilding {
+		op += " for a rebuild"
 	}
 	n, err := openScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq(), k.Stream(), k.Status(), k.StatusBytes()}, args).AsInt64()
 	if err != nil {
@@ -191,11 +195,20 @@ func (g *Gate) Close(ctx context.Context, id string) error {
 	return nil
 }
 
-// Result is an accepted claim.
+// Result is an accepted claim: the answer to a claim the gate took (or, when
+// Replayed, took before). The promotion package gives it as
+// promotion.Claimed.
 type Result struct {
+	// ClaimID names the claim in the work stream, the database and the
+	// API (see ClaimID).
 	ClaimID string
-	Rank    int64
-	Slot    int
+	// Rank is the claim's place in the promotion's order of acceptance,
+	// from 1, unique in the promotion (a segmented promotion's ranks are
+	// not dense: see Segments).
+	Rank int64
+	// Slot is which of the user's claims this is, from 1 up to the
+	// promotion's per-user limit.
+	Slot int
 	// Replayed is true when an Idempotency-Key matched an earlier accepted
 	// claim: this is that claim's original answer, no new unit was taken.
 	Replayed bool
@@ -217,8 +230,8 @@ func (g *Gate) Claim(ctx context.Context, id, userID, idemKey string) (Result, e
 
 // ClaimFenced is Claim with a fence: the highest rank the caller knows to be
 // taken in the promotion (see Fence). If Redis's rank counter is below it,
-// Redis lost writes: nothing is taken, the promotion is paused for a
-// rebuild and ErrLost is returned, so no rank the caller knows of is
+// Redis lost writes: nothing is taken, the promotion is marked rebuilding
+// and ErrLost is returned, so no rank the caller knows of is
 // handed out a second time.
 func (g *Gate) ClaimFenced(ctx context.Context, id, userID, idemKey string, fence int64) (Result, error) {
 	return g.claim(ctx, claimScript, id, userID, g.Keys(id).all(),

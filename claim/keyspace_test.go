@@ -18,7 +18,7 @@ func TestScriptsSpellKeyspaceFields(t *testing.T) {
 	t.Parallel()
 	head := "redis.call('HMGET', KEYS[1], " + luaList(keyspace.FieldStock, keyspace.FieldLimit,
 		keyspace.FieldStartsMs, keyspace.FieldEndsMs, keyspace.FieldClosed, keyspace.FieldVoided,
-		keyspace.FieldMode, keyspace.FieldPaused, keyspace.FieldHeld) + ")"
+		keyspace.FieldMode, keyspace.FieldRebuilding, keyspace.FieldPaused) + ")"
 	for name, src := range map[string]string{"claim": claimScriptSource, "claim_room": claimRoomScriptSource} {
 		if !strings.Contains(src, head) {
 			t.Errorf("%s script does not read %s", name, head)
@@ -33,7 +33,7 @@ func TestScriptsSpellKeyspaceFields(t *testing.T) {
 	}
 	open := sourceNamed(t, "-- dibs:open v3\n")
 	for _, f := range []string{keyspace.FieldStock, keyspace.FieldLimit, keyspace.FieldStartsMs, keyspace.FieldEndsMs,
-		keyspace.FieldClosed, keyspace.FieldMode, keyspace.FieldVoided, keyspace.FieldPaused, keyspace.FieldHeld} {
+		keyspace.FieldClosed, keyspace.FieldMode, keyspace.FieldVoided, keyspace.FieldRebuilding, keyspace.FieldPaused} {
 		if !strings.Contains(open, "'"+f+"', ") {
 			t.Errorf("open script does not write field %q", f)
 		}

@@ -88,7 +88,7 @@ func TestClassicPromotionKeepsItsLayout(t *testing.T) {
 	if err := f.client.Do(ctx, f.client.B().Del().Key(k.Meta()).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.gate.OpenPaused(ctx, p); err != nil || mode() != "first_come" {
+	if _, err := f.gate.OpenRebuilding(ctx, p); err != nil || mode() != "first_come" {
 		t.Fatalf("meta re-created: %v, mode %q; want first_come (the statuses are classic)", err, mode())
 	}
 	f.forget(t, "keep")

@@ -21,18 +21,19 @@ var ErrPatchBusy = errors.New("claim: another change of the promotion is in prog
 
 // patchScript changes a running promotion's meta hash in one step: the
 // stock (guarded: never below the claims accepted, checked against the live
-// rank counter), the end, and the admin pause (held). The claim scripts read
-// all three from the meta hash on every claim, so every instance's next
-// claim sees the change.
+// rank counter), the end, and the admin's pause (Change.Paused, stored in
+// the meta field held: see keyspace.FieldPaused). The claim scripts read all
+// three from the meta hash on every claim, so every instance's next claim
+// sees the change.
 //
 // KEYS: meta, seq.
 // ARGV: step (begin, apply or repair), lease token, lease ms, stock ("" to
-// keep), ends_ms ("" to keep), held ("1", "0" or "" to keep), reopen ("1"
+// keep), ends_ms ("" to keep), paused ("1", "0" or "" to keep), reopen ("1"
 // if a later end may reopen a promotion its end closed), and for repair
 // the change count (patch_seq) the caller read with the values it repairs.
 //
 // A change is two steps around the database write (see Gate.BeginPatch):
-// begin takes the promotion's patch lease (patch_token, patch_until; held
+// begin takes the promotion's patch lease (patch_token, patch_until; taken
 // by another live token: {"busy", accepted}) and applies a lowered stock at
 // once, so no claim takes a unit above it from then on; apply applies every
 // given field, gives the lease up and counts the change (patch_seq; a
@@ -96,7 +97,9 @@ const DefaultPatchLease = 30 * time.Second
 type Change struct {
 	Stock  *int64
 	EndsAt *time.Time
-	Held   *bool
+	// Paused pauses (true) or resumes (false) the promotion's claims: a
+	// paused promotion answers ErrPaused.
+	Paused *bool
 	// Reopen lets an end moved later reopen a promotion its end closed
 	// (never one an admin closed): the caller sets it when the database
 	// shows the promotion neither closed nor drained.
@@ -167,8 +170,8 @@ func (g *Gate) patchSeq(ctx context.Context, id, step, token string, lease time.
 	if ch.EndsAt != nil {
 		args[4] = strconv.FormatInt(ch.EndsAt.UnixMilli(), 10)
 	}
-	if ch.Held != nil {
-		args[5] = flag(*ch.Held)
+	if ch.Paused != nil {
+		args[5] = flag(*ch.Paused)
 	}
 	vals, err := patchScript.Exec(ctx, g.client, []string{k.Meta(), k.Seq()}, args).ToArray()
 	if err == nil && len(vals) == 0 {

@@ -11,7 +11,7 @@ import (
 
 // TestPatch changes a running promotion: a lower stock below what is
 // accepted is refused with nothing changed, one above works, a raise
-// reopens a sold-out promotion, held pauses and resumes claims, a later
+// reopens a sold-out promotion, Paused pauses and resumes claims, a later
 // end reopens a promotion its end closed but not one an admin closed.
 func TestPatch(t *testing.T) {
 	t.Parallel()
@@ -66,17 +66,17 @@ func TestPatch(t *testing.T) {
 		}
 
 		yes, no := true, false
-		pt, _, err = f.gate.BeginPatch(ctx, "p", claim.Change{Held: &yes}, 0)
+		pt, _, err = f.gate.BeginPatch(ctx, "p", claim.Change{Paused: &yes}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pt.Apply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.gate.Claim(ctx, "p", "e", ""); !errors.Is(err, claim.ErrHeld) {
-			t.Fatalf("claim while held: %v", err)
+		if _, err := f.gate.Claim(ctx, "p", "e", ""); !errors.Is(err, claim.ErrPaused) {
+			t.Fatalf("claim while paused: %v", err)
 		}
-		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{Held: &no}); err != nil {
+		if _, err := f.gate.Repair(ctx, "p", changes(t, f, "p"), claim.Change{Paused: &no}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Claim(ctx, "p", "e", ""); err != nil {

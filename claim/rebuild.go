@@ -18,18 +18,20 @@ import (
 // Redis is fast, the database is the truth: when Redis loses a promotion's
 // keys (a flush, a restart without its append-only file, a failover to an
 // empty or lagging replica), its counters are rebuilt from the rows the
-// database holds, with the database as the floor. The promotion is paused
-// first (claims and grants answer ErrRebuilding), then the database's
-// claims are merged in chunks, then the rank counter is raised and the
-// promotion resumed. Every merge takes the larger of Redis's and the
+// database holds, with the database as the floor. The promotion's claims
+// wait first (it is rebuilding: claims and grants answer ErrRebuilding),
+// then the database's claims are merged in chunks, then the rank counter is
+// raised and claims are let in again. (Go says "rebuilding" for this wait
+// and "paused" for an admin's pause only; the meta hash keeps its first
+// field names, see keyspace.FieldRebuilding.) Every merge takes the larger of Redis's and the
 // database's value, so a rebuild never lowers a counter, never frees a unit
 // the database does not show as voided, and can run twice without harm.
 
 // Sentinel errors of a rebuild.
 var (
-	// ErrRebuilding means the promotion is paused while its counters are
-	// rebuilt from the database: nothing was taken; retry shortly.
-	ErrRebuilding = errors.New("claim: promotion paused while its counters are rebuilt")
+	// ErrRebuilding means the promotion's claims wait while its counters
+	// are rebuilt from the database: nothing was taken; retry shortly.
+	ErrRebuilding = errors.New("claim: promotion's counters are being rebuilt")
 	// ErrRebuildBusy means another rebuild, whose hold has not expired,
 	// holds the promotion: leave it to that one.
 	ErrRebuildBusy = errors.New("claim: another rebuild holds the promotion")
@@ -37,36 +39,49 @@ var (
 	// another rebuild took over, or Redis lost the promotion again. Its
 	// work so far is harmless; it must stop without resuming.
 	ErrSuperseded = errors.New("claim: rebuild superseded")
-	// ErrNotPaused means TakeOver found the promotion no longer paused:
-	// the rebuild it meant to finish is done.
-	ErrNotPaused = errors.New("claim: promotion not paused")
+	// ErrNotRebuilding means TakeOver found the promotion no longer
+	// rebuilding: the rebuild it meant to finish is done.
+	ErrNotRebuilding = errors.New("claim: promotion not rebuilding")
+	// ErrNotPaused is ErrNotRebuilding under its first name.
+	//
+	// Deprecated: use ErrNotRebuilding.
+	ErrNotPaused = ErrNotRebuilding
 	// ErrHalted means the promotion is halted for an operator (see
-	// Gate.Halt): only PauseHalted rebuilds it.
+	// Gate.Halt): only BeginRebuildHalted rebuilds it.
 	ErrHalted = errors.New("claim: promotion halted for an operator")
 )
 
 const (
-	// DefaultRebuildLease is how long a rebuild holds a paused promotion
-	// without a sign of life before another process may take it over.
+	// DefaultRebuildLease is how long a rebuild holds a promotion without
+	// a sign of life before another process may take it over.
 	DefaultRebuildLease = 30 * time.Second
 	// RestoreChunk is how many claims one restore script call merges, so a
 	// promotion of any size never blocks Redis for long.
 	RestoreChunk = 1000
 )
 
-// OpenPaused is Open for a promotion that may have history: if the meta hash
-// has to be created (Redis lost it, or never had it), it is created paused,
-// so no claim is accepted on counters that ignore the database until a
-// rebuild resumes it. It reports whether the meta hash was created.
-func (g *Gate) OpenPaused(ctx context.Context, p Promotion) (bool, error) {
+// OpenRebuilding is Open for a promotion that may have history: if the meta
+// hash has to be created (Redis lost it, or never had it), it is created
+// rebuilding, so no claim is accepted on counters that ignore the database
+// until a rebuild resumes it. It reports whether the meta hash was created.
+func (g *Gate) OpenRebuilding(ctx context.Context, p Promotion) (bool, error) {
 	return g.open(ctx, p, true)
+}
+
+// OpenPaused is OpenRebuilding under its first name.
+//
+// Deprecated: use OpenRebuilding.
+func (g *Gate) OpenPaused(ctx context.Context, p Promotion) (bool, error) {
+	return g.OpenRebuilding(ctx, p)
 }
 
 // Mark is what Redis holds of a promotion's durability markers.
 type Mark struct {
-	Exists bool  // the meta hash exists
-	Paused bool  // claims are paused for a rebuild
-	Seq    int64 // ranks handed out
+	Exists bool // the meta hash exists
+	// Rebuilding is whether claims wait for a rebuild of the counters
+	// (see Gate.BeginRebuild; a halted promotion's wait too).
+	Rebuilding bool
+	Seq        int64 // ranks handed out
 	// Halted is why the promotion is halted for an operator (see
 	// Gate.Halt), or "".
 	Halted string
@@ -75,11 +90,11 @@ type Mark struct {
 	// it was closed or found ended by Gate.Ended.
 	Stock, Voided int64
 	Closed        bool
-	// EndsAt is the end the meta hash holds, and Held whether an admin
-	// paused the promotion's claims (see Gate.Patch): the re-check compares
-	// them with the database's and repairs Redis where they differ.
+	// EndsAt is the end the meta hash holds, and Paused whether an admin
+	// paused the promotion's claims (see Gate.BeginPatch): the re-check
+	// compares them with the database's and repairs Redis where they differ.
 	EndsAt time.Time
-	Held   bool
+	Paused bool
 	// Changes counts the changes applied (see Gate.BeginPatch); Repair
 	// takes it.
 	Changes int64
@@ -99,8 +114,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 	for _, id := range ids {
 		k := g.Keys(id)
 		cmds = append(cmds,
-			g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldPaused, "halted", keyspace.FieldVoided,
-				keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldHeld, "patch_seq").Build(),
+			g.client.B().Hmget().Key(k.Meta()).Field(keyspace.FieldStock, keyspace.FieldRebuilding, "halted", keyspace.FieldVoided,
+				keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldPaused, "patch_seq").Build(),
 			g.client.B().Get().Key(k.Seq()).Build())
 	}
 	res := g.client.DoMulti(ctx, cmds...)
@@ -113,8 +128,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 		if len(meta) == 8 && !meta[0].IsNil() {
 			out[i].Exists = true
 			out[i].Stock, _ = meta[0].AsInt64()
-			p, _ := meta[1].ToString()
-			out[i].Paused = p == "1"
+			r, _ := meta[1].ToString()
+			out[i].Rebuilding = r == "1"
 			out[i].Halted, _ = meta[2].ToString()
 			out[i].Voided, _ = meta[3].AsInt64()
 			c, _ := meta[4].ToString()
@@ -122,8 +137,8 @@ func (g *Gate) Marks(ctx context.Context, ids []string) ([]Mark, error) {
 			if ms, err := meta[5].AsInt64(); err == nil {
 				out[i].EndsAt = time.UnixMilli(ms).UTC()
 			}
-			h, _ := meta[6].ToString()
-			out[i].Held = h == "1"
+			p, _ := meta[6].ToString()
+			out[i].Paused = p == "1"
 			if !meta[7].IsNil() {
 				out[i].Changes, _ = meta[7].AsInt64()
 			}
@@ -165,8 +180,8 @@ func (g *Gate) Confirmed(ctx context.Context, ids []string) ([]int64, error) {
 
 // Halt halts the promotion for an operator, recording reason: claims and
 // grants answer ErrRebuilding, and no automatic rebuild resumes it
-// (Pause and TakeOver return ErrHalted) until an operator's rebuild
-// (PauseHalted) does. It reports whether this call halted it (false if it
+// (BeginRebuild and TakeOver return ErrHalted) until an operator's rebuild
+// (BeginRebuildHalted) does. It reports whether this call halted it (false if it
 // was halted already) and returns ErrNotFound if Redis does not hold the
 // promotion.
 func (g *Gate) Halt(ctx context.Context, id, reason string) (bool, error) {
@@ -180,8 +195,8 @@ func (g *Gate) Halt(ctx context.Context, id, reason string) (bool, error) {
 	return n == 1, nil
 }
 
-// Rebuild is one rebuild's hold on a paused promotion: taken by Pause,
-// renewed by every Restore, ended by Resume or Release. It is not safe for
+// Rebuild is one rebuild's hold on a rebuilding promotion: taken by
+// BeginRebuild, renewed by every Restore, ended by Resume or Release. It is not safe for
 // concurrent use.
 type Rebuild struct {
 	g       *Gate
@@ -192,10 +207,10 @@ type Rebuild struct {
 	done    int64 // restore chunks applied; the meta hash's rebuild_done must agree
 }
 
-// Pause opens the promotion (creating its meta hash paused if absent, see
-// OpenPaused; p is the full definition Open takes, whose end and closed
-// flag are refreshed), pauses it — from now on claims and grants answer
-// ErrRebuilding — and takes the rebuild hold for lease (DefaultRebuildLease
+// BeginRebuild opens the promotion (creating its meta hash rebuilding if
+// absent, see OpenRebuilding; p is the full definition Open takes, whose end
+// and closed flag are refreshed), marks it rebuilding — from now on claims
+// and grants answer ErrRebuilding — and takes the rebuild hold for lease (DefaultRebuildLease
 // if 0). owner names the caller in the hold, for diagnosis. It returns
 // ErrRebuildBusy if another rebuild holds the promotion and its hold has not
 // expired; a hold that expired (its owner died) is taken over. A promotion
@@ -204,32 +219,46 @@ type Rebuild struct {
 // Leave p.SeqFloor 0 and raise the rank counter with Resume once the claims
 // are restored: a counter raised before the rebuild is done no longer shows
 // that Redis lost writes, should the rebuild fail.
-func (g *Gate) Pause(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
-	return g.pause(ctx, p, owner, lease, false, false)
+func (g *Gate) BeginRebuild(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.beginRebuild(ctx, p, owner, lease, false, false)
 }
 
-// PauseHalted is Pause for an operator: it also takes a promotion halted by
+// Pause is BeginRebuild under its first name.
+//
+// Deprecated: use BeginRebuild.
+func (g *Gate) Pause(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.BeginRebuild(ctx, p, owner, lease)
+}
+
+// BeginRebuildHalted is BeginRebuild for an operator: it also takes a promotion halted by
 // Gate.Halt, lifting the halt, so the rebuild that follows resumes it. The
 // operator decides that the database is what claims go on from: the
 // confirmed rank that caused the halt is forgotten, and the next
 // acknowledgements set it anew.
+func (g *Gate) BeginRebuildHalted(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
+	return g.beginRebuild(ctx, p, owner, lease, false, true)
+}
+
+// PauseHalted is BeginRebuildHalted under its first name.
+//
+// Deprecated: use BeginRebuildHalted.
 func (g *Gate) PauseHalted(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
-	return g.pause(ctx, p, owner, lease, false, true)
+	return g.BeginRebuildHalted(ctx, p, owner, lease)
 }
 
-// TakeOver is Pause for a promotion found paused with no rebuild running:
-// it takes the hold only if the promotion is still paused when the script
-// runs, and returns ErrNotPaused otherwise, so a stale observation never
-// pauses a promotion that was just resumed.
+// TakeOver is BeginRebuild for a promotion found rebuilding with no rebuild
+// running: it takes the hold only if the promotion is still rebuilding when
+// the script runs, and returns ErrNotRebuilding otherwise, so a stale
+// observation never holds the claims of a promotion that was just resumed.
 func (g *Gate) TakeOver(ctx context.Context, p Promotion, owner string, lease time.Duration) (*Rebuild, error) {
-	return g.pause(ctx, p, owner, lease, true, false)
+	return g.beginRebuild(ctx, p, owner, lease, true, false)
 }
 
-func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.Duration, takeover, lift bool) (*Rebuild, error) {
+func (g *Gate) beginRebuild(ctx context.Context, p Promotion, owner string, lease time.Duration, takeover, lift bool) (*Rebuild, error) {
 	if lease <= 0 {
 		lease = DefaultRebuildLease
 	}
-	created, err := g.OpenPaused(ctx, p)
+	created, err := g.OpenRebuilding(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -247,29 +276,29 @@ func (g *Gate) pause(ctx context.Context, p Promotion, owner string, lease time.
 	out, err := pauseScript.Exec(ctx, g.client, []string{g.Keys(p.ID).Meta()},
 		[]string{r.token, strconv.FormatInt(lease.Milliseconds(), 10), only, lifts}).ToString()
 	if err != nil {
-		return nil, fmt.Errorf("pause %s: %w", p.ID, err)
+		return nil, fmt.Errorf("begin rebuild of %s: %w", p.ID, err)
 	}
 	switch out {
 	case "ok":
 		return r, nil
 	case "ok_lost":
-		// Found paused by OpenPaused and never held: Redis had lost the
+		// Found rebuilding by OpenRebuilding and never held: Redis had lost the
 		// promotion, whoever re-created it.
 		r.created = true
 		return r, nil
 	case "busy":
 		return nil, ErrRebuildBusy
 	case "not_found":
-		return nil, fmt.Errorf("pause %s: %w", p.ID, ErrSuperseded)
+		return nil, fmt.Errorf("begin rebuild of %s: %w", p.ID, ErrSuperseded)
 	case "not_paused":
-		return nil, ErrNotPaused
+		return nil, ErrNotRebuilding
 	case "halted":
-		return nil, fmt.Errorf("pause %s: %w", p.ID, ErrHalted)
+		return nil, fmt.Errorf("begin rebuild of %s: %w", p.ID, ErrHalted)
 	}
-	return nil, fmt.Errorf("pause %s: unexpected outcome %q", p.ID, out)
+	return nil, fmt.Errorf("begin rebuild of %s: unexpected outcome %q", p.ID, out)
 }
 
-// Created reports whether Pause had to create the promotion's meta hash:
+// Created reports whether BeginRebuild had to create the promotion's meta hash:
 // Redis had lost the promotion entirely.
 func (r *Rebuild) Created() bool { return r.created }
 
@@ -366,9 +395,10 @@ func restoreCode(c Known) (string, error) {
 }
 
 // Resume raises the rank counter to at least seqFloor (the database's
-// highest rank, read after the last Restore), clears the pause and ends the
-// hold, in one script. It returns the rank counter, or ErrSuperseded if the
-// hold was lost (then the promotion stays paused for whoever holds it).
+// highest rank, read after the last Restore), lets claims in again and ends
+// the hold, in one script. It returns the rank counter, or ErrSuperseded if
+// the hold was lost (then the promotion stays rebuilding for whoever holds
+// it).
 func (r *Rebuild) Resume(ctx context.Context, seqFloor int64) (int64, error) {
 	k := r.g.Keys(r.id)
 	vals, err := resumeScript.Exec(ctx, r.g.client, []string{k.Meta(), k.Seq()},
@@ -385,7 +415,7 @@ func (r *Rebuild) Resume(ctx context.Context, seqFloor int64) (int64, error) {
 
 // Release gives the hold up without resuming, so another process may take
 // the rebuild over at once instead of waiting for the hold to expire. The
-// promotion stays paused.
+// promotion stays rebuilding.
 func (r *Rebuild) Release(ctx context.Context) error {
 	err := releaseScript.Exec(ctx, r.g.client, []string{r.g.Keys(r.id).Meta()}, []string{r.token}).Error()
 	if err != nil {
@@ -423,15 +453,16 @@ func (r *Rebuild) outcome(vals []rueidis.RedisMessage, want int) ([]int64, error
 	return out, nil
 }
 
-// pauseScript pauses a promotion and takes the rebuild hold.
+// pauseScript marks a promotion rebuilding (meta field paused, see
+// keyspace.FieldRebuilding) and takes the rebuild hold.
 //
 // KEYS: meta. ARGV: token, hold in ms, "1" to act only on a promotion that
-// is paused already (a take-over), "1" to lift a halt (see haltScript).
+// is rebuilding already (a take-over), "1" to lift a halt (see haltScript).
 //
-// Returns "ok" ("ok_lost" if the promotion was paused by OpenPaused and
-// never held: re-created after a loss), "busy" if another token holds an
-// unexpired hold,
-// "not_paused" for a take-over of a promotion no longer paused, "halted"
+// Returns "ok" ("ok_lost" if the promotion was made rebuilding by
+// OpenRebuilding and never held: re-created after a loss), "busy" if
+// another token holds an unexpired hold, "not_paused" for a take-over of a
+// promotion no longer rebuilding, "halted"
 // for a halted promotion unless ARGV[4] lifts the halt (and forgets the
 // confirmed rank that caused it: the database is accepted as it is), or
 // "not_found" if the meta hash is gone. The hold's expiry is read against
@@ -453,7 +484,7 @@ if h[3] == '1' and not h[1] then return 'ok_lost' end
 return 'ok'
 `)
 
-// restoreScript merges database claims into a paused promotion.
+// restoreScript merges database claims into a rebuilding promotion.
 //
 // KEYS: meta, users, status, byuser, stream, status bytes.
 // ARGV: token, hold in ms, chunks applied so far, then per claim six values:
@@ -466,7 +497,7 @@ return 'ok'
 // Returns {"ok", users raised, statuses written, voided, requeued}, or
 // {"superseded"} if the token no longer holds the promotion or the meta
 // hash's count of applied chunks disagrees (Redis lost writes since the
-// pause: chunks already merged may be gone, so the rebuild must start over), or
+// rebuild began: chunks already merged may be gone, so the rebuild must start over), or
 // {"not_found"} if the meta hash is gone. Nothing is ever lowered: see
 // Rebuild.Restore.
 var restoreScript = newScript(`-- dibs:restore v2` + layoutLua + `
@@ -536,7 +567,7 @@ return {'ok', users, statuses, voided, requeued}
 `)
 
 // resumeScript ends a rebuild: raises the rank counter to the floor,
-// unpauses the promotion and records when (rebuilt_ms, Redis TIME; see
+// lets the promotion's claims in again and records when (rebuilt_ms, Redis TIME; see
 // collisionScript).
 //
 // KEYS: meta, seq. ARGV: token, seq floor, chunks applied (see restoreScript).
@@ -558,7 +589,7 @@ redis.call('HSET', KEYS[1], 'rebuilt_ms', tonumber(t[1]) * 1000 + math.floor(ton
 return {'ok', seq}
 `)
 
-// releaseScript gives a rebuild hold up, leaving the promotion paused.
+// releaseScript gives a rebuild hold up, leaving the promotion rebuilding.
 // KEYS: meta. ARGV: token. Returns 1 if the token held it.
 var releaseScript = newScript(`-- dibs:release v1
 if redis.call('HGET', KEYS[1], 'rebuild') ~= ARGV[1] then return 0 end

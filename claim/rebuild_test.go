@@ -90,10 +90,10 @@ func promo(id string, stock int64, limit int) claim.Promotion {
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}
 }
 
-// TestPauseAnswersRebuilding: while paused, claims (retries included) and
-// grants answer ErrRebuilding and take nothing; Resume lets them through
-// again with ranks above the floor.
-func TestPauseAnswersRebuilding(t *testing.T) {
+// TestBeginRebuildAnswersRebuilding: while rebuilding, claims (retries
+// included) and grants answer ErrRebuilding and take nothing; Resume lets
+// them through again with ranks above the floor.
+func TestBeginRebuildAnswersRebuilding(t *testing.T) {
 	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
@@ -102,29 +102,29 @@ func TestPauseAnswersRebuilding(t *testing.T) {
 		if _, err := f.gate.Claim(ctx, "p", "u1", "key-1"); err != nil {
 			t.Fatal(err)
 		}
-		r, err := f.gate.Pause(ctx, promo("p", 100, 1), "test", 0)
+		r, err := f.gate.BeginRebuild(ctx, promo("p", 100, 1), "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Created() {
-			t.Error("Pause of a live promotion reported it created")
+			t.Error("BeginRebuild of a live promotion reported it created")
 		}
 		for _, c := range []struct{ user, key string }{{"u2", ""}, {"u1", "key-1"}} {
 			if _, err := f.gate.Claim(ctx, "p", c.user, c.key); !errors.Is(err, claim.ErrRebuilding) {
-				t.Fatalf("claim of %s while paused: %v, want ErrRebuilding", c.user, err)
+				t.Fatalf("claim of %s while rebuilding: %v, want ErrRebuilding", c.user, err)
 			}
 		}
 		g := promo("g", 0, 1)
 		g.Grant = true
 		f.open(t, g)
-		if _, err := f.gate.Pause(ctx, g, "test", 0); err != nil {
+		if _, err := f.gate.BeginRebuild(ctx, g, "test", 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.gate.Grant(ctx, "g", []string{"a", "b"}); !errors.Is(err, claim.ErrRebuilding) {
-			t.Fatalf("grant while paused: %v, want ErrRebuilding", err)
+			t.Fatalf("grant while rebuilding: %v, want ErrRebuilding", err)
 		}
 		if st, _ := f.gate.State(ctx, "p"); st.Seq != 1 {
-			t.Fatalf("seq %d after paused claims, want 1", st.Seq)
+			t.Fatalf("seq %d after refused claims, want 1", st.Seq)
 		}
 
 		seq, err := r.Resume(ctx, 40)
@@ -138,35 +138,35 @@ func TestPauseAnswersRebuilding(t *testing.T) {
 	})
 }
 
-// TestOpenPaused creates a missing meta hash paused and leaves a live one
-// as it is.
-func TestOpenPaused(t *testing.T) {
+// TestOpenRebuilding creates a missing meta hash rebuilding and leaves a
+// live one as it is.
+func TestOpenRebuilding(t *testing.T) {
 	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topo) {
 		f := setup(t, tp)
 		ctx := context.Background()
 		f.open(t, promo("live", 10, 1))
-		created, err := f.gate.OpenPaused(ctx, promo("live", 10, 1))
+		created, err := f.gate.OpenRebuilding(ctx, promo("live", 10, 1))
 		if err != nil || created {
-			t.Fatalf("OpenPaused(live) = %v, %v; want not created", created, err)
+			t.Fatalf("OpenRebuilding(live) = %v, %v; want not created", created, err)
 		}
 		if _, err := f.gate.Claim(ctx, "live", "u", ""); err != nil {
-			t.Fatalf("claim on a live promotion after OpenPaused: %v", err)
+			t.Fatalf("claim on a live promotion after OpenRebuilding: %v", err)
 		}
 		p := promo("lost", 10, 1)
 		p.SeqFloor = 7
-		created, err = f.gate.OpenPaused(ctx, p)
+		created, err = f.gate.OpenRebuilding(ctx, p)
 		if err != nil || !created {
-			t.Fatalf("OpenPaused(lost) = %v, %v; want created", created, err)
+			t.Fatalf("OpenRebuilding(lost) = %v, %v; want created", created, err)
 		}
 		if _, err := f.gate.Claim(ctx, "lost", "u", ""); !errors.Is(err, claim.ErrRebuilding) {
-			t.Fatalf("claim on a promotion created paused: %v, want ErrRebuilding", err)
+			t.Fatalf("claim on a promotion created rebuilding: %v, want ErrRebuilding", err)
 		}
 		marks, err := f.gate.Marks(ctx, []string{"live", "lost", "never"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []claim.Mark{{Exists: true, Seq: 1}, {Exists: true, Paused: true, Seq: 7}, {}}
+		want := []claim.Mark{{Exists: true, Seq: 1}, {Exists: true, Rebuilding: true, Seq: 7}, {}}
 		for i := range want {
 			// Only the durability markers are compared here.
 			marks[i].Stock, marks[i].EndsAt = 0, time.Time{}
@@ -199,7 +199,7 @@ func TestRestoreMerges(t *testing.T) {
 		if _, err := f.gate.Claim(ctx, "r", "z", ""); err != nil {
 			t.Fatal(err) // rank 1 for z in the fresh state
 		}
-		r, err := f.gate.Pause(ctx, p, "test", 0)
+		r, err := f.gate.BeginRebuild(ctx, p, "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func restoreNeverLowers(t *testing.T, f fixture) {
 	}
 	k := f.gate.Keys("n")
 	issuedAt := f.status(t, "n", "1")
-	r, err := f.gate.Pause(ctx, p, "test", 0)
+	r, err := f.gate.BeginRebuild(ctx, p, "test", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,12 +342,12 @@ func TestRestoreChunks(t *testing.T) {
 		ctx := context.Background()
 		const n = 2*claim.RestoreChunk + 500
 		p := promo("big", n+10, 1)
-		r, err := f.gate.Pause(ctx, p, "test", 0)
+		r, err := f.gate.BeginRebuild(ctx, p, "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !r.Created() {
-			t.Error("Pause of an unknown promotion did not report it created")
+			t.Error("BeginRebuild of an unknown promotion did not report it created")
 		}
 		known := make([]claim.Known, n)
 		for i := range known {
@@ -382,19 +382,19 @@ func TestRebuildHold(t *testing.T) {
 	ctx := context.Background()
 	p := promo("h", 10, 1)
 	f.open(t, p)
-	a, err := f.gate.Pause(ctx, p, "a", time.Minute)
+	a, err := f.gate.BeginRebuild(ctx, p, "a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.gate.Pause(ctx, p, "b", time.Minute); !errors.Is(err, claim.ErrRebuildBusy) {
-		t.Fatalf("second Pause: %v, want ErrRebuildBusy", err)
+	if _, err := f.gate.BeginRebuild(ctx, p, "b", time.Minute); !errors.Is(err, claim.ErrRebuildBusy) {
+		t.Fatalf("second BeginRebuild: %v, want ErrRebuildBusy", err)
 	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := f.gate.Pause(ctx, p, "b", time.Minute)
+	b, err := f.gate.BeginRebuild(ctx, p, "b", time.Minute)
 	if err != nil {
-		t.Fatalf("Pause after release: %v", err)
+		t.Fatalf("BeginRebuild after release: %v", err)
 	}
 	one := []claim.Known{{Rank: 1, UserID: "u", Slot: 1, Status: claim.StatusFailed}}
 	if _, err := a.Restore(ctx, one); !errors.Is(err, claim.ErrSuperseded) {
@@ -404,18 +404,18 @@ func TestRebuildHold(t *testing.T) {
 		t.Fatalf("resume by the old holder: %v, want ErrSuperseded", err)
 	}
 	if _, err := f.gate.Claim(ctx, "h", "u", ""); !errors.Is(err, claim.ErrRebuilding) {
-		t.Fatalf("claim after a superseded resume: %v, want still paused", err)
+		t.Fatalf("claim after a superseded resume: %v, want still rebuilding", err)
 	}
 
 	// An expired hold is taken over without a release.
-	c, err := f.gate.Pause(ctx, promo("e", 10, 1), "c", time.Millisecond)
+	c, err := f.gate.BeginRebuild(ctx, promo("e", 10, 1), "c", time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var d *claim.Rebuild
 	deadline := time.Now().Add(10 * time.Second)
 	for d == nil {
-		d, err = f.gate.Pause(ctx, promo("e", 10, 1), "d", time.Minute)
+		d, err = f.gate.BeginRebuild(ctx, promo("e", 10, 1), "d", time.Minute)
 		if err != nil && (!errors.Is(err, claim.ErrRebuildBusy) || time.Now().After(deadline)) {
 			t.Fatalf("take over an expired hold: %v", err)
 		}
@@ -437,7 +437,7 @@ func TestRebuildHold(t *testing.T) {
 	}
 }
 
-// TestRestoreNoticesLostChunks: if Redis loses writes again after the pause
+// TestRestoreNoticesLostChunks: if Redis loses writes again after the rebuild began
 // (back to a point before chunks it had merged), the next Restore and the
 // Resume find the count of applied chunks off and answer ErrSuperseded, so
 // the rebuild starts over instead of resuming on half-merged state.
@@ -446,7 +446,7 @@ func TestRestoreNoticesLostChunks(t *testing.T) {
 	f := setup(t, topo{Topology: redistest.Topologies(t)[0]})
 	ctx := context.Background()
 	p := promo("relapse", 100, 1)
-	r, err := f.gate.Pause(ctx, p, "test", 0)
+	r, err := f.gate.BeginRebuild(ctx, p, "test", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestRestoreNoticesLostChunks(t *testing.T) {
 	if _, err := r.Restore(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	// Redis goes back to just after the pause: the merged chunk is gone.
+	// Redis goes back to just after the rebuild began: the merged chunk is gone.
 	k := f.gate.Keys("relapse")
 	for _, cmd := range [][]string{{"HDEL", k.Users(), "u1"}, {"HDEL", k.ByUser(), "u1"}, {"HDEL", k.Status(), "1"}, {"HSET", k.Meta(), "rebuild_done", "0"}} {
 		if err := f.client.Do(ctx, f.client.B().Arbitrary(cmd...).Build()).Error(); err != nil {

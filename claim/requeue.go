@@ -44,7 +44,7 @@ type RequeueOutcome int
 // Outcomes of Requeue.
 const (
 	// RequeueNotTried (the zero value): an earlier claim of the same call
-	// found the promotion paused, lost or missing, or failed; this one was
+	// found the promotion rebuilding, lost or missing, or failed; this one was
 	// not sent.
 	RequeueNotTried RequeueOutcome = iota
 	// RequeuePresent: Redis holds the claim (its status, and its rank in
@@ -61,9 +61,9 @@ const (
 	// RequeueReranked: the claim was given a new rank after a collision
 	// (RequeueResult.Rank); nothing was done.
 	RequeueReranked
-	// RequeuePaused: the promotion is paused (being rebuilt, or halted);
-	// nothing was done: try again once it is resumed.
-	RequeuePaused
+	// RequeueRebuilding: the promotion is rebuilding (or halted); nothing
+	// was done: try again once it is rebuilt.
+	RequeueRebuilding
 	// RequeueLost: Redis lost the claim and the promotion was not rebuilt
 	// since; nothing was done. Rebuild it, then call again with
 	// Unconfirmed.RebuiltAfter set to RequeueResult.RebuiltAfter.
@@ -71,6 +71,11 @@ const (
 	// RequeueNotFound: Redis holds no such promotion; nothing was done.
 	RequeueNotFound
 )
+
+// RequeuePaused is RequeueRebuilding under its first name.
+//
+// Deprecated: use RequeueRebuilding.
+const RequeuePaused = RequeueRebuilding
 
 // RequeueResult is the outcome of Requeue for one claim.
 type RequeueResult struct {
@@ -94,8 +99,8 @@ type RequeueResult struct {
 // none), rebuilt after (unix ms; see Unconfirmed.RebuiltAfter).
 //
 // In this order:
-//   - no meta hash: {"not_found"}; paused (rebuilding or halted):
-//     {"paused"}; nothing is done;
+//   - no meta hash: {"not_found"}; rebuilding or halted (meta field
+//     paused, see keyspace.FieldRebuilding): {"paused"}; nothing is done;
 //   - the claim was re-ranked (reranks holds "<rank>:<user>"):
 //     {"reranked", new rank};
 //   - status[rank] is set and byuser[user] lists the rank: {"present"};
@@ -169,7 +174,7 @@ return {'requeued'}
 // Redis lost (see requeueScript for what it checks and does), one script
 // call per claim. It returns one result per claim, in order; running it
 // again for the same claims changes nothing. It stops at the first claim
-// answered paused, lost or not found, or that fails: the claims after it
+// answered rebuilding, lost or not found, or that fails: the claims after it
 // would be answered alike, and keep a zero Outcome (not tried).
 //
 // The calls are sent one after the other rather than pipelined: a pipelined
@@ -194,7 +199,7 @@ func (g *Gate) Requeue(ctx context.Context, id string, cs []Unconfirmed) []Reque
 			r = RequeueResult{Err: fmt.Errorf("requeue %s rank %d: %w", id, c.Rank, err)}
 		}
 		out[i] = r
-		if r.Err != nil || r.Outcome == RequeuePaused || r.Outcome == RequeueLost || r.Outcome == RequeueNotFound {
+		if r.Err != nil || r.Outcome == RequeueRebuilding || r.Outcome == RequeueLost || r.Outcome == RequeueNotFound {
 			break
 		}
 	}
@@ -227,7 +232,7 @@ func requeueResult(res rueidis.RedisResult) (RequeueResult, error) {
 	case "collided":
 		return RequeueResult{Outcome: RequeueCollided}, nil
 	case "paused":
-		return RequeueResult{Outcome: RequeuePaused}, nil
+		return RequeueResult{Outcome: RequeueRebuilding}, nil
 	case "not_found":
 		return RequeueResult{Outcome: RequeueNotFound}, nil
 	case "reranked":

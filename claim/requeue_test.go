@@ -23,9 +23,9 @@ func (f fixture) loseFrom(t *testing.T, id string, from int64) {
 func (f fixture) rebuilt(t *testing.T, p claim.Promotion) {
 	t.Helper()
 	ctx := context.Background()
-	r, err := f.gate.Pause(ctx, p, "test", time.Minute)
+	r, err := f.gate.BeginRebuild(ctx, p, "test", time.Minute)
 	if err != nil {
-		t.Fatalf("pause: %v", err)
+		t.Fatalf("begin rebuild: %v", err)
 	}
 	if _, err := r.Resume(ctx, 0); err != nil {
 		t.Fatalf("resume: %v", err)
@@ -68,7 +68,7 @@ func sameOutcomes(t *testing.T, what string, rs []claim.RequeueResult, want ...c
 
 // TestRequeue: claims Redis lost are put back by the instance that answered
 // them — only on a promotion rebuilt after the loss (the first attempt
-// pauses it), under their original rank, slot, claim id and
+// marks it rebuilding), under their original rank, slot, claim id and
 // Idempotency-Key, once: a second run adds nothing. A lost rank another
 // claim took since is put back as a collision, and a re-ranked claim is
 // left where it is.
@@ -104,11 +104,11 @@ func TestRequeue(t *testing.T) {
 		for i := range lost {
 			lost[i].RebuiltAfter = rs[0].RebuiltAfter
 		}
-		r, err := f.gate.Pause(ctx, p, "test", time.Minute)
+		r, err := f.gate.BeginRebuild(ctx, p, "test", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameOutcomes(t, "while paused", f.gate.Requeue(ctx, "rq", lost), claim.RequeuePaused, claim.RequeueNotTried)
+		sameOutcomes(t, "while rebuilding", f.gate.Requeue(ctx, "rq", lost), claim.RequeueRebuilding, claim.RequeueNotTried)
 		if err := r.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -23,10 +23,11 @@ const claimRoomScriptSource = "-- dibs:claim_room v4" + keyspace.RoomPassLua + l
 // matched and checks the window (it defines m, compact, seq, user, idem and
 // now); leanTake checks the per-user limit and the stock and takes the unit
 // (it defines stock, voided, rank and slot); leanAccept answers the accepted
-// claim. A promotion an admin paused (meta field held = 1, see Gate.Patch)
-// answers held after the window checks, so a retry whose Idempotency-Key
-// matched still gets its answer. An outcome other than a claim is answered
-// as a bare string (its name), which costs Redis less than a table.
+// claim. A promotion an admin paused (meta field held = 1, see
+// keyspace.FieldPaused) answers held after the window checks, so a retry
+// whose Idempotency-Key matched still gets its answer. An outcome other
+// than a claim is answered as a bare string (its name), which costs Redis
+// less than a table.
 //
 // The layout is read from the mode (see Layout) by comparing it whole: only
 // first_come (classic) and first_come:2 (compact) are claimed.
@@ -196,8 +197,8 @@ end
 // ms, the entry's at field), {"ok", rank, 1, slot, -1} for an Idempotency-Key
 // retry answered with its original claim, or the outcome's name as a bare
 // string: not_found, wrong_mode, lost (the rank counter is below the fence;
-// the script then pauses the promotion), rebuilding, voided (the retried
-// claim was voided), ended, not_started, held (paused by an admin),
+// the script then marks the promotion rebuilding), rebuilding, voided (the retried
+// claim was voided), ended, not_started, held (paused by an admin: ErrPaused),
 // already_claimed or sold_out. (The previous release's script, claim v4,
 // answered these as one-element arrays, and lost as {"lost", seq}.)
 //

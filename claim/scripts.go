@@ -68,8 +68,8 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 //
 // The fence is the highest rank the calling instance knows to be taken (from
 // its own answers, its issuance and the database's highest rank). A rank
-// counter below it means Redis lost writes: the script pauses the promotion
-// (every instance then answers rebuilding until it is rebuilt) and returns
+// counter below it means Redis lost writes: the script marks the promotion
+// rebuilding (every instance then answers rebuilding until it is rebuilt) and returns
 // "lost" before anything else, so no rank the caller knows of is handed out
 // twice.
 //
@@ -77,10 +77,12 @@ func newReadOnlyScript(src string) *rueidis.Lua {
 // TIME in unix ms, as the entry's at field holds it), {"ok", rank, 1, slot,
 // -1} for a retry answered with its original claim, or the outcome's name
 // as a bare string: one of not_found, wrong_mode, lost, rebuilding, voided,
-// ended, not_started, held, already_claimed, sold_out. held: an admin paused the
-// promotion (meta field held = 1, see Gate.Patch), checked after the window. A promotion paused while its
-// counters are rebuilt (meta field paused = 1) answers rebuilding to every
-// claim, retries included, since its counters cannot be trusted yet. A
+// ended, not_started, held, already_claimed, sold_out. held (ErrPaused): an
+// admin paused the promotion (meta field held = 1, see keyspace.FieldPaused
+// and Gate.BeginPatch), checked after the window. A promotion whose counters
+// are being rebuilt (meta field paused = 1, see keyspace.FieldRebuilding)
+// answers rebuilding to every claim, retries included, since its counters
+// cannot be trusted yet. A
 // retry carrying an Idempotency-Key that was already accepted returns the
 // original rank with replayed = 1 before any other check, so it is answered
 // the same even after the stock ran out.
@@ -117,7 +119,7 @@ var claimRoomScript = newScript(claimRoomScriptSource)
 // Returns {"ok", enqueued, duplicates}, {"lost", seq} (see claimScript) or
 // {outcome} with outcome one of not_found, wrong_mode, rebuilding, ended. A
 // user already granted (in the users hash, or for the compact layout in
-// byuser) is a duplicate; a paused promotion (see claimScript)
+// byuser) is a duplicate; a rebuilding promotion (see claimScript)
 // enqueues nothing. Each entry's claim_id is <promotion>@<user>, as GrantID
 // builds it (ids.go).
 var grantScript = newScript(`-- dibs:grant v2` + layoutLua + `
@@ -165,8 +167,9 @@ return {'ok', enq, dup}
 //
 // KEYS: meta, seq, stream, status, status bytes.
 // ARGV: stock, limit, starts_ms, ends_ms, closed, mode, seq floor, group,
-// "1" to create the meta hash paused (see Gate.OpenPaused) else "0", "1"
-// if an admin paused the promotion (held, see Gate.Patch) else "0", and
+// "1" to create the meta hash rebuilding (field paused, see Gate.OpenRebuilding)
+// else "0", "1" if an admin paused the promotion (field held, see
+// Gate.BeginPatch) else "0", and
 // the layout's mode suffix ("" classic, ":2" compact, see Layout).
 //
 // A meta hash created anew records the mode with the layout's suffix,
@@ -296,8 +299,8 @@ return acked
 // ackScript call reads and writes as one range: 4 kB of status bytes.
 const ackSpan = "4096"
 
-// haltScript halts a promotion for an operator: it pauses claims and grants
-// (they answer rebuilding) and records why in the meta field halted, which
+// haltScript halts a promotion for an operator: it marks it rebuilding
+// (claims and grants answer rebuilding) and records why in the meta field halted, which
 // keeps every automatic rebuild away (pauseScript answers halted) until an
 // operator's rebuild takes it over.
 //
@@ -411,8 +414,8 @@ return out
 // database's highest rank).
 //
 // Returns {"ok", rank, fresh (0|1)}, {"lost", seq} when the rank counter is
-// below the fence (the promotion is paused, as by claimScript),
-// {"rebuilding"} while it is paused, {"sold_out"} when no unit is left to
+// below the fence (the promotion is marked rebuilding, as by claimScript),
+// {"rebuilding"} while it is rebuilding, {"sold_out"} when no unit is left to
 // give it, or {"not_found"}. The new entry's claim_id is <promotion>#<rank>,
 // as ClaimID builds it (ids.go).
 var rerankScript = newScript(`-- dibs:rerank v2` + layoutLua + `
@@ -454,11 +457,11 @@ return {'ok', rank, 1}
 // slot was handed out twice: proof that Redis lost writes. It makes sure the
 // promotion's counters were rebuilt after the claim was accepted before
 // anything is settled on them: if they were not (no rebuilt_ms later than
-// the claim's acceptance), it pauses the promotion.
+// the claim's acceptance), it marks the promotion rebuilding.
 //
 // KEYS: meta. ARGV: the claim's acceptance time (ms, Redis TIME).
-// Returns "ok" (rebuilt since), "rebuilding" (paused now) or "lost" (it
-// paused the promotion), or "not_found".
+// Returns "ok" (rebuilt since), "rebuilding" (rebuilding now) or "lost" (it
+// marked the promotion rebuilding), or "not_found".
 var collisionScript = newScript(`-- dibs:collision v1
 local m = redis.call('HMGET', KEYS[1], 'stock', 'paused', 'rebuilt_ms')
 if not m[1] then return 'not_found' end

@@ -307,7 +307,7 @@ func knownProblem(err error) *Problem {
 		return problem(CodeNotAdmitted, "the promotion has a waiting room and the request carries no valid entry token of this user (X-Entry-Token): join the queue and claim once admitted")
 	case errors.Is(err, promotion.ErrVoided):
 		return problem(CodeClaimVoided, "this claim was accepted, then voided by an admin: it holds no unit any more")
-	case errors.Is(err, promotion.ErrHeld):
+	case errors.Is(err, promotion.ErrPaused):
 		return problem(CodePaused, "an admin paused this promotion's claims; retry later").retry(PausedRetryAfter)
 	case errors.Is(err, promotion.ErrStockBelowAccepted):
 		return problem(CodeStockBelowAccepted, "the stock cannot go below the claims accepted already; nothing was changed").withField("stock")

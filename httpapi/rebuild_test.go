@@ -21,7 +21,7 @@ func TestClaimWhileRebuildingIs503(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hold, err := e.mgr.Gate().Pause(ctx, claim.Promotion{ID: p.ID, Stock: p.Stock, PerUserLimit: p.PerUserLimit,
+		hold, err := e.mgr.Gate().BeginRebuild(ctx, claim.Promotion{ID: p.ID, Stock: p.Stock, PerUserLimit: p.PerUserLimit,
 			StartsAt: p.StartsAt, EndsAt: p.EndsAt}, "test", time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ func TestRequestedRebuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hold, err := e.mgr.Gate().Pause(ctx, claim.Promotion{ID: p.ID, Stock: p.Stock, PerUserLimit: p.PerUserLimit,
+		hold, err := e.mgr.Gate().BeginRebuild(ctx, claim.Promotion{ID: p.ID, Stock: p.Stock, PerUserLimit: p.PerUserLimit,
 			StartsAt: p.StartsAt, EndsAt: p.EndsAt}, "other", time.Minute)
 		if err != nil {
 			t.Fatal(err)

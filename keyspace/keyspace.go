@@ -99,10 +99,18 @@ const (
 	FieldClosed   = "closed"    // 1 once the promotion was closed early
 	FieldStartsMs = "starts_ms" // the window's start, unix ms
 	FieldEndsMs   = "ends_ms"   // the window's end, unix ms
-	FieldPaused   = "paused"    // 1 while a rebuild (or a lost rank counter) holds claims
-	FieldHeld     = "held"      // 1 while an admin paused the promotion
 	FieldLimit    = "limit"     // claims per user
 	FieldMode     = "mode"      // first_come, first_come:2, grant, segment…
+	// FieldRebuilding is 1 while claims wait for a rebuild of the
+	// promotion's counters (a rebuild, a lost rank counter or an operator's
+	// halt holds them). Go calls this hold "rebuilding"; the stored field
+	// keeps its first name, "paused", which the scripts and the Redis data
+	// of every version share (renaming it would take new script versions).
+	FieldRebuilding = "paused"
+	// FieldPaused is 1 while an admin paused the promotion's claims (PATCH
+	// … {"paused": true}). Go calls this "paused"; the stored field keeps
+	// its first name, "held", for the same reason as FieldRebuilding's.
+	FieldPaused = "held"
 )
 
 // FieldRoomSpent is the field of the room meta hash (key RoomMeta) that

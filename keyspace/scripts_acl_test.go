@@ -77,8 +77,8 @@ func exerciseClaim(t *testing.T, layout claim.Layout) {
 	must(t, "revoke", err)
 
 	stock := int64(6)
-	held := true
-	pt, _, err := g.BeginPatch(ctx, "p", claim.Change{Stock: &stock, Held: &held}, time.Minute)
+	paused := true
+	pt, _, err := g.BeginPatch(ctx, "p", claim.Change{Stock: &stock, Paused: &paused}, time.Minute)
 	must(t, "begin patch", err)
 	_, err = pt.Apply(ctx)
 	must(t, "apply patch", err)

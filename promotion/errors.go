@@ -53,9 +53,13 @@ var (
 	// retry shortly. A claim that found Redis lost writes (claim.ErrLost)
 	// matches it too.
 	ErrRebuilding = claim.ErrRebuilding
-	// ErrHeld means an admin paused the promotion's claims (see
+	// ErrPaused means an admin paused the promotion's claims (see
 	// Manager.Patch): nothing was taken; retry once it is resumed.
-	ErrHeld = claim.ErrHeld
+	ErrPaused = claim.ErrPaused
+	// ErrHeld is ErrPaused under its first name.
+	//
+	// Deprecated: use ErrPaused.
+	ErrHeld = ErrPaused
 	// ErrStockBelowAccepted means a change would set the stock below the
 	// claims accepted already: nothing was changed, in Redis or the
 	// database.

@@ -26,7 +26,7 @@ type Change struct {
 	// stays closed.
 	EndsAt *time.Time
 	// Paused pauses (true) or resumes (false) the promotion's claims: a
-	// claim on a paused promotion gets ErrHeld. First-come promotions only.
+	// claim on a paused promotion gets ErrPaused. First-come promotions only.
 	Paused *bool
 	// RevokeReturnsStock sets whether a revoked claim's unit goes back to
 	// stock (see Manager.Revoke). First-come promotions only.
@@ -169,7 +169,7 @@ func changedFields(before, after store.Promotion) []string {
 		diff bool
 	}{
 		{"name", before.Name != after.Name}, {"stock", before.Stock != after.Stock},
-		{"ends_at", !before.EndsAt.Equal(after.EndsAt)}, {"paused", before.Held != after.Held},
+		{"ends_at", !before.EndsAt.Equal(after.EndsAt)}, {"paused", before.Paused != after.Paused},
 		{"revoke_returns_stock", before.RevokeReturnsStock != after.RevokeReturnsStock},
 		{"waiting_room.admit_per_second", before.WaitingRoom.AdmitPerSecond != after.WaitingRoom.AdmitPerSecond},
 		{"waiting_room.max_active", before.WaitingRoom.MaxActive != after.WaitingRoom.MaxActive},
@@ -215,7 +215,7 @@ func (ch *changes) patch(ctx context.Context, sp store.Promotion, c Change) (Vie
 			return View{}, store.Promotion{}, ErrDrained
 		}
 	}
-	rc := claim.Change{EndsAt: c.EndsAt, Held: c.Paused, Reopen: p.ClosedAt.IsZero() && !sp.Drained}
+	rc := claim.Change{EndsAt: c.EndsAt, Paused: c.Paused, Reopen: p.ClosedAt.IsZero() && !sp.Drained}
 	if c.Stock != nil {
 		q := p
 		q.Stock = *c.Stock
@@ -236,7 +236,7 @@ func (ch *changes) patch(ctx context.Context, sp store.Promotion, c Change) (Vie
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
 	sp2, err := ch.m.st.UpdatePromotion(dctx, id, store.PromotionChange{
-		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Held: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
+		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Paused: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
 		WaitingRoom: c.WaitingRoom.store(), At: ch.m.cfg.Now(),
 	})
 	if err != nil {
@@ -360,7 +360,7 @@ func (ch *changes) forgetCached(id string) {
 // agree reports whether Redis's marks hold p's stock (capped by its code
 // pool), end and pause.
 func agree(p Promotion, mk claim.Mark) bool {
-	return mk.Stock == p.gateStock() && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Held == p.Paused
+	return mk.Stock == p.gateStock() && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Paused == p.Paused
 }
 
 // repair sets Redis's stock, end and pause of the promotions in list to
@@ -375,7 +375,7 @@ func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark)
 			break
 		}
 		mk := marks[i]
-		if !mk.Exists || mk.Paused || mk.Halted != "" || l.m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
+		if !mk.Exists || mk.Rebuilding || mk.Halted != "" || l.m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
 			continue
 		}
 		if agree(p, mk) {
@@ -401,8 +401,8 @@ func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark)
 		if agree(p, mk) {
 			continue
 		}
-		stock, ends, held := p.gateStock(), p.EndsAt, p.Paused
-		_, err = l.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Held: &held,
+		stock, ends, paused := p.gateStock(), p.EndsAt, p.Paused
+		_, err = l.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Paused: &paused,
 			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
 		switch {
 		case errors.Is(err, claim.ErrPatchBusy), errors.Is(err, claim.ErrNotFound):

@@ -150,8 +150,8 @@ func TestPatchLowerAndPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range ms {
-		if _, err := m.Claim(ctx, "low", fmt.Sprintf("p%d", i), ""); !errors.Is(err, promotion.ErrHeld) {
-			t.Fatalf("claim on instance %d after the pause: %v, want ErrHeld", i, err)
+		if _, err := m.Claim(ctx, "low", fmt.Sprintf("p%d", i), ""); !errors.Is(err, promotion.ErrPaused) {
+			t.Fatalf("claim on instance %d after the pause: %v, want ErrPaused", i, err)
 		}
 	}
 	if v, err = ms[0].Patch(ctx, "low", promotion.Change{Paused: ptr(false)}); err != nil || v.Paused {

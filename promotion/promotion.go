@@ -49,6 +49,14 @@ const DefaultPrefix = keyspace.DefaultPrefix
 // [Manager.Create] fills in what is left zero (see [Normalize]); the times
 // the Manager records as the promotion lives (CreatedAt, ClosedAt,
 // ArchivedAt, RetiredAt) are not the caller's to set.
+//
+// It is the promotion as the Manager's callers see it, not the database's
+// row (store.Promotion), and the two stay apart on purpose: the row also
+// carries the drain's bookkeeping (Drained, DrainedAt), which the Manager
+// keeps and shows only as [View]'s State, and Promotion carries what the
+// Manager learns beside the row (the size of the uploaded code pool, which
+// caps the stock the claim gate holds). The package converts between them
+// where it reads and writes the store, field for field under the same names.
 type Promotion struct {
 	ID           string
 	Name         string
@@ -70,7 +78,7 @@ type Promotion struct {
 	// that kind, empty for the others.
 	WebhookURL string
 	// Paused is whether an admin paused the promotion's claims (see
-	// Manager.Patch): they answer ErrHeld until it is resumed.
+	// Manager.Patch): they answer ErrPaused until it is resumed.
 	Paused bool
 	// RevokeReturnsStock is whether a claim an admin revokes gives its
 	// unit back to stock (see Manager.Revoke). Defaults to false.
@@ -133,7 +141,7 @@ func fromStore(p store.Promotion) Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
-		Paused:     p.Held, RevokeReturnsStock: p.RevokeReturnsStock,
+		Paused:     p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 		Segments: max(p.Segments, 1),
 	}
@@ -145,7 +153,7 @@ func (p Promotion) toStore() store.Promotion {
 		PerUserLimit: p.PerUserLimit, Value: p.Value, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
 		ClosedAt: p.ClosedAt, CreatedAt: p.CreatedAt, ArchivedAt: p.ArchivedAt, WaitingRoom: store.WaitingRoom(p.WaitingRoom),
 		WebhookURL: p.WebhookURL,
-		Held:       p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
+		Paused:     p.Paused, RevokeReturnsStock: p.RevokeReturnsStock,
 		ExpectedClaimsPerSecond: p.ExpectedClaimsPerSecond, RetiredAt: p.RetiredAt,
 		Segments: p.Segments,
 	}
@@ -170,24 +178,14 @@ func (p Promotion) gate() claim.Promotion {
 		StartsAt:     p.StartsAt,
 		EndsAt:       p.EndsAt,
 		Closed:       !p.ClosedAt.IsZero(),
-		Held:         p.Paused,
+		Paused:       p.Paused,
 	}
 }
 
-// Claimed is an accepted claim.
-type Claimed struct {
-	ClaimID string
-	Rank    int64
-	Slot    int
-	// Replayed is true when an Idempotency-Key matched an earlier accepted
-	// claim: this is that claim's original answer, no new unit was taken.
-	Replayed bool
-	// Remaining is the stock left after this claim; -1 when Replayed.
-	Remaining int64
-	// AcceptedAt is when Redis accepted the claim (Redis TIME, millisecond
-	// precision); zero when Replayed.
-	AcceptedAt time.Time
-}
+// Claimed is an accepted claim, as the claim gate answered it: its id,
+// rank and slot, whether it is a replay of an earlier answer, the stock
+// left and when Redis accepted it (see claim.Result).
+type Claimed = claim.Result
 
 // Granted counts what Grant did.
 type Granted struct {

@@ -193,7 +193,7 @@ func (op *opener) openAt(ctx context.Context, p Promotion, floor int64) error {
 		_, err := op.m.gate.Open(ctx, p.gate())
 		return err
 	}
-	created, err := op.m.gate.OpenPaused(ctx, p.gate())
+	created, err := op.m.gate.OpenRebuilding(ctx, p.gate())
 	if err != nil {
 		return err
 	}
@@ -264,10 +264,10 @@ func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[st
 		case l.m.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
 			// Halted for an operator: only a requested rebuild resumes it.
-		case mk.Paused:
+		case mk.Rebuilding:
 			// A rebuild runs elsewhere (its counter is raised only when it
 			// resumes), or its owner died: take over once its hold expires.
-			l.m.rb.startRebuild(p, reasonPaused, false)
+			l.m.rb.startRebuild(p, reasonOrphaned, false)
 		case floor > mk.Seq:
 			l.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
@@ -308,9 +308,11 @@ func (rb *rebuilder) halt(ctx context.Context, id string, confirmed, floor int64
 
 // Reasons of a rebuild, as RebuildReport.Reason gives them.
 const (
-	reasonMissing   = "promotion missing in Redis"
-	reasonBehind    = "rank counter behind the database"
-	reasonPaused    = "paused with no rebuild running"
+	reasonMissing = "promotion missing in Redis"
+	reasonBehind  = "rank counter behind the database"
+	// reasonOrphaned: found rebuilding with no rebuild running (its
+	// owner died). The text keeps the word reports first gave it.
+	reasonOrphaned  = "paused with no rebuild running"
 	reasonRequested = "requested"
 	reasonFenced    = "rank counter below a rank known to be taken"
 	reasonCollision = "a rank was handed out twice"
@@ -349,7 +351,7 @@ func (rb *rebuilder) startRebuildWith(id string, def func(context.Context) (Prom
 			if rep.Restored.Requeued > 0 {
 				rb.m.wk.wakePool(p.ID)
 			}
-		case errors.Is(rep.Err, claim.ErrNotPaused):
+		case errors.Is(rep.Err, claim.ErrNotRebuilding):
 			rb.m.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrHalted):
 			rb.m.log.Debug("promotion is halted for an operator; not rebuilding it", "promotion", p.ID)
@@ -411,21 +413,21 @@ func (rb *rebuilder) rebuild(ctx context.Context, p Promotion, reason string, cr
 		return rep
 	}
 
-	// The rank counter is raised by Resume, not by Pause (no SeqFloor):
+	// The rank counter is raised by Resume, not by BeginRebuild (no SeqFloor):
 	// raised before the rebuild is done, it would hide the loss from the
 	// next re-check if this rebuild failed in between.
-	pause := rb.m.gate.Pause
+	begin := rb.m.gate.BeginRebuild
 	switch reason {
-	case reasonPaused, reasonFenced:
-		pause = rb.m.gate.TakeOver
+	case reasonOrphaned, reasonFenced:
+		begin = rb.m.gate.TakeOver
 	case reasonRequested:
-		pause = rb.m.gate.PauseHalted
+		begin = rb.m.gate.BeginRebuildHalted
 	}
 	if err := rb.m.op.poolCodes(ctx, &p); err != nil {
 		rep.Err = err
 		return rep
 	}
-	r, err := pause(ctx, p.gate(), rb.m.cfg.Instance, DefaultRebuildHold)
+	r, err := begin(ctx, p.gate(), rb.m.cfg.Instance, DefaultRebuildHold)
 	if err != nil {
 		rep.Err = err
 		return rep

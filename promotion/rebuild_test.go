@@ -363,7 +363,7 @@ func TestPausedClaimsGetRebuilding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hold, err := e.m.Gate().Pause(ctx, claim.Promotion{ID: p.ID, Grant: p.Mode == promotion.ModeGrant,
+		hold, err := e.m.Gate().BeginRebuild(ctx, claim.Promotion{ID: p.ID, Grant: p.Mode == promotion.ModeGrant,
 			Stock: p.Stock, PerUserLimit: p.PerUserLimit, StartsAt: p.StartsAt, EndsAt: p.EndsAt},
 			"operator", time.Minute)
 		if err != nil {

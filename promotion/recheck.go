@@ -198,7 +198,7 @@ func (l *loop) journalEmpty(id string) bool {
 // it, not paused or halted (those are watched every re-check), and it has
 // no segments (their transfers are settled every re-check).
 func canIdle(p Promotion, mk claim.Mark) bool {
-	return mk.Exists && !mk.Paused && mk.Halted == "" && !p.segmented()
+	return mk.Exists && !mk.Rebuilding && mk.Halted == "" && !p.segmented()
 }
 
 // groupState is the consumer group's backlog.

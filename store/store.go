@@ -84,7 +84,14 @@ const (
 	MaxPoolCodeLength = 64
 )
 
-// Promotion is a promotion's definition as stored in the database.
+// Promotion is one promotion as the database keeps it, one row per
+// promotion: what is for sale (Stock units of one Kind, each worth Value),
+// to whom and when (PerUserLimit claims per user between StartsAt and
+// EndsAt, first come or granted by an admin: Mode), the settings an admin
+// may change while it runs (Paused, RevokeReturnsStock, the waiting room)
+// and the milestones of its life (CreatedAt, ClosedAt, ArchivedAt,
+// DrainedAt, RetiredAt). Package promotion shows it to its callers as
+// promotion.Promotion, without the drain's bookkeeping.
 type Promotion struct {
 	ID           string
 	Name         string
@@ -107,9 +114,9 @@ type Promotion struct {
 	// WebhookURL is where a KindWebhook promotion's issuer posts each
 	// claim; empty for the other kinds.
 	WebhookURL string
-	// Held is whether an admin paused the promotion's claims (they answer
-	// paused until it is resumed).
-	Held bool
+	// Paused is whether an admin paused the promotion's claims (they answer
+	// paused until it is resumed). Stored in the column held.
+	Paused bool
 	// RevokeReturnsStock is whether a revoked claim's unit goes back to
 	// stock.
 	RevokeReturnsStock bool
@@ -135,7 +142,7 @@ type PromotionChange struct {
 	Name               *string
 	Stock              *int64
 	EndsAt             *time.Time
-	Held               *bool
+	Paused             *bool // see Promotion.Paused
 	RevokeReturnsStock *bool
 	// WaitingRoom changes the waiting room's levers; nil keeps them all.
 	WaitingRoom *WaitingRoomChange

@@ -17,7 +17,7 @@ func luaList(names ...string) string { return "'" + strings.Join(names, "', '") 
 func TestScriptsSpellKeyspaceFields(t *testing.T) {
 	t.Parallel()
 	state := "redis.call('HMGET', KEYS[9], " + luaList(keyspace.FieldStock, keyspace.FieldVoided,
-		keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldPaused, keyspace.FieldHeld) + ")"
+		keyspace.FieldClosed, keyspace.FieldEndsMs, keyspace.FieldRebuilding, keyspace.FieldPaused) + ")"
 	if !strings.Contains(prelude, state) {
 		t.Errorf("the scripts' prelude does not read %s", state)
 	}

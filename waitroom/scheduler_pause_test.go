@@ -14,12 +14,12 @@ import (
 	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
-// pause pauses (held) or resumes promotion id's claims the way
+// pause pauses (true) or resumes (false) promotion id's claims the way
 // promotion.Manager.Patch does.
-func (f fixture) pause(t *testing.T, held bool) {
+func (f fixture) pause(t *testing.T, paused bool) {
 	t.Helper()
 	ctx := context.Background()
-	pt, _, err := f.gate.BeginPatch(ctx, f.id, claim.Change{Held: &held, Reopen: true}, time.Second)
+	pt, _, err := f.gate.BeginPatch(ctx, f.id, claim.Change{Paused: &paused, Reopen: true}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,11 @@ func testUpdatePromotion(t *testing.T, s store.Store) {
 	}
 	// An empty change returns the promotion as it is.
 	got, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{})
-	if err != nil || got.Stock != p.Stock || got.Name != p.Name || got.Held || got.RevokeReturnsStock {
+	if err != nil || got.Stock != p.Stock || got.Name != p.Name || got.Paused || got.RevokeReturnsStock {
 		t.Fatalf("empty change: %+v, %v", got, err)
 	}
 	name, stock, ends, yes := "Renamed", int64(1500), p.EndsAt.Add(time.Hour), true
-	got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Name: &name, Stock: &stock, EndsAt: &ends, Held: &yes, RevokeReturnsStock: &yes})
+	got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Name: &name, Stock: &stock, EndsAt: &ends, Paused: &yes, RevokeReturnsStock: &yes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +47,13 @@ func testUpdatePromotion(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	for _, q := range []store.Promotion{got, read} {
-		if q.Name != name || q.Stock != stock || !q.EndsAt.Equal(ends) || !q.Held || !q.RevokeReturnsStock ||
+		if q.Name != name || q.Stock != stock || !q.EndsAt.Equal(ends) || !q.Paused || !q.RevokeReturnsStock ||
 			q.PerUserLimit != p.PerUserLimit || !q.StartsAt.Equal(p.StartsAt) {
 			t.Fatalf("after the change: %+v", q)
 		}
 	}
 	no := false
-	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Held: &no}); err != nil || got.Held || got.Stock != stock {
+	if got, err = s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Paused: &no}); err != nil || got.Paused || got.Stock != stock {
 		t.Fatalf("resume: %+v, %v", got, err)
 	}
 	// The waiting room's levers, each on its own.
@@ -99,7 +99,7 @@ func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 	// of the fields that changed.
 	at := now()
 	stock, ends, yes, keep := int64(1500), p.EndsAt.Add(time.Hour), true, p.Name
-	c := store.PromotionChange{Name: &keep, Stock: &stock, EndsAt: &ends, Held: &yes, At: at}
+	c := store.PromotionChange{Name: &keep, Stock: &stock, EndsAt: &ends, Paused: &yes, At: at}
 	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 	// Back and forth: each change is an event of its own.
 	no := false
 	for i, v := range []*bool{&no, &yes} {
-		if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Held: v, At: at.Add(time.Duration(i+2) * time.Second)}); err != nil {
+		if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Paused: v, At: at.Add(time.Duration(i+2) * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,8 +35,8 @@ func ChangeSet(c store.PromotionChange, place func(n int) string, encode func(ti
 	if c.EndsAt != nil {
 		add("ends_at", encode(*c.EndsAt))
 	}
-	if c.Held != nil {
-		add("held", *c.Held)
+	if c.Paused != nil {
+		add("held", *c.Paused) // the column keeps its first name (see PromotionCols)
 	}
 	if c.RevokeReturnsStock != nil {
 		add("revoke_returns_stock", *c.RevokeReturnsStock)

@@ -197,8 +197,8 @@ func ChangeEvent(before, after store.Promotion, at time.Time) (store.Event, bool
 	if !before.EndsAt.Equal(after.EndsAt) {
 		ch["ends_at"] = fieldChange{fmtEventTime(before.EndsAt), fmtEventTime(after.EndsAt)}
 	}
-	if before.Held != after.Held {
-		ch["paused"] = fieldChange{before.Held, after.Held}
+	if before.Paused != after.Paused {
+		ch["paused"] = fieldChange{before.Paused, after.Paused}
 	}
 	if before.RevokeReturnsStock != after.RevokeReturnsStock {
 		ch["revoke_returns_stock"] = fieldChange{before.RevokeReturnsStock, after.RevokeReturnsStock}

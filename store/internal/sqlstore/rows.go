@@ -37,7 +37,9 @@ type Times[T, N any] struct {
 
 // PromotionCols is the column list every promotion query selects and
 // CreatePromotion inserts, in the order [ScanPromotion] reads and
-// [PromotionArgs] writes.
+// [PromotionArgs] writes. The column held is store.Promotion.Paused, the
+// admin's pause, under the name it was created with: renaming a column
+// would take a migration on both backends for no change in behaviour.
 const PromotionCols = `id, name, mode, kind, stock, per_user_limit, value,
 	starts_at, ends_at, closed_at, created_at,
 	waiting_room_enabled, waiting_room_admit_per_second, waiting_room_entry_ttl_seconds,
@@ -66,7 +68,7 @@ func PromotionArgs[T, N any](p store.Promotion, tc Times[T, N]) []any {
 		tc.Encode(p.StartsAt), tc.Encode(p.EndsAt), tc.EncodeNull(p.ClosedAt), tc.EncodeNull(p.CreatedAt),
 		p.WaitingRoom.Enabled, p.WaitingRoom.AdmitPerSecond, p.WaitingRoom.EntryTTLSeconds,
 		p.Drained, p.WaitingRoom.AbandonAfterSeconds, p.WaitingRoom.PrequeueSeconds,
-		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Held, p.RevokeReturnsStock,
+		p.WaitingRoom.PrequeueSeed, tc.EncodeNull(p.ArchivedAt), p.WebhookURL, p.Paused, p.RevokeReturnsStock,
 		tc.EncodeNull(p.DrainedAt), tc.EncodeNull(p.RetiredAt), p.ExpectedClaimsPerSecond, max(p.Segments, 1),
 		p.WaitingRoom.MaxActive, p.WaitingRoom.Message, p.WaitingRoom.PowDifficulty,
 		EncodeRoomPage(p.WaitingRoom.Page),
@@ -111,7 +113,7 @@ func ScanPromotion[T, N any](row Scanner, tc Times[T, N]) (store.Promotion, erro
 		&starts, &ends, &closed, &created,
 		&p.WaitingRoom.Enabled, &p.WaitingRoom.AdmitPerSecond, &p.WaitingRoom.EntryTTLSeconds,
 		&p.Drained, &p.WaitingRoom.AbandonAfterSeconds, &p.WaitingRoom.PrequeueSeconds,
-		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Held, &p.RevokeReturnsStock,
+		&p.WaitingRoom.PrequeueSeed, &archived, &p.WebhookURL, &p.Paused, &p.RevokeReturnsStock,
 		&drained, &retired, &p.ExpectedClaimsPerSecond, &p.Segments,
 		&p.WaitingRoom.MaxActive, &p.WaitingRoom.Message, &p.WaitingRoom.PowDifficulty, &page); err != nil {
 		return store.Promotion{}, err

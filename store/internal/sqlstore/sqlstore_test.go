@@ -313,7 +313,7 @@ func TestPromotionRoundTrip(t *testing.T) {
 				AbandonAfterSeconds: 90, PrequeueSeconds: 30, PrequeueSeed: []byte("0123456789abcdef0123456789abcdef")},
 			Drained: true, DrainedAt: start.Add(25 * time.Hour), RetiredAt: closed,
 			ExpectedClaimsPerSecond: 5000, Segments: 3, WebhookURL: "https://partner.example/claims",
-			Held: true, RevokeReturnsStock: true, ArchivedAt: closed,
+			Paused: true, RevokeReturnsStock: true, ArchivedAt: closed,
 		}
 		args := PromotionArgs(p, textTimes)
 		if n := strings.Count(PromotionCols, ",") + 1; len(args) != n {
