@@ -96,12 +96,19 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// auditTrail records the admin actions, in the log and in the audit log
+// of the database, and lists them.
+type auditTrail struct {
+	*failureLogs
+	store auditLog
+}
+
 // audited runs h for the admin actor and, for a request that changes
 // something (any method but GET and HEAD), records who did what, on which
 // promotion, with which outcome: one row in the audit log and one log
 // line. The detail holds the path and what the handler annotated, never
 // the token or the body.
-func (s *Server) audited(actor string, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+func (s *auditTrail) audited(actor string, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
 	note := &auditNote{actor: actor, detail: map[string]any{"path": r.URL.Path}}
 	r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -127,7 +134,7 @@ func (s *Server) audited(actor string, w http.ResponseWriter, r *http.Request, h
 	h(sw, r)
 }
 
-func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start time.Time) {
+func (s *auditTrail) recordAudit(r *http.Request, note *auditNote, status int, start time.Time) {
 	action, ok := actions[r.Pattern]
 	if !ok {
 		action = r.Pattern
@@ -141,7 +148,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, start
 		"status", status, "detail", string(detail), "took_ms", time.Since(start).Milliseconds())
 	ctx, cancel := withTimeout(r, auditTimeout)
 	defer cancel()
-	err := s.rec.audit.AppendAudit(ctx, promotion.AuditEntry{
+	err := s.store.AppendAudit(ctx, promotion.AuditEntry{
 		At: start.UTC(), Actor: note.actor, Action: action, PromotionID: promo, Detail: string(detail), Status: status,
 	})
 	if err != nil {
@@ -166,7 +173,7 @@ type auditOut struct {
 }
 
 // listAudit pages through the audit log, newest first.
-func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+func (s *auditTrail) listAudit(w http.ResponseWriter, r *http.Request) {
 	after, limit, pr := page(r)
 	if pr != nil {
 		pr.write(w, r)
@@ -181,7 +188,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	es, err := s.rec.audit.ListAudit(r.Context(), before, limit)
+	es, err := s.store.ListAudit(r.Context(), before, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return

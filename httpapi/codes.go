@@ -49,7 +49,7 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isNDJSON(r) {
-		d, done, ok := s.beginStream(w, r)
+		d, done, ok := s.streams.beginStream(w, r)
 		if !ok {
 			return
 		}

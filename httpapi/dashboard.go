@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/promotion"
 )
@@ -52,11 +53,27 @@ type uiSession struct {
 	CSRF string `json:"csrf"`
 }
 
+// dashboard is the dashboard's HTTP side: its sessions, kept in Redis,
+// the own-origin rules of the requests that carry its cookie (origin.go),
+// and the stream of its hub's snapshots.
+type dashboard struct {
+	*failureLogs
+	redis   rueidis.Client
+	prefix  string        // Config.KeyPrefix
+	timeout time.Duration // Config.RequestTimeout: the session check of a stream
+	idle    time.Duration // Config.StreamIdleTimeout
+	tokens  *adminTokens  // a login's token, and a session's, still valid
+	edge    *edge.Edge    // whether a request came from a trusted proxy
+	hub     *ui.Hub
+	streams *streamLimit
+	m       *Metrics
+}
+
 // sessionKey is the Redis key of the session whose cookie holds id: the
 // key names a digest, so Redis does not hold the cookie's value either.
-func (s *Server) sessionKey(id string) string {
+func (s *dashboard) sessionKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return s.cfg.KeyPrefix + "ui:session:" + hex.EncodeToString(sum[:])
+	return s.prefix + "ui:session:" + hex.EncodeToString(sum[:])
 }
 
 // uiRoutes mounts the dashboard.
@@ -66,10 +83,10 @@ func (s *Server) uiRoutes() {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 	})
 	s.mux.Handle("GET /ui/", http.StripPrefix("/ui", securePage(files)))
-	s.mux.HandleFunc("POST /ui/login", s.bounded(s.uiLogin))
-	s.mux.HandleFunc("POST /ui/logout", s.bounded(s.uiLogout))
-	s.mux.HandleFunc("GET /ui/session", s.bounded(s.uiSessionInfo))
-	s.mux.HandleFunc("GET /ui/events", s.uiEvents)
+	s.mux.HandleFunc("POST /ui/login", s.bounded(s.dash.uiLogin))
+	s.mux.HandleFunc("POST /ui/logout", s.bounded(s.dash.uiLogout))
+	s.mux.HandleFunc("GET /ui/session", s.bounded(s.dash.uiSessionInfo))
+	s.mux.HandleFunc("GET /ui/events", s.dash.uiEvents)
 }
 
 // securePage adds the headers that keep the page to itself: nothing loaded
@@ -90,7 +107,7 @@ func securePage(h http.Handler) http.Handler {
 // uiLogin checks an admin token as the admin endpoints do (every named
 // token works) and opens a session: 200 {"name", "csrf"} with the cookie,
 // or 401 unauthorized. Body: {"token": "..."}.
-func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
+func (s *dashboard) uiLogin(w http.ResponseWriter, r *http.Request) {
 	if !s.sameOrigin(r) {
 		problem(CodeForbidden, "log in from the dashboard's own page (Origin)").write(w, r)
 		return
@@ -103,7 +120,7 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(in.Token)))
-	name, err := s.adminBySum(r.Context(), sum)
+	name, err := s.tokens.adminBySum(r.Context(), sum)
 	switch {
 	case errors.Is(err, errNoAdmin) || in.Token == "":
 		problem(CodeUnauthorized, "this is not an admin token").write(w, r)
@@ -117,7 +134,7 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, sess := rand.Text()+rand.Text(), uiSession{Name: name, Sum: hex.EncodeToString(sum[:]), CSRF: rand.Text()}
 	data, _ := json.Marshal(sess)
-	err = s.cfg.Redis.Do(r.Context(), s.cfg.Redis.B().Set().Key(s.sessionKey(id)).Value(string(data)).
+	err = s.redis.Do(r.Context(), s.redis.B().Set().Key(s.sessionKey(id)).Value(string(data)).
 		Ex(UISessionTTL).Build()).Error()
 	if err != nil {
 		s.fail(w, r, err)
@@ -131,7 +148,7 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 // setCookie sets (or with ttl 0, clears) the session cookie: HttpOnly,
 // SameSite Strict, Secure when the request came over TLS, or over https to
 // a trusted proxy.
-func (s *Server) setCookie(w http.ResponseWriter, r *http.Request, id string, ttl time.Duration) {
+func (s *dashboard) setCookie(w http.ResponseWriter, r *http.Request, id string, ttl time.Duration) {
 	secure := r.TLS != nil || (s.edge.FromTrustedProxy(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
 	c := &http.Cookie{Name: UICookie, Value: id, Path: "/", HttpOnly: true, Secure: secure,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(ttl.Seconds())}
@@ -143,7 +160,7 @@ func (s *Server) setCookie(w http.ResponseWriter, r *http.Request, id string, tt
 
 // uiLogout ends the session (with its Origin and CSRF token) and clears
 // the cookie: 204.
-func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
+func (s *dashboard) uiLogout(w http.ResponseWriter, r *http.Request) {
 	id, _, err := s.uiSessionOf(r)
 	switch {
 	case errors.Is(err, errNoAdmin):
@@ -157,7 +174,7 @@ func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.cfg.Redis.Do(r.Context(), s.cfg.Redis.B().Del().Key(s.sessionKey(id)).Build()).Error(); err != nil {
+	if err := s.redis.Do(r.Context(), s.redis.B().Del().Key(s.sessionKey(id)).Build()).Error(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -167,7 +184,7 @@ func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
 
 // uiSessionInfo answers the page's question "am I logged in?": 200
 // {"name", "csrf"} or 401.
-func (s *Server) uiSessionInfo(w http.ResponseWriter, r *http.Request) {
+func (s *dashboard) uiSessionInfo(w http.ResponseWriter, r *http.Request) {
 	_, sess, err := s.uiSessionOf(r)
 	if err != nil {
 		s.uiRefuse(w, r, err)
@@ -177,7 +194,7 @@ func (s *Server) uiSessionInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 // uiRefuse answers a request whose session check failed with err.
-func (s *Server) uiRefuse(w http.ResponseWriter, r *http.Request, err error) {
+func (s *dashboard) uiRefuse(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errNoAdmin):
 		problem(CodeUnauthorized, "log in to the dashboard with an admin token").write(w, r)
@@ -196,7 +213,7 @@ func (s *Server) uiRefuse(w http.ResponseWriter, r *http.Request, err error) {
 // whatever its method (see ownOrigin); one other than GET or HEAD must
 // also carry the page's Origin and the session's CSRF token, or it gets
 // errForbidden.
-func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
+func (s *dashboard) uiSessionOf(r *http.Request) (string, uiSession, error) {
 	c, err := r.Cookie(UICookie)
 	if err != nil || c.Value == "" || len(c.Value) > 128 {
 		return "", uiSession{}, errNoAdmin
@@ -204,7 +221,7 @@ func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
 	if err := s.checkOrigin(r); err != nil {
 		return "", uiSession{}, err
 	}
-	raw, err := s.cfg.Redis.Do(r.Context(), s.cfg.Redis.B().Get().Key(s.sessionKey(c.Value)).Build()).ToString()
+	raw, err := s.redis.Do(r.Context(), s.redis.B().Get().Key(s.sessionKey(c.Value)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", uiSession{}, errNoAdmin
 	}
@@ -226,7 +243,7 @@ func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
 		}
 	}
 	// The token may have been revoked since the login.
-	if _, err := s.adminBySum(r.Context(), sum); err != nil {
+	if _, err := s.tokens.adminBySum(r.Context(), sum); err != nil {
 		return "", uiSession{}, err
 	}
 	return c.Value, sess, nil
@@ -234,7 +251,7 @@ func (s *Server) uiSessionOf(r *http.Request) (string, uiSession, error) {
 
 // uiAdmin is the admin check of a request without an Authorization header:
 // the name of its dashboard session's token (see uiSessionOf).
-func (s *Server) uiAdmin(r *http.Request) (string, error) {
+func (s *dashboard) uiAdmin(r *http.Request) (string, error) {
 	_, sess, err := s.uiSessionOf(r)
 	return sess.Name, err
 }
@@ -244,15 +261,15 @@ func (s *Server) uiAdmin(r *http.Request) (string, error) {
 // second. It is one of Config.MaxStreams streamed requests and one of the
 // Hub's ui.DefaultMaxSubscribers dashboards; past either it answers 503
 // overloaded.
-func (s *Server) uiEvents(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+func (s *dashboard) uiEvents(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	_, _, err := s.uiSessionOf(r.WithContext(ctx))
 	cancel()
 	if err != nil {
 		s.uiRefuse(w, r, err)
 		return
 	}
-	d, done, ok := s.beginStream(w, r)
+	d, done, ok := s.streams.beginStream(w, r)
 	if !ok {
 		return
 	}
@@ -273,7 +290,7 @@ func (s *Server) uiEvents(w http.ResponseWriter, r *http.Request) {
 	if !es.write(fmt.Appendf(nil, "retry: %d\n\n", sseRetry.Milliseconds())) {
 		return
 	}
-	heartbeat := time.NewTicker(min(sseHeartbeat, s.cfg.StreamIdleTimeout/2))
+	heartbeat := time.NewTicker(min(sseHeartbeat, s.idle/2))
 	defer heartbeat.Stop()
 	for {
 		select {
@@ -299,12 +316,20 @@ func (s *Server) Start() { s.hub.Start() }
 // Stop ends what Start started, waiting at most until ctx is done.
 func (s *Server) Stop(ctx context.Context) error { return s.hub.Stop(ctx) }
 
+// uiSource reads what the dashboard shows, for its hub: the promotions
+// from the manager, their issue lags and consumers from Redis.
+type uiSource struct {
+	manager *promotion.Manager
+	redis   rueidis.Client
+	prefix  string // Config.KeyPrefix
+}
+
 // dashboardSource reads what the dashboard shows: the most recent
 // promotions that are not archived, with their counts, waiting rooms,
 // issue lags (issueLags) and consumers. The Hub calls it once per interval, whatever the number of
 // dashboards.
-func (s *Server) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
-	vs, _, err := s.cfg.Manager.ListBy(ctx, promotion.ListQuery{Sort: promotion.SortCreatedAtDesc, Limit: UIMaxPromotions})
+func (s *uiSource) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
+	vs, _, err := s.manager.ListBy(ctx, promotion.ListQuery{Sort: promotion.SortCreatedAtDesc, Limit: UIMaxPromotions})
 	if err != nil {
 		return nil, err
 	}
@@ -325,9 +350,9 @@ func (s *Server) dashboardSource(ctx context.Context) ([]ui.Promotion, error) {
 	s.issueLags(ctx, out, segments, time.Now())
 	cmds := make(rueidis.Commands, len(out))
 	for i, p := range out {
-		cmds[i] = s.cfg.Redis.B().XinfoConsumers().Key(promotion.WorkStreams(s.cfg.KeyPrefix, p.ID, 1)[0]).Group(promotion.IssuerGroup).Build()
+		cmds[i] = s.redis.B().XinfoConsumers().Key(promotion.WorkStreams(s.prefix, p.ID, 1)[0]).Group(promotion.IssuerGroup).Build()
 	}
-	for i, res := range s.cfg.Redis.DoMulti(ctx, cmds...) {
+	for i, res := range s.redis.DoMulti(ctx, cmds...) {
 		out[i].Consumers = consumersByInstance(res)
 	}
 	return out, nil

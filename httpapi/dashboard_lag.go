@@ -19,7 +19,7 @@ import (
 // last-delivered-id) — as its "at" field tells (the time the claim was
 // accepted; the entry id's time for an entry without one). Two round trips
 // for all of them, and none for a promotion without pending claims.
-func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []int, now time.Time) {
+func (s *uiSource) issueLags(ctx context.Context, ps []ui.Promotion, segments []int, now time.Time) {
 	type stream struct {
 		promo int
 		key   string
@@ -29,7 +29,7 @@ func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []in
 		if p.Pending <= 0 {
 			continue
 		}
-		for _, key := range promotion.WorkStreams(s.cfg.KeyPrefix, p.ID, segments[i]) {
+		for _, key := range promotion.WorkStreams(s.prefix, p.ID, segments[i]) {
 			streams = append(streams, stream{i, key})
 		}
 	}
@@ -38,10 +38,10 @@ func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []in
 	}
 	cmds := make(rueidis.Commands, 0, 2*len(streams))
 	for _, st := range streams {
-		cmds = append(cmds, s.cfg.Redis.B().Xpending().Key(st.key).Group(promotion.IssuerGroup).Build(),
-			s.cfg.Redis.B().XinfoGroups().Key(st.key).Build())
+		cmds = append(cmds, s.redis.B().Xpending().Key(st.key).Group(promotion.IssuerGroup).Build(),
+			s.redis.B().XinfoGroups().Key(st.key).Build())
 	}
-	res := s.cfg.Redis.DoMulti(ctx, cmds...)
+	res := s.redis.DoMulti(ctx, cmds...)
 	firsts := make(rueidis.Commands, 0, len(streams))
 	for i, st := range streams {
 		start := ""
@@ -53,9 +53,9 @@ func (s *Server) issueLags(ctx context.Context, ps []ui.Promotion, segments []in
 		if start == "" {
 			start = "(" + lastDelivered(res[2*i+1])
 		}
-		firsts = append(firsts, s.cfg.Redis.B().Xrange().Key(st.key).Start(start).End("+").Count(1).Build())
+		firsts = append(firsts, s.redis.B().Xrange().Key(st.key).Start(start).End("+").Count(1).Build())
 	}
-	for i, r := range s.cfg.Redis.DoMulti(ctx, firsts...) {
+	for i, r := range s.redis.DoMulti(ctx, firsts...) {
 		at, ok := firstEntryAt(r)
 		if !ok {
 			continue

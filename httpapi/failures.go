@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -31,11 +32,15 @@ func clientLeft(r *http.Request) bool {
 	return errors.Is(context.Cause(r.Context()), context.Canceled)
 }
 
-// failureLogs are the Server's logs of unexpected errors: one for the
-// claims' Redis calls, which a claim Redis answered ends with a line
-// "redis reachable again", one for every other request's (Redis or the
-// database), which nothing ends.
+// failureLogs are the Server's one problem mapper (fail and problemFor in
+// problem.go) and its logs of unexpected errors: one for the claims' Redis
+// calls, which a claim Redis answered ends with a line "redis reachable
+// again", one for every other request's (Redis or the database), which
+// nothing ends. The Server and each of its parts embed the one the Server
+// made, so every handler answers an error the same way and logs to the
+// same logger.
 type failureLogs struct {
+	log   *slog.Logger // the Server's logger (see LogHandler)
 	redis failureLog
 	other failureLog
 }
@@ -45,7 +50,7 @@ type failureLogs struct {
 // (failureLog), unless it is the cancellation of a client that left, which
 // is no failure of the server: the request counts as
 // StatusClientClosedRequest (see observe).
-func (s *Server) unexpected(r *http.Request, err error) *Problem {
+func (s *failureLogs) unexpected(r *http.Request, err error) *Problem {
 	claim := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/claims")
 	detail := "Redis or the database did not answer; retry shortly"
 	if claim {
@@ -55,9 +60,9 @@ func (s *Server) unexpected(r *http.Request, err error) *Problem {
 	if errors.Is(err, context.Canceled) && clientLeft(r) {
 		return pr // no failure of the server: observe counts it as 499
 	}
-	f := &s.fails.other
+	f := &s.other
 	if claim {
-		f = &s.fails.redis
+		f = &s.redis
 	}
 	if n, suppressed, log := f.fail(); log {
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "err", err, "suppressed", suppressed}
@@ -71,8 +76,8 @@ func (s *Server) unexpected(r *http.Request, err error) *Problem {
 
 // redisAnswered reports a claim that Redis answered, whatever the answer:
 // after failures it logs, once, that Redis is reachable again.
-func (s *Server) redisAnswered() {
-	if n := s.fails.redis.ok(); n > 0 {
+func (s *failureLogs) redisAnswered() {
+	if n := s.redis.ok(); n > 0 {
 		s.log.Info("redis reachable again", "failures", n)
 	}
 }

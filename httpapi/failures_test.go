@@ -113,7 +113,7 @@ func TestClaimFailuresLogOnce(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	now := time.Unix(1_700_000_000, 0)
-	s := &Server{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+	s := &failureLogs{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
@@ -121,7 +121,7 @@ func TestClaimFailuresLogOnce(t *testing.T) {
 			return a
 		},
 	}))}
-	s.fails.redis.now = func() time.Time { return now }
+	s.redis.now = func() time.Time { return now }
 	claim := httptest.NewRequest(http.MethodPost, "/v1/promotions/p/claims", nil)
 	down := errors.New("claim p for u: connection refused")
 	for range 5 {

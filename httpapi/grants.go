@@ -44,7 +44,7 @@ func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isNDJSON(r) {
-		d, done, ok := s.beginStream(w, r)
+		d, done, ok := s.streams.beginStream(w, r)
 		if !ok {
 			return
 		}

@@ -66,6 +66,20 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
+// idempotency keeps the records of the admin requests sent with an
+// Idempotency-Key, in Redis under its prefix, and replays their answers.
+type idempotency struct {
+	*failureLogs
+	redis   rueidis.Client
+	prefix  string        // Config.KeyPrefix
+	timeout time.Duration // Config.RequestTimeout: a keyed request's deadline
+	ttl     time.Duration // Config.IdempotencyTTL
+
+	// testHookKeyed, if set, runs once a keyed admin request holds its
+	// Idempotency-Key record and before its handler runs. Set by tests only.
+	testHookKeyed func()
+}
+
 // idempotent makes an admin POST safe to retry: with an Idempotency-Key the
 // first request runs and its answer is kept; a retry with the same key and
 // the same method, path and body gets that answer again (with the header
@@ -74,7 +88,7 @@ return 0`)
 // request_in_progress. limit bounds the body read to fingerprint it.
 // Without the header, and for a streamed NDJSON upload (applied line by line,
 // where a re-upload counts duplicates), h runs as it is.
-func (s *Server) idempotent(limit int64, h http.HandlerFunc) http.HandlerFunc {
+func (s *idempotency) idempotent(limit int64, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		vals := r.Header.Values("Idempotency-Key")
 		if len(vals) == 0 || isNDJSON(r) {
@@ -95,12 +109,12 @@ func (s *Server) idempotent(limit int64, h http.HandlerFunc) http.HandlerFunc {
 			problem(CodeInvalidRequest, "the request body could not be read: "+err.Error()).write(w, r)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 
-		key := s.cfg.KeyPrefix + "admin-idem:" + vals[0]
+		key := s.prefix + "admin-idem:" + vals[0]
 		sum := sha256.Sum256([]byte(r.Method + " " + r.URL.Path + "\n" + string(body)))
 		fp := hex.EncodeToString(sum[:])
 		running, held, pr := s.takeKey(ctx, r, key, fp)
@@ -131,10 +145,10 @@ func (s *Server) idempotent(limit int64, h http.HandlerFunc) http.HandlerFunc {
 
 // takeKey takes the key for this request and returns the running record it
 // set; or the finished record to replay; or the problem to answer.
-func (s *Server) takeKey(ctx context.Context, r *http.Request, key, fp string) (running string, held *idemRecord, pr *Problem) {
-	c := s.cfg.Redis
+func (s *idempotency) takeKey(ctx context.Context, r *http.Request, key, fp string) (running string, held *idemRecord, pr *Problem) {
+	c := s.redis
 	mine, _ := json.Marshal(idemRecord{Fingerprint: fp, Nonce: rand.Text()})
-	lock := s.cfg.RequestTimeout + idemLockMargin
+	lock := s.timeout + idemLockMargin
 	// A record can expire between SET NX and GET: then take it again.
 	for range 3 {
 		err := c.Do(ctx, c.B().Set().Key(key).Value(string(mine)).Nx().Px(lock).Build()).Error()
@@ -168,12 +182,12 @@ func (s *Server) takeKey(ctx context.Context, r *http.Request, key, fp string) (
 
 // settleKey keeps the answer rec recorded, or releases the key when there is
 // no answer to keep (rec nil, or a status of 500 or above).
-func (s *Server) settleKey(r *http.Request, key, running string, rec *recorder) {
+func (s *idempotency) settleKey(r *http.Request, key, running string, rec *recorder) {
 	// The request's context may be done (that can be why it failed); the
 	// record must be settled anyway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), DefaultClaimTimeout)
 	defer cancel()
-	c := s.cfg.Redis
+	c := s.redis
 	var err error
 	if rec == nil || rec.code() >= 500 {
 		err = idemRelease.Exec(ctx, c, []string{key}, []string{running}).Error()
@@ -187,7 +201,7 @@ func (s *Server) settleKey(r *http.Request, key, running string, rec *recorder) 
 			}
 		}
 		b, _ := json.Marshal(done)
-		ttl := strconv.FormatInt(s.cfg.IdempotencyTTL.Milliseconds(), 10)
+		ttl := strconv.FormatInt(s.ttl.Milliseconds(), 10)
 		err = idemFinish.Exec(ctx, c, []string{key}, []string{running, string(b), ttl}).Error()
 	}
 	if err != nil {
@@ -198,7 +212,7 @@ func (s *Server) settleKey(r *http.Request, key, running string, rec *recorder) 
 }
 
 // replay writes a kept answer.
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
+func (s *idempotency) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 	h := w.Header()
 	for k, v := range rec.Header {
 		h.Set(k, v)

@@ -14,14 +14,14 @@ import (
 // fresh challenge; the difficulty this instance knows is checked before
 // Redis is asked, so unsolved joins cost Redis nothing. ok false means the
 // request was answered with a problem.
-func (s *Server) joinRoom(w http.ResponseWriter, r *http.Request, id, user string, proof waitroom.Proof) (st waitroom.Standing, ok bool) {
-	rooms := s.cfg.Manager.Rooms()
+func (s *waitingRooms) joinRoom(w http.ResponseWriter, r *http.Request, id, user string, proof waitroom.Proof) (st waitroom.Standing, ok bool) {
+	rooms := s.manager.Rooms()
 	if rooms == nil {
 		s.noRoom(w, r, id)
 		return st, false
 	}
 	call := func() (waitroom.Standing, error) {
-		return rooms.JoinWithProof(r.Context(), id, user, proof, s.cfg.Manager.RoomPowDifficulty(id))
+		return rooms.JoinWithProof(r.Context(), id, user, proof, s.manager.RoomPowDifficulty(id))
 	}
 	return s.inRoom(w, r, id, call)
 }

@@ -35,11 +35,19 @@ func (d *streamDeadline) touch() {
 	_ = d.rc.SetWriteDeadline(now.Add(d.window))
 }
 
+// streamLimit admits the streamed requests of every endpoint, at most
+// Config.MaxStreams at once, and keeps each one's deadlines.
+type streamLimit struct {
+	streams chan struct{} // one token per running streamed request
+	window  time.Duration // Config.StreamIdleTimeout
+	m       *Metrics
+}
+
 // beginStream admits a streamed request: one of at most Config.MaxStreams,
 // shared by every streaming endpoint. It returns the request's deadline
 // keeper and the function that gives the slot back; ok false means the
 // request was answered with 503 overloaded.
-func (s *Server) beginStream(w http.ResponseWriter, r *http.Request) (d *streamDeadline, done func(), ok bool) {
+func (s *streamLimit) beginStream(w http.ResponseWriter, r *http.Request) (d *streamDeadline, done func(), ok bool) {
 	select {
 	case s.streams <- struct{}{}:
 	default:
@@ -47,7 +55,7 @@ func (s *Server) beginStream(w http.ResponseWriter, r *http.Request) (d *streamD
 		problem(CodeOverloaded, "too many streamed requests in flight; retry shortly").retry(1).write(w, r)
 		return nil, nil, false
 	}
-	d = &streamDeadline{rc: http.NewResponseController(w), window: s.cfg.StreamIdleTimeout}
+	d = &streamDeadline{rc: http.NewResponseController(w), window: s.window}
 	d.touch()
 	return d, func() { <-s.streams }, true
 }

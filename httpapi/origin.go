@@ -22,7 +22,7 @@ var errOtherOrigin = fmt.Errorf("%w: a page of another origin", errForbidden)
 // when it says http or https, as the session cookie's Secure flag reads
 // it. Otherwise the scheme cannot be known (a proxy that is not trusted
 // may have ended TLS) and either is the server's.
-func (s *Server) ownOrigin(r *http.Request, origin string) bool {
+func (s *dashboard) ownOrigin(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 		u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
@@ -36,7 +36,7 @@ func (s *Server) ownOrigin(r *http.Request, origin string) bool {
 
 // schemeOf is the scheme r came by, "" when it cannot be known (see
 // ownOrigin).
-func (s *Server) schemeOf(r *http.Request) string {
+func (s *dashboard) schemeOf(r *http.Request) string {
 	if r.TLS != nil {
 		return "https"
 	}
@@ -57,7 +57,7 @@ func withoutDefaultPort(host, scheme string) string {
 // sameOrigin reports whether r carries an Origin header naming this
 // server's own origin (see ownOrigin); browsers send it with every POST,
 // and with any fetch across origins.
-func (s *Server) sameOrigin(r *http.Request) bool {
+func (s *dashboard) sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	return o != "" && s.ownOrigin(r, o)
 }
@@ -65,7 +65,7 @@ func (s *Server) sameOrigin(r *http.Request) bool {
 // checkOrigin refuses, with errOtherOrigin, a request whose Origin header
 // is present and not this server's own. A request without one (a
 // same-origin GET, an EventSource, a client that is not a browser) passes.
-func (s *Server) checkOrigin(r *http.Request) error {
+func (s *dashboard) checkOrigin(r *http.Request) error {
 	if o := r.Header.Get("Origin"); o != "" && !s.ownOrigin(r, o) {
 		return errOtherOrigin
 	}

@@ -264,12 +264,12 @@ func poolProblem(err error) *Problem {
 }
 
 // fail writes the problem for err.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *failureLogs) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.problemFor(r, err).write(w, r)
 }
 
 // problemFor maps err to its problem: knownProblem's, else unexpected's.
-func (s *Server) problemFor(r *http.Request, err error) *Problem {
+func (s *failureLogs) problemFor(r *http.Request, err error) *Problem {
 	if pr := knownProblem(err); pr != nil {
 		return pr
 	}

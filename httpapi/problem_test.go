@@ -18,7 +18,7 @@ import (
 // Retry-After.
 func TestProblemForMapsThePromotionVocabulary(t *testing.T) {
 	t.Parallel()
-	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s := &failureLogs{log: slog.New(slog.DiscardHandler)}
 	for _, tc := range []struct {
 		err   error
 		code  string

@@ -291,10 +291,10 @@ func (s *Server) getPromotion(w http.ResponseWriter, r *http.Request) {
 // with a secret in its path.
 func (s *Server) callerIsAdmin(r *http.Request) bool {
 	if r.Header.Get("Authorization") != "" {
-		_, err := s.adminName(r)
+		_, err := s.tokens.adminName(r)
 		return err == nil
 	}
-	_, _, err := s.uiSessionOf(r)
+	_, _, err := s.dash.uiSessionOf(r)
 	return err == nil
 }
 

@@ -76,9 +76,18 @@ func toQueueOut(st waitroom.Standing) queueOut {
 	return out
 }
 
+// waitingRooms answers the waiting-room endpoints: a join, a user's
+// standing.
+type waitingRooms struct {
+	*failureLogs
+	manager *promotion.Manager
+	watcher *waitroom.Watcher // the standings of the users it serves, if any
+	m       *Metrics
+}
+
 // queue answers the waiting-room endpoints: POST …/queue joins, GET
 // …/queue/{user_id} answers a user's standing and checks the user in.
-func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
+func (s *waitingRooms) queue(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -132,8 +141,8 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 // one, which answers a waiting user from the room's latest read and writes
 // the check-in with the next one. ok false means the request was answered
 // with a problem.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string, join bool) (st waitroom.Standing, ok bool) {
-	rooms := s.cfg.Manager.Rooms()
+func (s *waitingRooms) lookup(w http.ResponseWriter, r *http.Request, id, user string, join bool) (st waitroom.Standing, ok bool) {
+	rooms := s.manager.Rooms()
 	if rooms == nil {
 		s.noRoom(w, r, id)
 		return st, false
@@ -142,9 +151,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 		switch {
 		case join:
 			return rooms.Join(r.Context(), id, user)
-		case s.cfg.Watcher != nil:
+		case s.watcher != nil:
 			// A waiting user is answered from the room's latest read.
-			return s.cfg.Watcher.Status(r.Context(), id, user)
+			return s.watcher.Status(r.Context(), id, user)
 		default:
 			return rooms.Status(r.Context(), id, user, true)
 		}
@@ -157,12 +166,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, user string,
 // (which opens it on this instance if need be): a promotion without a room
 // gets 404, one whose room was only not opened here yet gets call again.
 // It returns call's standing and whether it succeeded.
-func (s *Server) inRoom(w http.ResponseWriter, r *http.Request, id string, call func() (waitroom.Standing, error)) (waitroom.Standing, bool) {
+func (s *waitingRooms) inRoom(w http.ResponseWriter, r *http.Request, id string, call func() (waitroom.Standing, error)) (waitroom.Standing, bool) {
 	st, err := call()
 	if errors.Is(err, promotion.ErrRoomNotFound) {
 		// No room in Redis: the promotion may be unknown, have no room, or
 		// not be opened on this instance yet (reading it opens it).
-		v, gerr := s.cfg.Manager.Get(r.Context(), id)
+		v, gerr := s.manager.Get(r.Context(), id)
 		if gerr != nil {
 			s.fail(w, r, gerr)
 			return st, false
@@ -182,8 +191,8 @@ func (s *Server) inRoom(w http.ResponseWriter, r *http.Request, id string, call 
 
 // noRoom answers a waiting-room request on a server that runs no waiting
 // room: the promotion's own 404, or the 404 of a queue that does not exist.
-func (s *Server) noRoom(w http.ResponseWriter, r *http.Request, id string) {
-	if _, err := s.cfg.Manager.Get(r.Context(), id); err != nil {
+func (s *waitingRooms) noRoom(w http.ResponseWriter, r *http.Request, id string) {
+	if _, err := s.manager.Get(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}

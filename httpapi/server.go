@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,30 +131,35 @@ type Config struct {
 	Tally *ui.Tally
 }
 
-// Server is the dibs HTTP API as an http.Handler.
+// Server is the dibs HTTP API as an http.Handler. It serves the
+// promotions, claims and records itself; the parts with a job of their own
+// are types of their own, each with what it needs: the admin tokens, the
+// audit trail, the Idempotency-Key records, the dashboard (its sessions and
+// its hub's source), the waiting room's endpoints and event streams, and
+// the streamed requests' limit. Every request goes through ServeHTTP, and
+// every part answers errors through the one failureLogs.
 type Server struct {
-	cfg      Config
-	mux      *routeMux
-	log      *slog.Logger
-	m        *Metrics
-	inflight chan struct{}
+	*failureLogs // the problem mapper and the logger, shared by every part
+	cfg          Config
+	mux          *routeMux
+	m            *Metrics
+	inflight     chan struct{}
 	// claimDeadlines are the deadlines of the claims' Redis calls.
 	claimDeadlines claimDeadlines
 
 	readInflight chan struct{}
-	streams      chan struct{}  // one token per running streamed request
-	beat         *beat          // the keep-alive clock of the event streams
-	detached     sync.WaitGroup // the goroutines of the event streams taken over from net/http
 	edge         *edge.Edge
-	tokens       []AdminToken // the configured admin tokens; read-only
-	hub          *ui.Hub      // the dashboard's snapshots (see dashboard.go)
-	started      time.Time    // when New made the server: the start of its tally
-	fails        failureLogs  // written by request goroutines, through its atomics
-	rec          records      // the database records beside the promotions (records.go)
+	hub          *ui.Hub   // the dashboard's snapshots (see dashboard.go)
+	started      time.Time // when New made the server: the start of its tally
+	rec          records   // the database records beside the promotions (records.go)
 
-	// testHookKeyed, if set, runs once a keyed admin request holds its
-	// Idempotency-Key record and before its handler runs. Set by tests only.
-	testHookKeyed func()
+	tokens  *adminTokens  // the admin tokens (tokens.go)
+	audit   *auditTrail   // the audit trail of admin actions (audit.go)
+	idem    *idempotency  // the Idempotency-Key records (idempotency.go)
+	dash    *dashboard    // the dashboard's sessions and stream (dashboard.go, origin.go)
+	rooms   *waitingRooms // join and a user's standing (queue.go, join.go)
+	sse     *queueStreams // the standings as event streams (sse.go)
+	streams *streamLimit  // the limit of streamed requests (limits.go)
 }
 
 // New returns the API handler; an error names the Config field that
@@ -179,34 +183,42 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	rec := cfg.Manager.Records()
 	s := &Server{
-		tokens:   tokens,
-		cfg:      cfg,
-		mux:      &routeMux{ServeMux: http.NewServeMux()},
-		log:      slog.New(LogHandler(cfg.Logger.Handler())),
-		m:        cfg.Metrics,
-		inflight: make(chan struct{}, cfg.MaxInFlight),
+		failureLogs: &failureLogs{log: slog.New(LogHandler(cfg.Logger.Handler()))},
+		cfg:         cfg,
+		mux:         &routeMux{ServeMux: http.NewServeMux()},
+		m:           cfg.Metrics,
+		inflight:    make(chan struct{}, cfg.MaxInFlight),
 
 		claimDeadlines: claimDeadlines{timeout: cfg.ClaimTimeout},
 		readInflight:   make(chan struct{}, cfg.MaxReadInFlight),
-		streams:        make(chan struct{}, cfg.MaxStreams),
 		started:        time.Now(),
-		beat:           &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
+		rec:            newRecords(rec),
 	}
-	s.rec = newRecords(cfg.Manager.Records())
 	ecfg := cfg.Edge
 	ecfg.AdminToken, ecfg.Logger, ecfg.Problem = cfg.AdminToken, s.log, edgeProblem
 	if ecfg.KeyPrefix == "" {
 		ecfg.KeyPrefix = cfg.KeyPrefix
 	}
-	e, err := edge.New(ecfg, cfg.Redis)
-	if err != nil {
+	if s.edge, err = edge.New(ecfg, cfg.Redis); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s.edge = e
-	if s.hub, err = ui.NewHub(ui.HubConfig{Source: s.dashboardSource, Logger: s.log, Tally: cfg.Tally}); err != nil {
+	src := &uiSource{manager: cfg.Manager, redis: cfg.Redis, prefix: cfg.KeyPrefix}
+	if s.hub, err = ui.NewHub(ui.HubConfig{Source: src.dashboardSource, Logger: s.log, Tally: cfg.Tally}); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	s.tokens = &adminTokens{failureLogs: s.failureLogs, tokens: tokens, store: rec, readInflight: s.readInflight, m: s.m}
+	s.audit = &auditTrail{failureLogs: s.failureLogs, store: rec}
+	s.idem = &idempotency{failureLogs: s.failureLogs, redis: cfg.Redis, prefix: cfg.KeyPrefix,
+		timeout: cfg.RequestTimeout, ttl: cfg.IdempotencyTTL}
+	s.streams = &streamLimit{streams: make(chan struct{}, cfg.MaxStreams), window: cfg.StreamIdleTimeout, m: s.m}
+	s.dash = &dashboard{failureLogs: s.failureLogs, redis: cfg.Redis, prefix: cfg.KeyPrefix, timeout: cfg.RequestTimeout,
+		idle: cfg.StreamIdleTimeout, tokens: s.tokens, edge: s.edge, hub: s.hub, streams: s.streams, m: s.m}
+	s.rooms = &waitingRooms{failureLogs: s.failureLogs, manager: cfg.Manager, watcher: cfg.Watcher, m: s.m}
+	s.sse = &queueStreams{watcher: cfg.Watcher, rooms: s.rooms, streams: s.streams,
+		beat:    &beat{every: min(sseHeartbeat, cfg.StreamIdleTimeout/2)},
+		timeout: cfg.RequestTimeout, idle: cfg.StreamIdleTimeout, m: s.m}
 	s.routes()
 	return s, nil
 }
@@ -338,15 +350,15 @@ func promotionOf(r *http.Request) string { return r.PathValue("id") }
 func (s *Server) routes() {
 	s.route("/v1/promotions", map[string]http.HandlerFunc{
 		"GET":  s.bounded(s.listPromotions),
-		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createPromotion))),
+		"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.createPromotion))),
 	})
 	s.route("/v1/promotions/{id}", map[string]http.HandlerFunc{
 		"GET":   s.bounded(s.getPromotion),
-		"PATCH": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.patchPromotion))),
+		"PATCH": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.patchPromotion))),
 	}, "GET")
-	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.closePromotion)))})
-	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.archivePromotion)))})
-	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
+	s.route("/v1/promotions/{id}/close", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.closePromotion)))})
+	s.route("/v1/promotions/{id}/archive", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.archivePromotion)))})
+	s.route("/v1/promotions/{id}/rebuild", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.rebuildPromotion)))})
 	s.route("/v1/promotions/{id}/claims", map[string]http.HandlerFunc{
 		"POST": s.guarded(edge.KindClaim, s.limited(s.postClaim, true)),
 		// The CSV export is streamed (beginStream), so not bounded.
@@ -355,26 +367,26 @@ func (s *Server) routes() {
 	s.route("/v1/promotions/{id}/claims/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getClaims))}, "GET")
 	// Registered by method alone: a route's catch-all for other methods
 	// would overlap GET …/claims/{user_id} (a user named revoke keeps it).
-	s.mux.HandleFunc("POST /v1/promotions/{id}/claims/revoke", s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.revokeClaims))))
-	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
-	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
-	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.queue))}, "POST")
-	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.events(s.bounded(s.queue)))}, "GET")
+	s.mux.HandleFunc("POST /v1/promotions/{id}/claims/revoke", s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.revokeClaims))))
+	s.route("/v1/promotions/{id}/grants", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idem.idempotent(MaxGrantBodyBytes, s.postGrants), false))})
+	s.route("/v1/promotions/{id}/codes", map[string]http.HandlerFunc{"POST": s.admin(s.limited(s.idem.idempotent(MaxCodesBodyBytes, s.postCodes), false))})
+	s.route("/v1/promotions/{id}/queue", map[string]http.HandlerFunc{"POST": s.guarded(edge.KindJoin, s.bounded(s.rooms.queue))}, "POST")
+	s.route("/v1/promotions/{id}/queue/{user_id}", map[string]http.HandlerFunc{"GET": s.userOnly(s.sse.events(s.bounded(s.rooms.queue)))}, "GET")
 	s.route("/v1/promotions/{id}/report", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getReport))})
 	s.route("/v1/promotions/{id}/timeline", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getTimeline))})
 	s.route("/v1/promotions/{id}/prequeue", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getPrequeue))})
 	s.route("/v1/promotions/{id}/dead-letters", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listDeadLetters))})
-	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
-	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
+	s.route("/v1/promotions/{id}/dead-letters/replay", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.replayDeadLetters)))})
+	s.route("/v1/promotions/{id}/dead-letters/void", map[string]http.HandlerFunc{"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.voidDeadLetters)))})
 	s.route("/v1/claims/{claim_id}", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getClaim))})
 	s.route("/v1/events", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.getEvents))})
 	s.route("/v1/users/{user_id}/balance", map[string]http.HandlerFunc{"GET": s.userOnly(s.bounded(s.getBalance))}, "GET")
-	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.listAudit))})
+	s.route("/v1/audit", map[string]http.HandlerFunc{"GET": s.admin(s.bounded(s.audit.listAudit))})
 	s.route("/v1/admin-tokens", map[string]http.HandlerFunc{
-		"GET":  s.admin(s.bounded(s.listAdminTokens)),
-		"POST": s.admin(s.bounded(s.idempotent(MaxBodyBytes, s.createAdminToken))),
+		"GET":  s.admin(s.bounded(s.tokens.listAdminTokens)),
+		"POST": s.admin(s.bounded(s.idem.idempotent(MaxBodyBytes, s.tokens.createAdminToken))),
 	})
-	s.route("/v1/admin-tokens/{name}", map[string]http.HandlerFunc{"DELETE": s.admin(s.bounded(s.deleteAdminToken))})
+	s.route("/v1/admin-tokens/{name}", map[string]http.HandlerFunc{"DELETE": s.admin(s.bounded(s.tokens.deleteAdminToken))})
 	s.route("/v1/users/{user_id}", map[string]http.HandlerFunc{"DELETE": s.admin(s.bounded(s.eraseUser))})
 	s.route("/healthz", map[string]http.HandlerFunc{"GET": s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{"GET": s.readyz})
@@ -453,9 +465,9 @@ func (s *Server) route(path string, byMethod map[string]http.HandlerFunc, public
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-		name, err := s.adminName(r.WithContext(ctx))
+		name, err := s.tokens.adminName(r.WithContext(ctx))
 		if errors.Is(err, errNoAdmin) && r.Header.Get("Authorization") == "" {
-			name, err = s.uiAdmin(r.WithContext(ctx))
+			name, err = s.dash.uiAdmin(r.WithContext(ctx))
 		}
 		cancel()
 		switch {
@@ -472,7 +484,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		s.audited(name, w, r, h)
+		s.audit.audited(name, w, r, h)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dibsio/dibs/waitroom"
@@ -40,12 +41,25 @@ func acceptsEventStream(r *http.Request) bool {
 	return false
 }
 
+// queueStreams serves users' places in the queue as server-sent events,
+// from the Watcher, and keeps the streams taken over from net/http.
+type queueStreams struct {
+	watcher  *waitroom.Watcher
+	rooms    *waitingRooms // a stream's first standing
+	streams  *streamLimit
+	beat     *beat          // the keep-alive clock of the event streams
+	detached sync.WaitGroup // the goroutines of the event streams taken over from net/http
+	timeout  time.Duration  // Config.RequestTimeout: the first standing's lookup
+	idle     time.Duration  // Config.StreamIdleTimeout
+	m        *Metrics
+}
+
 // events serves GET …/queue/{user_id} as server-sent events when the
 // client accepts them and the server has a Watcher; otherwise (HEAD too)
 // with h, the JSON answer.
-func (s *Server) events(h http.HandlerFunc) http.HandlerFunc {
+func (s *queueStreams) events(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Watcher == nil || r.Method != http.MethodGet || !acceptsEventStream(r) {
+		if s.watcher == nil || r.Method != http.MethodGet || !acceptsEventStream(r) {
 			h(w, r)
 			return
 		}
@@ -70,7 +84,7 @@ func (s *Server) events(h http.HandlerFunc) http.HandlerFunc {
 // with the connection (Connection: close); a client that left is noticed at
 // the next write, a keep-alive at the latest. Where the connection cannot
 // be taken over (HTTP/2), the handler follows the stream itself.
-func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
+func (s *queueStreams) streamQueue(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -79,7 +93,7 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d, done, ok := s.beginStream(w, r)
+	d, done, ok := s.streams.beginStream(w, r)
 	if !ok {
 		return
 	}
@@ -90,7 +104,7 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	// Watch first, then read: a change between the two is not missed.
-	watch, err := s.cfg.Watcher.Watch(id, user)
+	watch, err := s.watcher.Watch(id, user)
 	if err != nil {
 		problem(CodeUnavailable, "this instance is shutting down; retry shortly").retry(1).write(w, r)
 		return
@@ -102,8 +116,8 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 	}()
 	// The lookup's deadline hangs from no cancellable context of the
 	// request's, so that it leaves nothing on the request behind it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RequestTimeout)
-	st, ok := s.lookup(w, r.WithContext(ctx), id, user, false)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.timeout)
+	st, ok := s.rooms.lookup(w, r.WithContext(ctx), id, user, false)
 	cancel()
 	if !ok {
 		return
@@ -116,7 +130,7 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 	first := fmt.Appendf(nil, "retry: %d\n\n", sseRetry.Milliseconds())
 	if conn := hijack(w, r, first); conn != nil {
 		detached = true
-		es := &eventStream{w: conn, d: &streamDeadline{conn: conn, window: s.cfg.StreamIdleTimeout}}
+		es := &eventStream{w: conn, d: &streamDeadline{conn: conn, window: s.idle}}
 		end := func() {
 			watch.Close()
 			conn.Close()
@@ -150,7 +164,7 @@ func (s *Server) streamQueue(w http.ResponseWriter, r *http.Request) {
 func (s *Server) WaitStreams(ctx context.Context) error {
 	ended := make(chan struct{})
 	go func() {
-		s.detached.Wait()
+		s.sse.detached.Wait()
 		close(ended)
 	}()
 	select {
@@ -192,7 +206,7 @@ func hijack(w http.ResponseWriter, r *http.Request, first []byte) net.Conn {
 // final standing, a failed write, the watch's end (the Watcher stopped: the
 // client reconnects to an instance that runs) or gone (the client left, as
 // net/http tells; nil for a detached stream).
-func (s *Server) follow(es *eventStream, watch *waitroom.Watch, gone <-chan struct{}) {
+func (s *queueStreams) follow(es *eventStream, watch *waitroom.Watch, gone <-chan struct{}) {
 	s.beat.join()
 	defer s.beat.leave()
 	for {

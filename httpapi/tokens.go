@@ -77,13 +77,25 @@ var errNoAdmin = errors.New("no known admin token")
 // flight.
 var errShed = errors.New("too many requests in flight")
 
+// adminTokens knows the admin tokens: the configured ones and those
+// issued through the API, which it issues, lists and revokes.
+type adminTokens struct {
+	*failureLogs
+	tokens []AdminToken // the configured admin tokens; read-only
+	store  tokenStore   // the tokens issued through the API
+	// readInflight is the Server's read slots (Config.MaxReadInFlight): a
+	// lookup in the store takes one.
+	readInflight chan struct{}
+	m            *Metrics
+}
+
 // adminName returns the name of the admin token r carries: a configured
 // one, compared in constant time (every configured hash is compared, a
 // match or not), else one issued through the API, looked up by its
 // SHA-256 (the lookup key is a digest of the secret, so its timing tells
 // nothing of the token). errNoAdmin if none; another error if the database
 // could not be asked.
-func (s *Server) adminName(r *http.Request) (string, error) {
+func (s *adminTokens) adminName(r *http.Request) (string, error) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
@@ -94,7 +106,7 @@ func (s *Server) adminName(r *http.Request) (string, error) {
 
 // adminBySum returns the name of the admin token whose SHA-256 is sum, as
 // adminName does for the token itself.
-func (s *Server) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string, error) {
+func (s *adminTokens) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string, error) {
 	name := ""
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare(sum[:], t.SHA256[:]) == 1 {
@@ -112,7 +124,7 @@ func (s *Server) adminBySum(ctx context.Context, sum [sha256.Size]byte) (string,
 		s.m.Shed.Inc()
 		return "", errShed
 	}
-	t, err := s.rec.tokens.AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
+	t, err := s.store.AdminTokenByHash(ctx, hex.EncodeToString(sum[:]))
 	<-s.readInflight
 	switch {
 	case errors.Is(err, promotion.ErrNotFound):
@@ -138,7 +150,7 @@ type tokenOut struct {
 
 // createAdminToken issues a new admin token under a name: its value is in
 // the answer and nowhere else; the database keeps its SHA-256.
-func (s *Server) createAdminToken(w http.ResponseWriter, r *http.Request) {
+func (s *adminTokens) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	var in tokenIn
 	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 		pr.write(w, r)
@@ -159,7 +171,7 @@ func (s *Server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256([]byte(value))
 	t := promotion.AdminToken{Name: in.Name, SHA256: hex.EncodeToString(sum[:]), CreatedAt: time.Now().UTC(),
 		CreatedBy: actorOf(r)}
-	err := s.rec.tokens.CreateAdminToken(r.Context(), t)
+	err := s.store.CreateAdminToken(r.Context(), t)
 	if errors.Is(err, promotion.ErrAlreadyExists) {
 		problem(CodeAlreadyExists, "an admin token of this name exists").write(w, r)
 		return
@@ -180,8 +192,8 @@ func apiToken(t promotion.AdminToken) tokenOut {
 
 // listAdminTokens lists the token names, configured ones first; never a
 // value or a hash.
-func (s *Server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.rec.tokens.ListAdminTokens(r.Context())
+func (s *adminTokens) listAdminTokens(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.store.ListAdminTokens(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -200,7 +212,7 @@ func (s *Server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 
 // deleteAdminToken revokes a token issued through the API: from the next
 // request on, on every instance, it gets 401.
-func (s *Server) deleteAdminToken(w http.ResponseWriter, r *http.Request) {
+func (s *adminTokens) deleteAdminToken(w http.ResponseWriter, r *http.Request) {
 	name, ok := pathID(w, r, "name")
 	if !ok {
 		return
@@ -212,7 +224,7 @@ func (s *Server) deleteAdminToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	err := s.rec.tokens.DeleteAdminToken(r.Context(), name)
+	err := s.store.DeleteAdminToken(r.Context(), name)
 	if errors.Is(err, promotion.ErrNotFound) {
 		problem(CodeNotFound, "no admin token of this name").write(w, r)
 		return

@@ -126,7 +126,7 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 // error after the first row can only cut the stream short: the client sees
 // a body without its last line ending, which a CSV reader reports.
 func (s *Server) winnersCSV(w http.ResponseWriter, r *http.Request) {
-	d, done, ok := s.beginStream(w, r)
+	d, done, ok := s.streams.beginStream(w, r)
 	if !ok {
 		return
 	}
