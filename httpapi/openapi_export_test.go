@@ -18,3 +18,8 @@ type JSONMember = jsonMember
 
 // JSONMembers are the members of the JSON object struct type t encodes.
 func JSONMembers(t reflect.Type) []JSONMember { return jsonMembers(t) }
+
+// JSONKind is what a member of type t takes in JSON, in the words of the
+// server's problems ("a whole number", "a string", …; "anything" for raw
+// JSON).
+func JSONKind(t reflect.Type) string { return wireKind(t) }

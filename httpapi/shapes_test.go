@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,14 +42,17 @@ func jsonMembers(t reflect.Type) []jsonMember {
 	return ms
 }
 
-// wireKind is what a member of type t takes in JSON, in decode's words; a
-// time is a string.
+// wireKind is what a member of type t takes in JSON, in decode's words
+// (jsonKind); a time is a string, raw JSON "anything".
 func wireKind(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == reflect.TypeFor[time.Time]() {
+	switch t {
+	case reflect.TypeFor[time.Time]():
 		return "a string"
+	case reflect.TypeFor[json.RawMessage]():
+		return "anything"
 	}
 	return jsonKind(t)
 }
