@@ -5,7 +5,8 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"time"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // Claim statuses: of a user (UserClaims.Status) and of one claim.
@@ -18,86 +19,39 @@ const (
 	StatusRevoked = "revoked"
 )
 
-// Claimed is an accepted claim: the user holds the Rank-th unit; its
-// confirmation into the database follows.
-type Claimed struct {
-	Status  string `json:"status"`
-	ClaimID string `json:"claim_id"`
-	Rank    int64  `json:"rank"`
-}
-
-// UserClaims is a user's standing in a promotion.
-type UserClaims struct {
-	// Status is one of StatusNone, StatusPending, StatusIssued,
-	// StatusFailed, StatusRevoked.
-	Status string      `json:"status"`
-	Claims []UserClaim `json:"claims"`
-}
-
-// UserClaim is one of a user's claims. Code, Value and ExpiresAt are set
-// once it is issued, for the kinds that hand them out.
-type UserClaim struct {
-	ClaimID   string     `json:"claim_id"`
-	Rank      int64      `json:"rank"`
-	Status    string     `json:"status"`
-	IssuedAt  *time.Time `json:"issued_at"`
-	Code      string     `json:"code,omitempty"`
-	Value     *int64     `json:"value,omitempty"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-}
-
-// Revoked is the answer of RevokeClaims: Skipped names the ids not revoked
-// now (unknown, not issued, another promotion's, revoked already); Pending
-// the revoked claims whose issuer's undo has not gone through yet (it is
-// retried in the background); Refused those whose webhook refused the
-// undo for good.
-type Revoked struct {
-	Revoked int           `json:"revoked"`
-	Skipped []string      `json:"skipped"`
-	Pending []string      `json:"pending,omitempty"`
-	Refused []RefusedUndo `json:"refused,omitempty"`
-}
-
-// RefusedUndo is a revoked claim whose webhook refused the undo: it stays
-// revoked, and the undo is not tried again. Reason holds the refusal (URL,
-// status, start of the answer).
-type RefusedUndo struct {
-	ClaimID string `json:"claim_id"`
-	Reason  string `json:"reason"`
-}
-
-// Winner is an issued claim in a promotion's winners list.
-type Winner struct {
-	Rank       int64     `json:"rank"`
-	ClaimID    string    `json:"claim_id"`
-	UserID     string    `json:"user_id"`
-	Slot       int       `json:"slot"`
-	AcceptedAt time.Time `json:"accepted_at"`
-	IssuedAt   time.Time `json:"issued_at"`
-	Code       string    `json:"code,omitempty"`
-}
-
-// WinnerPage is one page of ListWinners.
-type WinnerPage struct {
-	Claims     []Winner `json:"claims"`
-	NextCursor *string  `json:"next_cursor"`
-}
-
-type userBody struct {
-	UserID string `json:"user_id,omitempty"`
-}
-
-type claimIDsBody struct {
-	ClaimIDs []string `json:"claim_ids,omitempty"`
-	All      bool     `json:"all,omitempty"`
-}
+// The shapes of claims, as the server writes and reads them (see package
+// api).
+type (
+	// Claimed is an accepted claim: the user holds the Rank-th unit; its
+	// confirmation into the database follows.
+	Claimed = api.Claimed
+	// UserClaims is a user's standing in a promotion.
+	UserClaims = api.UserClaims
+	// UserClaim is one of a user's claims. Code, Value and ExpiresAt are
+	// set once it is issued, for the kinds that hand them out.
+	UserClaim = api.UserClaim
+	// Revoked is the answer of RevokeClaims: Skipped names the ids not
+	// revoked now (unknown, not issued, another promotion's, revoked
+	// already); Pending the revoked claims whose issuer's undo has not gone
+	// through yet (it is retried in the background); Refused those whose
+	// webhook refused the undo for good.
+	Revoked = api.Revoked
+	// RefusedUndo is a revoked claim whose webhook refused the undo: it
+	// stays revoked, and the undo is not tried again. Reason holds the
+	// refusal (URL, status, start of the answer).
+	RefusedUndo = api.RefusedUndo
+	// Winner is an issued claim in a promotion's winners list.
+	Winner = api.Winner
+	// WinnerPage is one page of ListWinners.
+	WinnerPage = api.WinnerPage
+)
 
 // Claim claims a unit of promotion for userID (empty: the user of the user
 // token). Pass IdempotencyKey to make a retry safe and EntryToken on a
 // promotion with a waiting room. A refusal (sold_out, already_claimed, ...)
 // is a *Problem.
 func (c *Client) Claim(ctx context.Context, promotion, userID string, opts ...RequestOption) (*Claimed, error) {
-	body, err := jsonBody(userBody{UserID: userID})
+	body, err := jsonBody(api.UserRef{UserID: userID})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +67,7 @@ func (c *Client) ClaimStatus(ctx context.Context, promotion, userID string) (*Us
 
 // RevokeClaims revokes issued claims (admin; 1..1,000 ids).
 func (c *Client) RevokeClaims(ctx context.Context, promotion string, claimIDs []string, opts ...RequestOption) (*Revoked, error) {
-	body, err := jsonBody(claimIDsBody{ClaimIDs: claimIDs})
+	body, err := jsonBody(api.ClaimIDs{ClaimIDs: claimIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +87,7 @@ func (c *Client) ListWinners(ctx context.Context, promotion string, page PageOpt
 // Winners iterates over every issued claim of a promotion in rank order
 // (admin).
 func (c *Client) Winners(ctx context.Context, promotion string) iter.Seq2[Winner, error] {
-	return all[Winner](func(o PageOptions) (*WinnerPage, error) { return c.ListWinners(ctx, promotion, o) })
+	return all(func(o PageOptions) (*WinnerPage, error) { return c.ListWinners(ctx, promotion, o) }, winnerItems)
 }
 
 // WinnersCSV streams every issued claim of a promotion as CSV (admin): a

@@ -4,23 +4,17 @@ import (
 	"context"
 	"iter"
 	"net/http"
-	"time"
+
+	"github.com/dibsio/dibs/api"
 )
 
-// DeadLetter is a claim the confirmation gave up on.
-type DeadLetter struct {
-	ClaimID    string    `json:"claim_id"`
-	UserID     string    `json:"user_id"`
-	Reason     string    `json:"reason"`
-	Deliveries int64     `json:"deliveries"`
-	At         time.Time `json:"at"`
-}
-
-// DeadLetterPage is one page of ListDeadLetters.
-type DeadLetterPage struct {
-	DeadLetters []DeadLetter `json:"dead_letters"`
-	NextCursor  *string      `json:"next_cursor"`
-}
+// The shapes of dead letters, as the server writes them (see package api).
+type (
+	// DeadLetter is a claim the confirmation gave up on.
+	DeadLetter = api.DeadLetter
+	// DeadLetterPage is one page of ListDeadLetters.
+	DeadLetterPage = api.DeadLetterPage
+)
 
 // ListDeadLetters reads one page of a promotion's dead letters (admin).
 func (c *Client) ListDeadLetters(ctx context.Context, promotion string, page PageOptions) (*DeadLetterPage, error) {
@@ -30,20 +24,18 @@ func (c *Client) ListDeadLetters(ctx context.Context, promotion string, page Pag
 
 // DeadLetters iterates over every dead letter of a promotion (admin).
 func (c *Client) DeadLetters(ctx context.Context, promotion string) iter.Seq2[DeadLetter, error] {
-	return all[DeadLetter](func(o PageOptions) (*DeadLetterPage, error) { return c.ListDeadLetters(ctx, promotion, o) })
+	return all(func(o PageOptions) (*DeadLetterPage, error) { return c.ListDeadLetters(ctx, promotion, o) }, deadLetterItems)
 }
 
 // ReplayDeadLetters puts the named dead letters back into the pipeline under
 // the same claim ids (admin); nil claimIDs replays them all. It returns how
 // many were replayed.
 func (c *Client) ReplayDeadLetters(ctx context.Context, promotion string, claimIDs []string, opts ...RequestOption) (int, error) {
-	body, err := jsonBody(claimIDsBody{ClaimIDs: claimIDs, All: claimIDs == nil})
+	body, err := jsonBody(api.ReplayRequest{ClaimIDs: claimIDs, All: claimIDs == nil})
 	if err != nil {
 		return 0, err
 	}
-	var out struct {
-		Replayed int `json:"replayed"`
-	}
+	var out api.Replayed
 	err = c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "dead-letters", "replay"), body: body, opts: opts}, &out)
 	return out.Replayed, err
 }
@@ -51,13 +43,11 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, promotion string, claimI
 // VoidDeadLetters gives up on the named dead letters and returns their units
 // to stock (admin). It returns how many were voided.
 func (c *Client) VoidDeadLetters(ctx context.Context, promotion string, claimIDs []string, opts ...RequestOption) (int, error) {
-	body, err := jsonBody(claimIDsBody{ClaimIDs: claimIDs})
+	body, err := jsonBody(api.ClaimIDs{ClaimIDs: claimIDs})
 	if err != nil {
 		return 0, err
 	}
-	var out struct {
-		Voided int `json:"voided"`
-	}
+	var out api.Voided
 	err = c.do(ctx, request{method: http.MethodPost, path: path("promotions", promotion, "dead-letters", "void"), body: body, opts: opts}, &out)
 	return out.Voided, err
 }

@@ -11,4 +11,8 @@
 // stream, reconnecting and polling as it must). A server's refusal is a *Problem (get it with errors.As and
 // switch on its Code); a request that got no answer is a *RequestError.
 // The client keeps no state between calls and is safe for concurrent use.
+//
+// The types of the requests and answers are the server's own JSON shapes,
+// from package github.com/dibsio/dibs/api: client.Promotion is
+// api.Promotion, and so on.
 package client

@@ -4,46 +4,31 @@ import (
 	"context"
 	"io"
 	"net/http"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // ndjson is the media type of streamed uploads.
 const ndjson = "application/x-ndjson"
 
-// LineError is a rejected line of an upload (1-based).
-type LineError struct {
-	Line   int    `json:"line"`
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-}
-
-// GrantResult is the answer of a grant upload. Errors holds at most the
-// first 100 rejected lines.
-type GrantResult struct {
-	Enqueued   int         `json:"enqueued"`
-	Duplicates int         `json:"duplicates"`
-	Rejected   int         `json:"rejected"`
-	Errors     []LineError `json:"errors"`
-}
-
-// CodesResult is the answer of a code upload: Total is the pool's size,
-// Free the codes no claim took.
-type CodesResult struct {
-	Added      int64       `json:"added"`
-	Duplicates int64       `json:"duplicates"`
-	Total      int64       `json:"total"`
-	Free       int64       `json:"free"`
-	Stock      int64       `json:"stock"`
-	Rejected   int         `json:"rejected"`
-	Errors     []LineError `json:"errors"`
-}
+// The shapes of upload answers, as the server writes them (see package
+// api).
+type (
+	// LineError is a rejected line of an upload (1-based).
+	LineError = api.LineError
+	// GrantResult is the answer of a grant upload. Errors holds at most
+	// the first 100 rejected lines.
+	GrantResult = api.GrantResult
+	// CodesResult is the answer of a code upload: Total is the pool's
+	// size, Free the codes no claim took.
+	CodesResult = api.CodesResult
+)
 
 // Grant enqueues userIDs (up to 10,000) as targets of a grant promotion
 // (admin), all or nothing: one bad id is a *Problem and nothing is
 // enqueued.
 func (c *Client) Grant(ctx context.Context, promotion string, userIDs []string, opts ...RequestOption) (*GrantResult, error) {
-	body, err := jsonBody(struct {
-		UserIDs []string `json:"user_ids"`
-	}{userIDs})
+	body, err := jsonBody(api.GrantsUpload{UserIDs: userIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -62,9 +47,7 @@ func (c *Client) GrantNDJSON(ctx context.Context, promotion string, r io.Reader,
 // UploadCodes adds codes (1 to 10,000) to a coupon promotion's code pool
 // (admin), all or nothing.
 func (c *Client) UploadCodes(ctx context.Context, promotion string, codes []string, opts ...RequestOption) (*CodesResult, error) {
-	body, err := jsonBody(struct {
-		Codes []string `json:"codes"`
-	}{codes})
+	body, err := jsonBody(api.CodesUpload{Codes: codes})
 	if err != nil {
 		return nil, err
 	}

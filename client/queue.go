@@ -3,7 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
-	"time"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // Waiting-room statuses.
@@ -21,23 +22,7 @@ const (
 // QueueStanding is a user's standing in a waiting room. The pointer fields
 // are set only where they apply: the position and estimates while waiting,
 // the entry token once admitted, the shuffle time in the prequeue.
-type QueueStanding struct {
-	Status                    string     `json:"status"`
-	Position                  *int64     `json:"position,omitempty"`
-	EstimatedWaitSeconds      *float64   `json:"estimated_wait_seconds,omitempty"`
-	EstimatedWaitRangeSeconds []float64  `json:"estimated_wait_range_seconds,omitempty"`
-	StockExpectedToLast       *bool      `json:"stock_expected_to_last,omitempty"`
-	PollAfterMS               *int64     `json:"poll_after_ms,omitempty"`
-	EntryToken                string     `json:"entry_token,omitempty"`
-	ExpiresAt                 *time.Time `json:"expires_at,omitempty"`
-	ShuffleAt                 *time.Time `json:"shuffle_at,omitempty"`
-	// Paused tells waiting, prequeue and admitted users whether the
-	// promotion is paused: while it is, nobody is let in and no claim is
-	// taken, and the estimated wait counts from the resume.
-	Paused *bool `json:"paused,omitempty"`
-	// Message is the room's message to everyone in line; "" for none.
-	Message string `json:"message,omitempty"`
-}
+type QueueStanding = api.QueueStanding
 
 // Proof is a solved proof-of-work challenge: the Challenge of a
 // challenge_required Problem, as it came, and a Nonce found by
@@ -45,12 +30,6 @@ type QueueStanding struct {
 type Proof struct {
 	Challenge string
 	Nonce     string
-}
-
-type joinBody struct {
-	UserID    string `json:"user_id,omitempty"`
-	Challenge string `json:"challenge,omitempty"`
-	Nonce     string `json:"nonce,omitempty"`
 }
 
 // JoinQueue puts userID (empty: the user of the user token) in line for a
@@ -64,7 +43,7 @@ type joinBody struct {
 // (SolveChallenge) and join again with the Proof (at most one is sent).
 // JoinQueueSolving does both.
 func (c *Client) JoinQueue(ctx context.Context, promotion, userID string, proof ...Proof) (*QueueStanding, error) {
-	in := joinBody{UserID: userID}
+	in := api.JoinRequest{UserID: userID}
 	if len(proof) > 0 {
 		in.Challenge, in.Nonce = proof[0].Challenge, proof[0].Nonce
 	}

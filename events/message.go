@@ -2,25 +2,18 @@ package events
 
 import (
 	"encoding/json"
-	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/store"
 )
 
-// Message is an event as a webhook body and a feed entry carry it.
-type Message struct {
-	ID          string          `json:"id"`
-	Seq         int64           `json:"seq"`
-	Type        string          `json:"type"`
-	At          string          `json:"at"` // RFC 3339, UTC
-	PromotionID string          `json:"promotion_id"`
-	ClaimID     *string         `json:"claim_id"` // null for promotion events
-	Data        json.RawMessage `json:"data"`
-}
+// Message is an event as a webhook body and a feed entry carry it: the
+// API's shape of an event, its At in UTC.
+type Message = api.Event
 
 // FromStore is e as a Message.
 func FromStore(e store.Event) Message {
-	m := Message{ID: e.ID, Seq: e.Seq, Type: e.Type, At: e.At.UTC().Format(time.RFC3339Nano),
+	m := Message{ID: e.ID, Seq: e.Seq, Type: e.Type, At: e.At.UTC(),
 		PromotionID: e.PromotionID, Data: e.Data}
 	if e.ClaimID != "" {
 		id := e.ClaimID

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -162,16 +163,6 @@ type auditLog interface {
 	ListAudit(ctx context.Context, beforeID int64, limit int) ([]promotion.AuditEntry, error)
 }
 
-type auditOut struct {
-	ID          int64           `json:"id"`
-	At          string          `json:"at"`
-	Actor       string          `json:"actor"`
-	Action      string          `json:"action"`
-	PromotionID *string         `json:"promotion_id"`
-	Detail      json.RawMessage `json:"detail"`
-	Status      int             `json:"status"`
-}
-
 // listAudit pages through the audit log, newest first.
 func (s *auditTrail) listAudit(w http.ResponseWriter, r *http.Request) {
 	after, limit, pr := page(r)
@@ -193,12 +184,9 @@ func (s *auditTrail) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Entries    []auditOut `json:"entries"`
-		NextCursor *string    `json:"next_cursor"`
-	}{Entries: make([]auditOut, 0, len(es))}
+	out := api.AuditPage{Entries: make([]api.AuditEntry, 0, len(es))}
 	for _, e := range es {
-		a := auditOut{ID: e.ID, At: formatTime(e.At), Actor: e.Actor, Action: e.Action, Detail: json.RawMessage(e.Detail), Status: e.Status}
+		a := api.AuditEntry{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Detail: json.RawMessage(e.Detail), Status: e.Status}
 		if e.PromotionID != "" {
 			a.PromotionID = &e.PromotionID
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // FuzzPlainClaim checks the reflection-free reading of claim bodies against
@@ -25,7 +27,7 @@ func FuzzPlainClaim(f *testing.F) {
 		if !ok {
 			return
 		}
-		var in claimIn
+		var in api.UserRef
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
@@ -48,7 +50,7 @@ func FuzzDecodeClaim(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var got, want claimIn
+		var got, want api.UserRef
 		r := httptest.NewRequest("POST", "/v1/promotions/p/claims", bytes.NewReader(raw))
 		gp := decodeClaim(&answerWriter{ResponseWriter: httptest.NewRecorder()}, r, &got)
 		r = httptest.NewRequest("POST", "/v1/promotions/p/claims", bytes.NewReader(raw))
@@ -88,7 +90,7 @@ func TestDecodeClaim(t *testing.T) {
 	tests = append(tests, struct{ body, user, code string }{body: strings.Repeat(" ", MaxBodyBytes+1-len(plain)) + plain, code: CodeTooLarge})
 	for i, tt := range tests {
 		r := httptest.NewRequest("POST", "/v1/promotions/p/claims", strings.NewReader(tt.body))
-		var in claimIn
+		var in api.UserRef
 		var w http.ResponseWriter = httptest.NewRecorder()
 		if i%2 == 0 {
 			w = &answerWriter{ResponseWriter: w} // its scratch space
@@ -109,7 +111,7 @@ func TestDecodeClaim(t *testing.T) {
 // writes for the same answer, byte for byte and header for header.
 func TestWriteClaimAccepted(t *testing.T) {
 	t.Parallel()
-	for _, out := range []claimOut{
+	for _, out := range []api.Claimed{
 		{Status: "pending", ClaimID: "p-1#42", Rank: 42},
 		{Status: "pending", ClaimID: "a<b>&\"c\\\x01é#7", Rank: 7},
 		{Status: "pending", ClaimID: "", Rank: 0},

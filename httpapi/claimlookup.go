@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -15,13 +16,6 @@ import (
 type claimRows interface {
 	Known(ctx context.Context, id string) error
 	ClaimsByRank(ctx context.Context, id string, afterRank int64, limit int) ([]promotion.KnownClaim, error)
-}
-
-// claimLookupOut is the answer of GET /v1/claims/{claim_id}.
-type claimLookupOut struct {
-	PromotionID string       `json:"promotion_id"`
-	UserID      string       `json:"user_id"`
-	Claim       userClaimOut `json:"claim"`
 }
 
 // getClaim finds one claim by its id, as an operator pastes it from a log
@@ -47,8 +41,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, c := range cs {
 		if c.ClaimID == id {
-			writeJSON(w, http.StatusOK, claimLookupOut{PromotionID: promo, UserID: user, Claim: userClaimOut{
-				ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt)}.withGrant(c.Grant)})
+			writeJSON(w, http.StatusOK, api.ClaimLookup{PromotionID: promo, UserID: user, Claim: toUserClaim(c)})
 			return
 		}
 	}

@@ -10,19 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
 )
-
-type claimIn struct {
-	UserID string `json:"user_id"`
-}
-
-type claimOut struct {
-	Status  string `json:"status"`
-	ClaimID string `json:"claim_id"`
-	Rank    int64  `json:"rank"`
-}
 
 func (s *Server) postClaim(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -42,7 +33,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, start time.Time) 
 	if !ok {
 		return CodeInvalidRequest
 	}
-	var in claimIn
+	var in api.UserRef
 	if pr := decodeClaim(w, r, &in); pr != nil {
 		return reject(w, r, pr)
 	}
@@ -88,7 +79,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, start time.Time) 
 		outcome = "replayed"
 		w.Header()["Idempotent-Replayed"] = headerTrue
 	}
-	writeClaimAccepted(w, claimOut{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
+	writeClaimAccepted(w, api.Claimed{Status: "pending", ClaimID: res.ClaimID, Rank: res.Rank})
 	return outcome
 }
 
@@ -175,7 +166,7 @@ var (
 // writeClaimAccepted writes the 202 of an accepted claim: the bytes
 // writeJSON writes for out, encoded without reflection into w's scratch
 // space.
-func writeClaimAccepted(w http.ResponseWriter, out claimOut) {
+func writeClaimAccepted(w http.ResponseWriter, out api.Claimed) {
 	h := w.Header()
 	h["Content-Type"] = headerJSON
 	h["Cache-Control"] = headerNoStore
@@ -214,21 +205,12 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
-type userClaimOut struct {
-	ClaimID  string  `json:"claim_id"`
-	Rank     int64   `json:"rank"`
-	Status   string  `json:"status"`
-	IssuedAt *string `json:"issued_at"`
-	// What an issued claim received: a coupon's or voucher's code and
-	// value, a voucher's expiry, or the points a point claim credited (as
-	// value). Left out until issued, and where the kind has none.
-	Code      string  `json:"code,omitempty"`
-	Value     *int64  `json:"value,omitempty"`
-	ExpiresAt *string `json:"expires_at,omitempty"`
-}
-
-// withGrant adds what an issued claim received to its status.
-func (o userClaimOut) withGrant(g promotion.Grant) userClaimOut {
+// toUserClaim is c as the API shows it, with what it received once issued:
+// a coupon's or voucher's code and value, a voucher's expiry, or the
+// points a point claim credited (as value).
+func toUserClaim(c promotion.UserClaim) api.UserClaim {
+	o := api.UserClaim{ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt)}
+	g := c.Grant
 	o.Code = g.Code
 	switch {
 	case g.Code != "":
@@ -236,9 +218,7 @@ func (o userClaimOut) withGrant(g promotion.Grant) userClaimOut {
 	case g.Points != 0:
 		o.Value = &g.Points
 	}
-	if !g.ExpiresAt.IsZero() {
-		o.ExpiresAt = optTime(g.ExpiresAt)
-	}
+	o.ExpiresAt = optTime(g.ExpiresAt)
 	return o
 }
 
@@ -256,14 +236,9 @@ func (s *Server) getClaims(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Status string         `json:"status"`
-		Claims []userClaimOut `json:"claims"`
-	}{Status: summaryStatus(cs), Claims: make([]userClaimOut, 0, len(cs))}
+	out := api.UserClaims{Status: summaryStatus(cs), Claims: make([]api.UserClaim, 0, len(cs))}
 	for _, c := range cs {
-		out.Claims = append(out.Claims, userClaimOut{
-			ClaimID: c.ClaimID, Rank: c.Rank, Status: c.Status, IssuedAt: optTime(c.IssuedAt),
-		}.withGrant(c.Grant))
+		out.Claims = append(out.Claims, toUserClaim(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/promotion"
 )
@@ -20,21 +21,8 @@ const (
 	codesBatch = 1000
 )
 
-type codesIn struct {
-	Codes []string `json:"codes"`
-}
-
-type codesOut struct {
-	Added      int64       `json:"added"`
-	Duplicates int64       `json:"duplicates"`
-	Total      int64       `json:"total"`
-	Free       int64       `json:"free"`
-	Stock      int64       `json:"stock"`
-	Rejected   int         `json:"rejected"`
-	Errors     []lineError `json:"errors"`
-}
-
-func (o *codesOut) add(a promotion.PoolAdded) {
+// addCodes adds what one addition to the pool did to o.
+func addCodes(o *api.CodesResult, a promotion.PoolAdded) {
 	o.Added += a.Added
 	o.Duplicates += a.Duplicates
 	o.Total, o.Free, o.Stock = a.Total, a.Free, a.Stock
@@ -57,7 +45,7 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 		s.streamCodes(w, r, id, d)
 		return
 	}
-	var in codesIn
+	var in api.CodesUpload
 	if pr := decodeJSON(w, r, MaxCodesBodyBytes, &in); pr != nil {
 		pr.write(w, r)
 		return
@@ -77,8 +65,8 @@ func (s *Server) postCodes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := codesOut{Errors: []lineError{}}
-	out.add(res)
+	out := api.CodesResult{Errors: []api.LineError{}}
+	addCodes(&out, res)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -90,14 +78,14 @@ func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, 
 		s.fail(w, r, err)
 		return
 	}
-	out := codesOut{}
+	out := api.CodesResult{}
 	var err error
 	out.Rejected, out.Errors, err = s.readUpload(r, d, "code", id, codesBatch, parseCodeLine, func(batch []string) error {
 		res, err := s.cfg.Manager.AddCodes(r.Context(), id, batch)
 		if err != nil {
 			return err
 		}
-		out.add(res)
+		addCodes(&out, res)
 		return nil
 	})
 	if err != nil {
@@ -111,15 +99,13 @@ func (s *Server) streamCodes(w http.ResponseWriter, r *http.Request, id string, 
 			s.fail(w, r, err)
 			return
 		}
-		out.add(res)
+		addCodes(&out, res)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func parseCodeLine(raw []byte) (string, string) {
-	var in struct {
-		Code string `json:"code"`
-	}
+	var in api.CodeLine
 	if detail := decodeLine(raw, &in); detail != "" {
 		return "", detail
 	}

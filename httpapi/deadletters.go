@@ -3,16 +3,9 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
-
-type deadLetterOut struct {
-	ClaimID    string `json:"claim_id"`
-	UserID     string `json:"user_id"`
-	Reason     string `json:"reason"`
-	Deliveries int64  `json:"deliveries"`
-	At         string `json:"at"`
-}
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
@@ -33,10 +26,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if more {
 		ds = ds[:limit]
 	}
-	out := struct {
-		DeadLetters []deadLetterOut `json:"dead_letters"`
-		NextCursor  *string         `json:"next_cursor"`
-	}{DeadLetters: make([]deadLetterOut, 0, len(ds))}
+	out := api.DeadLetterPage{DeadLetters: make([]api.DeadLetter, 0, len(ds))}
 	for _, d := range ds {
 		out.DeadLetters = append(out.DeadLetters, toDeadLetterOut(d))
 	}
@@ -46,17 +36,12 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func toDeadLetterOut(d promotion.DeadLetter) deadLetterOut {
-	return deadLetterOut{ClaimID: d.ClaimID, UserID: d.UserID, Reason: d.Reason, Deliveries: d.Deliveries, At: formatTime(d.At)}
+func toDeadLetterOut(d promotion.DeadLetter) api.DeadLetter {
+	return api.DeadLetter{ClaimID: d.ClaimID, UserID: d.UserID, Reason: d.Reason, Deliveries: d.Deliveries, At: d.At.UTC()}
 }
 
 // MaxClaimIDs bounds the claim ids of one replay or void request.
 const MaxClaimIDs = 1000
-
-type replayIn struct {
-	ClaimIDs []string `json:"claim_ids"`
-	All      bool     `json:"all"`
-}
 
 func validClaimIDs(ids []string) *Problem {
 	if len(ids) > MaxClaimIDs {
@@ -75,7 +60,7 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in replayIn
+	var in api.ReplayRequest
 	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 		pr.write(w, r)
 		return
@@ -101,16 +86,14 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]int{"replayed": n})
+	writeJSON(w, http.StatusAccepted, api.Replayed{Replayed: n})
 }
 
 // claimIDsIn decodes a body {"claim_ids": [...]}: 1 or more valid claim
 // ids, all or nothing. On a bad body it writes the problem and returns
 // false.
 func claimIDsIn(w http.ResponseWriter, r *http.Request) ([]string, bool) {
-	var in struct {
-		ClaimIDs []string `json:"claim_ids"`
-	}
+	var in api.ClaimIDs
 	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 		pr.write(w, r)
 		return nil, false
@@ -142,5 +125,5 @@ func (s *Server) voidDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	annotate(r, "count", n)
-	writeJSON(w, http.StatusOK, map[string]int{"voided": n})
+	writeJSON(w, http.StatusOK, api.Voided{Voided: n})
 }

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // MaxBodyBytes is the largest JSON request body accepted (grant uploads
@@ -52,7 +54,7 @@ func decodeJSONFrom(body io.Reader, limit int64, v any) *Problem {
 // only around it — is read without reflection, into w's scratch space
 // (scratchOf); any other body goes through decodeJSON's strict decoding,
 // so bad input is answered exactly as decodeJSON answers it.
-func decodeClaim(w http.ResponseWriter, r *http.Request, in *claimIn) *Problem {
+func decodeClaim(w http.ResponseWriter, r *http.Request, in *api.UserRef) *Problem {
 	// A body that fits the scratch space is under MaxBodyBytes: it needs
 	// no http.MaxBytesReader, only a longer one does.
 	raw, err := readAll(r.Body, scratchOf(w), false)
@@ -66,7 +68,7 @@ func decodeClaim(w http.ResponseWriter, r *http.Request, in *claimIn) *Problem {
 		in.UserID = u
 		return nil
 	}
-	var slow claimIn // on the heap, as decodeJSONFrom takes any: only here
+	var slow api.UserRef // on the heap, as decodeJSONFrom takes any: only here
 	if pr := decodeJSONFrom(bytes.NewReader(raw), MaxBodyBytes, &slow); pr != nil {
 		return pr
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/events"
 	"github.com/dibsio/dibs/promotion"
 )
@@ -59,10 +60,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Events     []events.Message `json:"events"`
-		NextCursor string           `json:"next_cursor"`
-	}{Events: make([]events.Message, 0, len(evs)), NextCursor: eventCursor(after)}
+	out := api.EventPage{Events: make([]api.Event, 0, len(evs)), NextCursor: eventCursor(after)}
 	for _, e := range evs {
 		out.Events = append(out.Events, events.FromStore(e))
 	}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -20,23 +21,6 @@ const (
 	grantBatch        = 500 // user ids per Redis script call when streaming
 	maxReportedErrors = 100
 )
-
-type grantsIn struct {
-	UserIDs []string `json:"user_ids"`
-}
-
-type lineError struct {
-	Line   int    `json:"line"`
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-}
-
-type grantsOut struct {
-	Enqueued   int         `json:"enqueued"`
-	Duplicates int         `json:"duplicates"`
-	Rejected   int         `json:"rejected"`
-	Errors     []lineError `json:"errors"`
-}
 
 func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
@@ -52,7 +36,7 @@ func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 		s.streamGrants(w, r, id, d)
 		return
 	}
-	var in grantsIn
+	var in api.GrantsUpload
 	if pr := decodeJSON(w, r, MaxGrantBodyBytes, &in); pr != nil {
 		pr.write(w, r)
 		return
@@ -72,7 +56,7 @@ func (s *Server) postGrants(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, grantsOut{Enqueued: res.Enqueued, Duplicates: res.Duplicates, Errors: []lineError{}})
+	writeJSON(w, http.StatusAccepted, api.GrantResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates, Errors: []api.LineError{}})
 }
 
 // isNDJSON says whether r is a streamed NDJSON upload.
@@ -94,7 +78,7 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string,
 		s.fail(w, r, promotion.ErrWrongMode)
 		return
 	}
-	out := grantsOut{}
+	out := api.GrantResult{}
 	out.Rejected, out.Errors, err = s.readUpload(r, d, "grant", id, grantBatch, parseGrantLine, func(batch []string) error {
 		res, err := s.cfg.Manager.Grant(r.Context(), id, batch)
 		if err != nil {
@@ -120,12 +104,12 @@ func (s *Server) streamGrants(w http.ResponseWriter, r *http.Request, id string,
 // lines rejected (the first maxReportedErrors reported), or the first
 // error of flush.
 func (s *Server) readUpload(r *http.Request, d *streamDeadline, what, id string, size int,
-	parse func([]byte) (string, string), flush func([]string) error) (int, []lineError, error) {
-	rejected, errs := 0, []lineError{}
+	parse func([]byte) (string, string), flush func([]string) error) (int, []api.LineError, error) {
+	rejected, errs := 0, []api.LineError{}
 	reject := func(line int, code, detail string) {
 		rejected++
 		if len(errs) < maxReportedErrors {
-			errs = append(errs, lineError{Line: line, Code: code, Detail: detail})
+			errs = append(errs, api.LineError{Line: line, Code: code, Detail: detail})
 		}
 	}
 	batch := make([]string, 0, size)
@@ -203,9 +187,7 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 }
 
 func parseGrantLine(raw []byte) (string, string) {
-	var in struct {
-		UserID string `json:"user_id"`
-	}
+	var in api.GrantLine
 	if detail := decodeLine(raw, &in); detail != "" {
 		return "", detail
 	}

@@ -30,7 +30,11 @@ func (s *waitingRooms) joinRoom(w http.ResponseWriter, r *http.Request, id, user
 // challenge_required with a fresh challenge.
 func challengeProblem(ce *promotion.ChallengeError) *Problem {
 	pr := problem(CodeChallengeRequired, challengeDetail(ce.Reason))
-	pr.Challenge, pr.Difficulty, pr.ChallengeExpiresAt = ce.Challenge, ce.Difficulty, optTime(ce.ExpiresAt)
+	pr.Challenge, pr.Difficulty = ce.Challenge, ce.Difficulty
+	if !ce.ExpiresAt.IsZero() {
+		at := formatTime(ce.ExpiresAt)
+		pr.ChallengeExpiresAt = &at
+	}
 	return pr
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 )
 
@@ -11,3 +12,14 @@ func Routes(s *Server) []string { return slices.Sorted(slices.Values(s.mux.route
 
 // CodeStatuses returns every problem code with its HTTP status.
 func CodeStatuses() map[string]int { return maps.Clone(codeStatus) }
+
+// JSONMember is a member of the JSON object a struct type encodes.
+type JSONMember = jsonMember
+
+// JSONMembers are the members of the JSON object struct type t encodes.
+func JSONMembers(t reflect.Type) []JSONMember { return jsonMembers(t) }
+
+// JSONKind is what a member of type t takes in JSON, in the words of the
+// server's problems ("a whole number", "a string", …; "anything" for raw
+// JSON).
+func JSONKind(t reflect.Type) string { return wireKind(t) }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/store"
@@ -117,14 +118,6 @@ func nextCursor() J {
 	return orNull(str("the cursor of the next page; null on the last"))
 }
 
-// pageOf is a page of a list: its items under member, and next_cursor.
-func pageOf(desc, member, item, itemsDesc string) J {
-	return object(desc, []string{member, "next_cursor"}, J{
-		member:        array(schema(item), itemsDesc),
-		"next_cursor": nextCursor(),
-	})
-}
-
 // roomMessage is the schema of a waiting room's message to the line.
 func roomMessage() J {
 	return J{"type": "string", "maxLength": 280, "description": "a message shown to everyone in line: one line of plain text, at most 280 characters, no control characters (\"\" for none)"}
@@ -139,9 +132,9 @@ func queuePage() J {
 	for _, name := range slices.Sorted(maps.Keys(promotion.PageTexts)) {
 		texts[name] = J{"type": "string", "maxLength": promotion.MaxPageText, "description": "default: " + promotion.PageTexts[name]}
 	}
-	return input("the queue page's setting (GET /w/{id}); only with the waiting room enabled; every member optional", nil, J{
+	return inputOf[api.QueuePage]("the queue page's setting (GET /w/{id}); only with the waiting room enabled; every member optional", nil, J{
 		"title":  J{"type": "string", "maxLength": promotion.MaxPageTitle, "description": "the page's title and heading (default the promotion's name)"},
-		"colors": input("the page's colours", nil, J{"background": color("the background"), "text": color("the text"), "accent": color("the accent")}),
+		"colors": inputOf[api.QueuePageColors]("the page's colours", nil, J{"background": color("the background"), "text": color("the text"), "accent": color("the accent")}),
 		"logo_url": J{"type": "string", "format": "uri", "maxLength": promotion.MaxPageURLLength,
 			"description": "an https URL of an image shown above the title"},
 		"texts": input("the page's texts, replacing the defaults by name (text only, never HTML)", nil, texts),
@@ -153,7 +146,7 @@ func queuePage() J {
 }
 
 func schemas() J {
-	waitingRoomIn := input("the waiting room of a first_come promotion", nil, J{
+	waitingRoomIn := inputOf[api.WaitingRoomSettings]("the waiting room of a first_come promotion", nil, J{
 		"enabled":               boolean("claims need an entry token (default false)"),
 		"admit_per_second":      integer("users let in per second (default 100)", 1, 1_000_000),
 		"entry_ttl_seconds":     integer("how long an entry token is valid (default 300)", 1, 86_400),
@@ -164,7 +157,7 @@ func schemas() J {
 		"pow_difficulty":        integer("a proof of work each join must bring: leading zero bits of SHA-256 (default 0 = off; only with enabled)", 0, 24),
 		"page":                  schema("QueuePage"),
 	})
-	roomPatch := input("a change of the waiting room's levers and its queue page's setting while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
+	roomPatch := inputOf[api.WaitingRoomPatch]("a change of the waiting room's levers and its queue page's setting while its line runs (promotions with a waiting room only; a member left out is kept)", nil, J{
 		"admit_per_second": integer("the new rate; admission stays exact across the change: what the old rate allowed until it plus what the new one allows since", 1, 1_000_000),
 		"max_active":       integer("the most passes live at once (0 lifts the cap)", 0, 1_000_000_000),
 		"message":          roomMessage(),
@@ -173,7 +166,7 @@ func schemas() J {
 			"oneOf": []J{schema("QueuePage"), {"type": "null"}}},
 	})
 	return J{
-		"Problem": object("an RFC 9457 problem document; clients switch on code", []string{"type", "title", "status", "code"}, J{
+		"Problem": shapeOf[httpapi.Problem]("an RFC 9457 problem document; clients switch on code", J{
 			"type":     str("always about:blank"),
 			"title":    str("the code's title"),
 			"status":   integer("the HTTP status, fixed per code (overloaded: 429 or 503)"),
@@ -189,14 +182,14 @@ func schemas() J {
 			"challenge_expires_at": timeStr("challenge_required: when the challenge stops being accepted"),
 		}),
 		"RoomPatch": roomPatch,
-		"JoinRequest": input("the user joining; with user tokens on user_id may be left out (the token's user)", nil, J{
+		"JoinRequest": inputOf[api.JoinRequest]("the user joining; with user tokens on user_id may be left out (the token's user)", nil, J{
 			"user_id":   idSchema("the user"),
 			"challenge": str("with a proof of work: the challenge of a challenge_required answer, as it was"),
 			"nonce":     J{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "with a proof of work: the solution of challenge"},
 		}),
 		"WaitingRoomIn": waitingRoomIn,
 		"QueuePage":     queuePage(),
-		"PromotionCreate": input("a new promotion", nil, J{
+		"PromotionCreate": inputOf[api.NewPromotion]("a new promotion", nil, J{
 			"id":                         idSchema("generated if absent"),
 			"name":                       str("shown to people"),
 			"mode":                       enum("first_come (users race for stock, default) or grant (an admin uploads the targets)", "first_come", "grant"),
@@ -213,7 +206,7 @@ func schemas() J {
 			"webhook_url":                J{"type": "string", "format": "uri", "maxLength": 2048, "description": "kind webhook only, required there: each claim is posted to it"},
 			"segments":                   integer("first_come only, default 1: the stock split over this many hash slots (Cluster masters); not with a waiting room", 1, 64),
 		}),
-		"PromotionPatch": input("a change of a running promotion; a member left out is kept", nil, J{
+		"PromotionPatch": inputOf[api.PromotionPatch]("a change of a running promotion; a member left out is kept", nil, J{
 			"name":                 str("the new name"),
 			"stock":                integer("never below the claims accepted (409 stock_below_accepted)", 1, 1_000_000_000),
 			"ends_at":              timeStr("after starts_at: later reopens a promotion that ended by its end, earlier ends it"),
@@ -221,7 +214,7 @@ func schemas() J {
 			"revoke_returns_stock": boolean("a revoked claim's unit goes back to stock"),
 			"waiting_room":         schema("RoomPatch"),
 		}),
-		"Counts": object("the promotion's claims", []string{"accepted", "pending", "issued", "revoked", "failed", "remaining"}, J{
+		"Counts": shapeOf[api.Counts]("the promotion's claims", J{
 			"accepted":  integer("claims admitted in Redis (grant: targets enqueued)"),
 			"pending":   integer("accepted − issued − failed"),
 			"issued":    integer("rows confirmed in the database and not revoked"),
@@ -229,7 +222,7 @@ func schemas() J {
 			"failed":    integer("claims dead-lettered"),
 			"remaining": orNull(integer("stock − accepted; null for grant promotions")),
 		}),
-		"WaitingRoom": object("the promotion's waiting room and its counts", []string{"enabled", "waiting", "admitted", "passes_spent", "abandoned"}, J{
+		"WaitingRoom": shapeOf[api.RoomView]("the promotion's waiting room and its counts", J{
 			"enabled":               boolean("claims need an entry token"),
 			"admit_per_second":      integer("with a room: users let in per second"),
 			"entry_ttl_seconds":     integer("with a room: how long an entry token is valid"),
@@ -246,9 +239,7 @@ func schemas() J {
 			"passes_spent":          integer("passes spent by claims"),
 			"abandoned":             integer("places skipped because their user stopped checking in"),
 		}),
-		"Promotion": object("a promotion", []string{"id", "name", "mode", "kind", "stock", "per_user_limit", "value", "state",
-			"starts_at", "ends_at", "closed_at", "created_at", "archived_at", "paused", "revoke_returns_stock", "counts",
-			"waiting_room", "retired_at", "expected_claims_per_second", "segments"}, J{
+		"Promotion": shapeOf[api.Promotion]("a promotion", J{
 			"id":                         idSchema("the promotion's id"),
 			"name":                       str("shown to people"),
 			"mode":                       enum("how units are handed out", "first_come", "grant"),
@@ -271,16 +262,16 @@ func schemas() J {
 			"expected_claims_per_second": integer("the claim rate expected at the peak (0 = not stated)"),
 			"segments":                   integer("the hash slots its stock is split over (1: one)"),
 		}),
-		"PromotionList": pageOf("a page of promotions", "promotions", "Promotion", "the page"),
-		"UserRef": input("the user acting; with user tokens on it may be left out (the token's user)", nil, J{
+		"PromotionList": pageOf[api.PromotionPage]("a page of promotions", "promotions", "Promotion", "the page"),
+		"UserRef": inputOf[api.UserRef]("the user acting; with user tokens on it may be left out (the token's user)", nil, J{
 			"user_id": idSchema("the user"),
 		}),
-		"ClaimAccepted": object("an accepted claim", []string{"status", "claim_id", "rank"}, J{
+		"ClaimAccepted": shapeOf[api.Claimed]("an accepted claim", J{
 			"status":   enum("always pending: confirmation follows asynchronously", "pending"),
 			"claim_id": str("the claim's id"),
 			"rank":     integer("the place among stock, in order of arrival"),
 		}),
-		"UserClaim": object("one claim of the user; what it received appears once issued", []string{"claim_id", "rank", "status", "issued_at"}, J{
+		"UserClaim": shapeOf[api.UserClaim]("one claim of the user; what it received appears once issued", J{
 			"claim_id":   str("the claim's id"),
 			"rank":       integer("the place among stock (grant: the order of enqueueing)"),
 			"status":     enum("the claim's status", "pending", "issued", "failed", "voided", "revoked"),
@@ -289,11 +280,11 @@ func schemas() J {
 			"value":      integer("coupon, voucher: the value; point: the points credited"),
 			"expires_at": timeStr("voucher: when it expires"),
 		}),
-		"UserClaims": object("a user's claims on a promotion", []string{"status", "claims"}, J{
+		"UserClaims": shapeOf[api.UserClaims]("a user's claims on a promotion", J{
 			"status": enum("the user's overall status", "none", "pending", "issued", "failed", "revoked"),
 			"claims": array(schema("UserClaim"), "the user's claims"),
 		}),
-		"Standing": object("a user's standing in a waiting room (members absent where they do not apply)", []string{"status"}, J{
+		"Standing": shapeOf[api.QueueStanding]("a user's standing in a waiting room (members absent where they do not apply)", J{
 			"status":                       enum("the user's status", "waiting", "prequeue", "admitted", "used", "expired", "abandoned", "sold_out", "ended"),
 			"position":                     integer("waiting: the live place in line, 1 = next"),
 			"estimated_wait_seconds":       number("waiting: the estimated wait"),
@@ -306,7 +297,7 @@ func schemas() J {
 			"paused":                       boolean("waiting, prequeue, admitted: the promotion is paused; nobody is let in and no claim is taken until it resumes, and the estimated wait counts from the resume"),
 			"message":                      str("the room's message to everyone in line, when it has one"),
 		}),
-		"Prequeue": object("the audit record of the opening moment's shuffle", []string{"promotion_id", "seed", "seed_sha256", "total", "users", "next_cursor"}, J{
+		"Prequeue": shapeOf[api.PrequeuePage]("the audit record of the opening moment's shuffle", J{
 			"promotion_id": str("the promotion"),
 			"seed":         str("the shuffle's seed (hex)"),
 			"seed_sha256":  str("hex SHA-256 of the seed, shown since creation"),
@@ -314,7 +305,7 @@ func schemas() J {
 			"users":        array(str("a user id"), "a page of the users in the order the shuffle gave them places"),
 			"next_cursor":  nextCursor(),
 		}),
-		"Rebuild": object("what a rebuild did", []string{"promotion_id", "claims", "database_max_rank", "seq", "requeued", "took_ms"}, J{
+		"Rebuild": shapeOf[api.Rebuild]("what a rebuild did", J{
 			"promotion_id":      str("the promotion"),
 			"claims":            integer("claims merged from the database"),
 			"database_max_rank": integer("the highest rank the database holds"),
@@ -322,27 +313,27 @@ func schemas() J {
 			"requeued":          integer("claims put back into the pipeline"),
 			"took_ms":           integer("how long it took"),
 		}),
-		"GrantsUpload": input("targets of a grant promotion (all or nothing)", []string{"user_ids"}, J{
+		"GrantsUpload": inputOf[api.GrantsUpload]("targets of a grant promotion (all or nothing)", []string{"user_ids"}, J{
 			"user_ids": J{"type": "array", "items": idSchema("a user"), "minItems": 1, "maxItems": httpapi.MaxGrantIDs, "description": "the targets"},
 		}),
-		"GrantLine": input("one line of an NDJSON grant upload", []string{"user_id"}, J{"user_id": idSchema("a target")}),
-		"LineError": object("a rejected line of an upload", []string{"line", "code", "detail"}, J{
+		"GrantLine": inputOf[api.GrantLine]("one line of an NDJSON grant upload", []string{"user_id"}, J{"user_id": idSchema("a target")}),
+		"LineError": shapeOf[api.LineError]("a rejected line of an upload", J{
 			"line":   integer("1-based line number"),
 			"code":   str("the problem code of the line"),
 			"detail": str("what is wrong with it"),
 		}),
-		"GrantsResult": object("what a grant upload did", []string{"enqueued", "duplicates", "rejected", "errors"}, J{
+		"GrantsResult": shapeOf[api.GrantResult]("what a grant upload did", J{
 			"enqueued":   integer("targets enqueued"),
 			"duplicates": integer("targets granted already (never issued twice)"),
 			"rejected":   integer("lines rejected"),
 			"errors":     J{"type": "array", "items": schema("LineError"), "maxItems": 100, "description": "the first rejected lines"},
 		}),
-		"CodesUpload": input("codes for the promotion's pool (all or nothing)", []string{"codes"}, J{
+		"CodesUpload": inputOf[api.CodesUpload]("codes for the promotion's pool (all or nothing)", []string{"codes"}, J{
 			"codes": J{"type": "array", "items": J{"type": "string", "minLength": 1, "maxLength": 64}, "minItems": 1, "maxItems": httpapi.MaxUploadCodes,
 				"description": "codes of 1–64 bytes of printable UTF-8 without spaces"},
 		}),
-		"CodeLine": input("one line of an NDJSON code upload", []string{"code"}, J{"code": J{"type": "string", "minLength": 1, "maxLength": 64, "description": "a code"}}),
-		"CodesResult": object("what a code upload did", []string{"added", "duplicates", "total", "free", "stock", "rejected", "errors"}, J{
+		"CodeLine": inputOf[api.CodeLine]("one line of an NDJSON code upload", []string{"code"}, J{"code": J{"type": "string", "minLength": 1, "maxLength": 64, "description": "a code"}}),
+		"CodesResult": shapeOf[api.CodesResult]("what a code upload did", J{
 			"added":      integer("codes added to the pool"),
 			"duplicates": integer("codes the pool held already, or given twice"),
 			"total":      integer("the pool's size"),
@@ -351,34 +342,34 @@ func schemas() J {
 			"rejected":   integer("lines rejected"),
 			"errors":     J{"type": "array", "items": schema("LineError"), "maxItems": 100, "description": "the first rejected lines"},
 		}),
-		"DeadLetter": object("a dead-lettered claim", []string{"claim_id", "user_id", "reason", "deliveries", "at"}, J{
+		"DeadLetter": shapeOf[api.DeadLetter]("a dead-lettered claim", J{
 			"claim_id":   str("the claim"),
 			"user_id":    str("its user"),
 			"reason":     str("why it failed"),
 			"deliveries": integer("how often it was tried"),
 			"at":         timeStr("when it was dead-lettered"),
 		}),
-		"DeadLetterList": pageOf("a page of dead letters", "dead_letters", "DeadLetter", "the page"),
-		"ReplayRequest": input(`either "claim_ids" (non-empty) or "all": true`, nil, J{
+		"DeadLetterList": pageOf[api.DeadLetterPage]("a page of dead letters", "dead_letters", "DeadLetter", "the page"),
+		"ReplayRequest": inputOf[api.ReplayRequest](`either "claim_ids" (non-empty) or "all": true`, nil, J{
 			"claim_ids": J{"type": "array", "items": J{"type": "string", "minLength": 1, "maxLength": 200}, "maxItems": 1000, "description": "the claims to replay"},
 			"all":       boolean("replay every dead letter of the promotion"),
 		}),
-		"Replayed": object("claims put back into the pipeline", []string{"replayed"}, J{"replayed": integer("how many")}),
-		"ClaimIDs": input("claims, all or nothing on validation", []string{"claim_ids"}, J{
+		"Replayed": shapeOf[api.Replayed]("claims put back into the pipeline", J{"replayed": integer("how many")}),
+		"ClaimIDs": inputOf[api.ClaimIDs]("claims, all or nothing on validation", []string{"claim_ids"}, J{
 			"claim_ids": J{"type": "array", "items": J{"type": "string", "minLength": 1, "maxLength": 200}, "minItems": 1, "maxItems": 1000, "description": "the claims"},
 		}),
-		"Voided": object("dead letters given up, their units back in stock", []string{"voided"}, J{"voided": integer("how many")}),
-		"Revoked": object("what a revoke did", []string{"revoked", "skipped", "pending", "refused"}, J{
+		"Voided": shapeOf[api.Voided]("dead letters given up, their units back in stock", J{"voided": integer("how many")}),
+		"Revoked": shapeOf[api.Revoked]("what a revoke did", J{
 			"revoked": integer("claims revoked now"),
 			"skipped": array(str("a claim id"), "ids not revoked now (unknown, not issued, another promotion's, or revoked already)"),
 			"pending": array(str("a claim id"), "revoked claims whose issuer's undo is still being retried"),
 			"refused": J{"type": "array", "items": schema("RefusedUndo"), "description": "revoked claims whose issuer's undo was refused for good (a webhook's 4xx other than 404 and 409): they stay revoked, the undo is not tried again"},
 		}),
-		"RefusedUndo": object("a revoked claim whose issuer's undo was refused", []string{"claim_id", "reason"}, J{
+		"RefusedUndo": shapeOf[api.RefusedUndo]("a revoked claim whose issuer's undo was refused", J{
 			"claim_id": str("the claim id"),
 			"reason":   str("the refusal: the webhook's URL, status and the start of its answer"),
 		}),
-		"Winner": object("an issued claim", []string{"rank", "claim_id", "user_id", "slot", "accepted_at", "issued_at"}, J{
+		"Winner": shapeOf[api.Winner]("an issued claim", J{
 			"rank":        integer("its place"),
 			"claim_id":    str("the claim"),
 			"user_id":     str("its user"),
@@ -387,8 +378,8 @@ func schemas() J {
 			"issued_at":   timeStr("when it was issued"),
 			"code":        str("its code, for kinds that hand one out"),
 		}),
-		"WinnerList": pageOf("a page of winners, in rank order", "claims", "Winner", "the page"),
-		"Event": object("a change, from the outbox", []string{"id", "seq", "type", "at", "promotion_id", "claim_id", "data"}, J{
+		"WinnerList": pageOf[api.WinnerPage]("a page of winners, in rank order", "claims", "Winner", "the page"),
+		"Event": shapeOf[api.Event]("a change, from the outbox", J{
 			"id":           str("the same every time the same change is reported: deduplicate on it"),
 			"seq":          integer("orders the feed"),
 			"type":         enum("what changed", store.EventTypes...),
@@ -397,11 +388,11 @@ func schemas() J {
 			"claim_id":     orNull(str("the claim; null for promotion events")),
 			"data":         J{"type": "object", "description": "the change's data (see docs/contract.md, Events)"},
 		}),
-		"EventList": object("a page of the feed", []string{"events", "next_cursor"}, J{
+		"EventList": shapeOf[api.EventPage]("a page of the feed", J{
 			"events":      array(schema("Event"), "the page, in seq order"),
 			"next_cursor": str("never null: a page with no events returns the cursor it was given"),
 		}),
-		"AuditEntry": object("one admin request that changed something", []string{"id", "at", "actor", "action", "promotion_id", "detail", "status"}, J{
+		"AuditEntry": shapeOf[api.AuditEntry]("one admin request that changed something", J{
 			"id":    integer("the entry"),
 			"at":    timeStr("when"),
 			"actor": str("the admin token's name"),
@@ -413,46 +404,44 @@ func schemas() J {
 				"dead_letters.replay the claim_ids asked for or all, and the count replayed, dead_letters.void the claim_ids and the count voided (never a token or a body)"},
 			"status": integer("the HTTP status answered"),
 		}),
-		"AuditList":        pageOf("a page of the audit log, newest first", "entries", "AuditEntry", "the page"),
-		"AdminTokenCreate": input("a new admin token", []string{"name"}, J{"name": idSchema("who the token is in the audit log")}),
-		"AdminToken": object("an admin token (never its value, but in the answer to its creation)", []string{"name", "source", "created_at"}, J{
+		"AuditList":        pageOf[api.AuditPage]("a page of the audit log, newest first", "entries", "AuditEntry", "the page"),
+		"AdminTokenCreate": inputOf[api.AdminTokenCreate]("a new admin token", []string{"name"}, J{"name": idSchema("who the token is in the audit log")}),
+		"AdminToken": shapeOf[api.AdminToken]("an admin token (never its value, but in the answer to its creation)", J{
 			"name":       str("its name"),
 			"source":     enum("where it comes from", "config", "api"),
 			"created_at": orNull(timeStr("when it was issued (null for configured ones)")),
 			"created_by": str("the admin who issued it"),
 			"token":      str("the value: in the answer to its creation only"),
 		}),
-		"AdminTokenList": object("every admin token", []string{"admin_tokens"}, J{"admin_tokens": array(schema("AdminToken"), "the tokens")}),
-		"Balance": object("a user's points over every promotion", []string{"user_id", "balance", "entries"}, J{
+		"AdminTokenList": shapeOf[api.AdminTokenList]("every admin token", J{"admin_tokens": array(schema("AdminToken"), "the tokens")}),
+		"Balance": shapeOf[api.Balance]("a user's points over every promotion", J{
 			"user_id": str("the user"),
 			"balance": integer("the sum of what point claims credited"),
 			"entries": integer("ledger entries, one per issued point claim"),
 		}),
-		"ClaimLookup": object("one claim found by its id", []string{"promotion_id", "user_id", "claim"}, J{
+		"ClaimLookup": shapeOf[api.ClaimLookup]("one claim found by its id", J{
 			"promotion_id": str("its promotion"),
 			"user_id":      str("its user"),
 			"claim":        schema("UserClaim"),
 		}),
-		"TimeBucket": object("what happened to a promotion's claims in one bucket of time (settled claims only: issued rows and dead letters)",
-			[]string{"at", "accepted", "issued", "max_lag_ms", "dead_lettered"}, J{
+		"TimeBucket": shapeOf[api.TimeBucket]("what happened to a promotion's claims in one bucket of time (settled claims only: issued rows and dead letters)",
+			J{
 				"at":            timeStr("the bucket's start"),
 				"accepted":      integer("issued rows accepted in the bucket"),
 				"issued":        integer("rows issued in the bucket"),
 				"max_lag_ms":    integer("the longest issued_at − accepted_at of the rows issued in the bucket, ms"),
 				"dead_lettered": integer("claims dead-lettered in the bucket"),
 			}),
-		"Timeline": object("a promotion's settled claims per bucket; buckets where nothing happened are left out",
-			[]string{"promotion_id", "bucket_seconds", "from", "to", "buckets"}, J{
+		"Timeline": shapeOf[api.Timeline]("a promotion's settled claims per bucket; buckets where nothing happened are left out",
+			J{
 				"promotion_id":   str("the promotion"),
 				"bucket_seconds": integer("the width of a bucket"),
 				"from":           timeStr("the start asked for (the first bucket starts at it rounded down)"),
 				"to":             timeStr("the end asked for, excluded"),
 				"buckets":        array(schema("TimeBucket"), "oldest first"),
 			}),
-		"Report": object("the summary of a drop: claims from the database (global), refusals as this instance counted them, the waiting room from Redis",
-			[]string{"promotion_id", "name", "mode", "kind", "state", "stock", "starts_at", "ends_at", "closed_at", "generated_at",
-				"accepted", "issued", "revoked", "pending", "dead_letters", "sold_out_at", "first_accepted_at", "last_accepted_at",
-				"last_issued_at", "issue_lag", "claims_per_second", "rejected", "waiting_room", "notes"}, J{
+		"Report": shapeOf[api.Report]("the summary of a drop: claims from the database (global), refusals as this instance counted them, the waiting room from Redis",
+			J{
 				"promotion_id":      str("the promotion"),
 				"name":              str("its name"),
 				"mode":              enum("its mode", "first_come", "grant"),
@@ -472,23 +461,23 @@ func schemas() J {
 				"first_accepted_at": orNull(timeStr("the earliest acceptance of an issued claim")),
 				"last_accepted_at":  orNull(timeStr("the latest acceptance of an issued claim")),
 				"last_issued_at":    orNull(timeStr("the latest issue")),
-				"issue_lag": object("issued_at − accepted_at over the issued claims (nearest-rank percentiles), ms; zeros without any",
-					[]string{"p50_ms", "p99_ms", "max_ms"}, J{"p50_ms": integer("median"), "p99_ms": integer("99th percentile"), "max_ms": integer("maximum")}),
-				"claims_per_second": object("accepted claims per second over the drop", []string{"peak", "mean", "bucket_seconds", "buckets"}, J{
+				"issue_lag": shapeOf[api.IssueLag]("issued_at − accepted_at over the issued claims (nearest-rank percentiles), ms; zeros without any",
+					J{"p50_ms": integer("median"), "p99_ms": integer("99th percentile"), "max_ms": integer("maximum")}),
+				"claims_per_second": shapeOf[api.ClaimRate]("accepted claims per second over the drop", J{
 					"peak":           number("the busiest bucket's accepted claims over its width"),
 					"mean":           number("issued claims over the span from the first to the last acceptance"),
 					"bucket_seconds": integer("the width of a bucket: ?bucket, else the narrowest of 1s, 10s, 1m, 10m, 1h that spans the drop in at most 1,000"),
 					"buckets":        array(schema("TimeBucket"), "the drop's timeline, oldest first"),
 				}),
-				"rejected": object("claims refused by the promotion, by code, as the answering instance counted them since it started (no other record exists)",
-					[]string{"scope", "since", "total", "by_code"}, J{
+				"rejected": shapeOf[api.Rejected]("claims refused by the promotion, by code, as the answering instance counted them since it started (no other record exists)",
+					J{
 						"scope":   enum("whose count", "instance"),
 						"since":   timeStr("when the instance started counting"),
 						"total":   integer("the sum of by_code"),
 						"by_code": J{"type": "object", "additionalProperties": J{"type": "integer"}, "description": "sold_out, already_claimed, not_started, ended, not_admitted, paused, claim_voided (codes without any left out)"},
 					}),
-				"waiting_room": orNull(object("the waiting room, while Redis holds it (null without a room, or once retired)",
-					[]string{"joins", "admitted", "abandoned", "waiting", "passes_spent"}, J{
+				"waiting_room": orNull(shapeOf[api.ReportRoom]("the waiting room, while Redis holds it (null without a room, or once retired)",
+					J{
 						"joins":        integer("places taken: admitted + abandoned + waiting"),
 						"admitted":     integer("passes handed out"),
 						"abandoned":    integer("places skipped, their user gone"),

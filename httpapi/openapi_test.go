@@ -27,8 +27,18 @@ var updateOpenAPI = flag.Bool("update", false, "rewrite httpapi/openapi.json fro
 const openAPIFile = "openapi.json"
 
 // generatedOpenAPI is the document as its Go description gives it.
+// A schema that does not match its Go type (shapeOf, inputOf) fails the
+// test.
 func generatedOpenAPI(t *testing.T) []byte {
 	t.Helper()
+	defer func() {
+		if e := recover(); e != nil {
+			if se, ok := e.(shapeError); ok {
+				t.Fatal(se)
+			}
+			panic(e)
+		}
+	}()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -10,9 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
+// waitingRoomIn is the waiting_room member of promotionIn: the server's
+// decoding of api.WaitingRoomSettings (see promotionIn for why it is its
+// own).
 type waitingRoomIn struct {
 	Enabled             bool `json:"enabled"`
 	AdmitPerSecond      *int `json:"admit_per_second"`
@@ -28,6 +32,12 @@ type waitingRoomIn struct {
 	Page *promotion.RoomPage `json:"page"`
 }
 
+// promotionIn is the body of POST /v1/promotions as the server decodes it:
+// the members of api.NewPromotion (TestInputsMatchTheirShapes keeps them
+// alike), but a pointer wherever an absent member differs from a zero one
+// (stock 0 and per_user_limit 0 are refused, absent they take the
+// defaults) and the times as strings, whose errors name their member.
+// api.NewPromotion, what a client writes, leaves zero members out instead.
 type promotionIn struct {
 	ID           *string        `json:"id"`
 	Name         string         `json:"name"`
@@ -52,87 +62,34 @@ type promotionIn struct {
 	WebhookURL      string `json:"webhook_url"`
 }
 
-type countsOut struct {
-	Accepted  int64  `json:"accepted"`
-	Pending   int64  `json:"pending"`
-	Issued    int64  `json:"issued"`
-	Revoked   int64  `json:"revoked"`
-	Failed    int64  `json:"failed"`
-	Remaining *int64 `json:"remaining"`
-}
-
-type waitingRoomOut struct {
-	Enabled             bool   `json:"enabled"`
-	AdmitPerSecond      int    `json:"admit_per_second,omitempty"`
-	EntryTTLSeconds     int    `json:"entry_ttl_seconds,omitempty"`
-	AbandonAfterSeconds int    `json:"abandon_after_seconds,omitempty"`
-	PrequeueSeconds     int    `json:"prequeue_seconds,omitempty"`
-	PrequeueSeedSHA256  string `json:"prequeue_seed_sha256,omitempty"`
-	// PrequeueSeed is shown from starts_at on only.
-	PrequeueSeed  string `json:"prequeue_seed,omitempty"`
-	MaxActive     int    `json:"max_active,omitempty"`
-	Message       string `json:"message,omitempty"`
-	PowDifficulty int    `json:"pow_difficulty,omitempty"`
-	// Page is the queue page's setting, when one was given.
-	Page        *promotion.RoomPage `json:"page,omitempty"`
-	Waiting     int64               `json:"waiting"`
-	Admitted    int64               `json:"admitted"`
-	PassesSpent int64               `json:"passes_spent"`
-	Abandoned   int64               `json:"abandoned"`
-}
-
-type promotionOut struct {
-	ID           string  `json:"id"`
-	Name         string  `json:"name"`
-	Mode         string  `json:"mode"`
-	Kind         string  `json:"kind"`
-	Stock        int64   `json:"stock"`
-	PerUserLimit int     `json:"per_user_limit"`
-	Value        int64   `json:"value"`
-	State        string  `json:"state"`
-	StartsAt     string  `json:"starts_at"`
-	EndsAt       string  `json:"ends_at"`
-	ClosedAt     *string `json:"closed_at"`
-	CreatedAt    string  `json:"created_at"`
-	ArchivedAt   *string `json:"archived_at"`
-	// Paused: an admin paused the promotion's claims (PATCH).
-	Paused             bool           `json:"paused"`
-	RevokeReturnsStock bool           `json:"revoke_returns_stock"`
-	Counts             countsOut      `json:"counts"`
-	WaitingRoom        waitingRoomOut `json:"waiting_room"`
-	WebhookURL         string         `json:"webhook_url,omitempty"`
-	// RetiredAt is set once the promotion is retired (its Redis state
-	// deleted after its retention; the database answers for it).
-	RetiredAt               *string `json:"retired_at"`
-	ExpectedClaimsPerSecond int64   `json:"expected_claims_per_second"`
-	Segments                int     `json:"segments"`
-}
-
+// formatTime is t as the answers' JSON writes it: RFC 3339 in UTC.
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-func optTime(t time.Time) *string {
+// optTime is t in UTC, or nil (null) for the zero time.
+func optTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
-	s := formatTime(t)
-	return &s
+	u := t.UTC()
+	return &u
 }
 
-func toOut(v promotion.View) promotionOut {
-	return promotionOut{
+// toOut is v as the API shows it.
+func toOut(v promotion.View) api.Promotion {
+	return api.Promotion{
 		ID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, Stock: v.Stock,
 		PerUserLimit: v.PerUserLimit, Value: v.Value, State: v.State,
-		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt),
-		ClosedAt: optTime(v.ClosedAt), CreatedAt: formatTime(v.CreatedAt), ArchivedAt: optTime(v.ArchivedAt),
+		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(),
+		ClosedAt: optTime(v.ClosedAt), CreatedAt: v.CreatedAt.UTC(), ArchivedAt: optTime(v.ArchivedAt),
 		WebhookURL: v.WebhookURL,
 		Paused:     v.Paused, RevokeReturnsStock: v.RevokeReturnsStock,
 		RetiredAt: optTime(v.RetiredAt), ExpectedClaimsPerSecond: v.ExpectedClaimsPerSecond,
 		Segments: max(v.Segments, 1),
-		Counts: countsOut{
+		Counts: api.Counts{
 			Accepted: v.Counts.Accepted, Pending: v.Counts.Pending, Issued: v.Counts.Issued, Revoked: v.Counts.Revoked,
 			Failed: v.Counts.Failed, Remaining: v.Counts.Remaining,
 		},
-		WaitingRoom: waitingRoomOut{
+		WaitingRoom: api.RoomView{
 			Enabled:             v.WaitingRoom.Enabled,
 			AdmitPerSecond:      v.WaitingRoom.AdmitPerSecond,
 			EntryTTLSeconds:     v.WaitingRoom.EntryTTLSeconds,
@@ -333,10 +290,7 @@ func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Promotions []promotionOut `json:"promotions"`
-		NextCursor *string        `json:"next_cursor"`
-	}{Promotions: make([]promotionOut, 0, len(vs))}
+	out := api.PromotionPage{Promotions: make([]api.Promotion, 0, len(vs))}
 	admin := s.callerIsAdmin(r)
 	for _, v := range vs {
 		o := toOut(v)
@@ -364,16 +318,6 @@ func (s *Server) archivePromotion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toOut(v))
 }
 
-// rebuildOut is the answer to a requested rebuild.
-type rebuildOut struct {
-	PromotionID     string `json:"promotion_id"`
-	Claims          int64  `json:"claims"`
-	DatabaseMaxRank int64  `json:"database_max_rank"`
-	Seq             int64  `json:"seq"`
-	Requeued        int64  `json:"requeued"`
-	TookMS          int64  `json:"took_ms"`
-}
-
 // rebuildPromotion pauses the promotion, merges the database's claims into
 // Redis and resumes it; it also lifts a halt (a database found older than
 // Redis), the operator accepting the database as it is.
@@ -387,7 +331,7 @@ func (s *Server) rebuildPromotion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rebuildOut{
+	writeJSON(w, http.StatusOK, api.Rebuild{
 		PromotionID: rep.PromotionID, Claims: rep.Claims, DatabaseMaxRank: rep.Floor, Seq: rep.Seq,
 		Requeued: rep.Restored.Requeued, TookMS: rep.Took.Milliseconds(),
 	})
@@ -404,16 +348,6 @@ func (s *Server) closePromotion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toOut(v))
-}
-
-// prequeueOut is the audit record of a promotion's shuffled prequeue.
-type prequeueOut struct {
-	PromotionID string   `json:"promotion_id"`
-	Seed        string   `json:"seed"`
-	SeedSHA256  string   `json:"seed_sha256"`
-	Total       int64    `json:"total"`
-	Users       []string `json:"users"`
-	NextCursor  *string  `json:"next_cursor"`
 }
 
 // getPrequeue publishes a promotion's shuffled prequeue once it started:
@@ -443,7 +377,7 @@ func (s *Server) getPrequeue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := prequeueOut{PromotionID: id, Seed: hex.EncodeToString(a.Seed), SeedSHA256: a.SeedSHA256,
+	out := api.PrequeuePage{PromotionID: id, Seed: hex.EncodeToString(a.Seed), SeedSHA256: a.SeedSHA256,
 		Total: a.Total, Users: a.Users}
 	if next := offset + int64(len(a.Users)); next < a.Total {
 		out.NextCursor = nextCursor(strconv.FormatInt(next, 10), limit, limit)

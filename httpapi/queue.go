@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/promotion"
 	"github.com/dibsio/dibs/waitroom"
@@ -23,42 +24,19 @@ const (
 	maxPoll = 30 * time.Second
 )
 
-type queueIn struct {
-	UserID string `json:"user_id"`
-	// Challenge and Nonce are a solved proof-of-work challenge, for a room
-	// that asks for one (see joinRoom).
-	Challenge string `json:"challenge"`
-	Nonce     string `json:"nonce"`
-}
-
-// queueOut is a user's standing in a waiting room.
-type queueOut struct {
-	Status              string    `json:"status"`
-	Position            *int64    `json:"position,omitempty"`
-	EstimatedWait       *float64  `json:"estimated_wait_seconds,omitempty"`
-	EstimatedWaitRange  []float64 `json:"estimated_wait_range_seconds,omitempty"`
-	StockExpectedToLast *bool     `json:"stock_expected_to_last,omitempty"`
-	PollAfterMS         *int64    `json:"poll_after_ms,omitempty"`
-	EntryToken          string    `json:"entry_token,omitempty"`
-	ExpiresAt           *string   `json:"expires_at,omitempty"`
-	ShuffleAt           *string   `json:"shuffle_at,omitempty"`
-	Paused              *bool     `json:"paused,omitempty"`
-	Message             string    `json:"message,omitempty"`
-}
-
 // seconds is d in seconds, rounded to 0.1 s.
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*10) / 10 }
 
 // toQueueOut maps a standing to its JSON.
-func toQueueOut(st waitroom.Standing) queueOut {
-	out := queueOut{Status: string(st.Status), Message: st.Message}
+func toQueueOut(st waitroom.Standing) api.QueueStanding {
+	out := api.QueueStanding{Status: string(st.Status), Message: st.Message}
 	switch st.Status {
 	case waitroom.StatusWaiting:
 		pos, wait := st.Position, seconds(st.Wait.Wait)
 		last := st.StockExpectedToLast
 		poll := min(max(st.Wait.Wait/2, minPoll), maxPoll).Milliseconds()
-		out.Position, out.EstimatedWait, out.StockExpectedToLast, out.PollAfterMS = &pos, &wait, &last, &poll
-		out.EstimatedWaitRange = []float64{seconds(st.Wait.Low), seconds(st.Wait.High)}
+		out.Position, out.EstimatedWaitSeconds, out.StockExpectedToLast, out.PollAfterMS = &pos, &wait, &last, &poll
+		out.EstimatedWaitRangeSeconds = []float64{seconds(st.Wait.Low), seconds(st.Wait.High)}
 	case waitroom.StatusPrequeue:
 		// No place yet: ask again about half-way to the shuffle, which
 		// checks the user in like any status request.
@@ -94,7 +72,7 @@ func (s *waitingRooms) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	var (
 		user string
-		in   queueIn
+		in   api.JoinRequest
 	)
 	join := r.PathValue("user_id") == ""
 	if join {

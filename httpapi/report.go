@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/promotion"
 )
@@ -22,87 +23,6 @@ const reportMaxBuckets = 1000
 
 // timelineDefault is the span of a timeline asked for without from.
 const timelineDefault = 10 * time.Minute
-
-// bucketOut is one bucket of a timeline.
-type bucketOut struct {
-	At           string `json:"at"`
-	Accepted     int64  `json:"accepted"`
-	Issued       int64  `json:"issued"`
-	MaxLagMS     int64  `json:"max_lag_ms"`
-	DeadLettered int64  `json:"dead_lettered"`
-}
-
-// timelineOut is the answer of GET /v1/promotions/{id}/timeline.
-type timelineOut struct {
-	PromotionID   string      `json:"promotion_id"`
-	BucketSeconds int64       `json:"bucket_seconds"`
-	From          string      `json:"from"`
-	To            string      `json:"to"`
-	Buckets       []bucketOut `json:"buckets"`
-}
-
-// lagOut is the issue lag of a report, issued_at − accepted_at over the
-// issued rows, in milliseconds; zeros without any.
-type lagOut struct {
-	P50MS int64 `json:"p50_ms"`
-	P99MS int64 `json:"p99_ms"`
-	MaxMS int64 `json:"max_ms"`
-}
-
-// rateOut is a report's claims per second: the peak and mean over the
-// drop and the timeline they come from.
-type rateOut struct {
-	Peak          float64     `json:"peak"`
-	Mean          float64     `json:"mean"`
-	BucketSeconds int64       `json:"bucket_seconds"`
-	Buckets       []bucketOut `json:"buckets"`
-}
-
-// rejectedOut is the claims refused, by code, as this instance counted
-// them since it started: nothing else keeps them.
-type rejectedOut struct {
-	Scope  string           `json:"scope"`
-	Since  string           `json:"since"`
-	Total  int64            `json:"total"`
-	ByCode map[string]int64 `json:"by_code"`
-}
-
-// roomOut is a report's waiting room, from Redis while it holds it.
-type roomOut struct {
-	Joins     int64 `json:"joins"`
-	Admitted  int64 `json:"admitted"`
-	Abandoned int64 `json:"abandoned"`
-	Waiting   int64 `json:"waiting"`
-	Spent     int64 `json:"passes_spent"`
-}
-
-// reportOut is the answer of GET /v1/promotions/{id}/report.
-type reportOut struct {
-	PromotionID     string           `json:"promotion_id"`
-	Name            string           `json:"name"`
-	Mode            string           `json:"mode"`
-	Kind            string           `json:"kind"`
-	State           string           `json:"state"`
-	Stock           int64            `json:"stock"`
-	StartsAt        string           `json:"starts_at"`
-	EndsAt          string           `json:"ends_at"`
-	ClosedAt        *string          `json:"closed_at"`
-	GeneratedAt     string           `json:"generated_at"`
-	Accepted        int64            `json:"accepted"`
-	Issued          int64            `json:"issued"`
-	Revoked         int64            `json:"revoked"`
-	Pending         int64            `json:"pending"`
-	DeadLetters     map[string]int64 `json:"dead_letters"`
-	SoldOutAt       *string          `json:"sold_out_at"`
-	FirstAcceptedAt *string          `json:"first_accepted_at"`
-	LastAcceptedAt  *string          `json:"last_accepted_at"`
-	LastIssuedAt    *string          `json:"last_issued_at"`
-	IssueLag        lagOut           `json:"issue_lag"`
-	ClaimsPerSecond rateOut          `json:"claims_per_second"`
-	Rejected        rejectedOut      `json:"rejected"`
-	WaitingRoom     *roomOut         `json:"waiting_room"`
-	Notes           []string         `json:"notes"`
-}
 
 // bucketParam reads the query's bucket: one of reportBuckets, or the zero
 // duration when absent.
@@ -161,14 +81,15 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, timelineOut{PromotionID: id, BucketSeconds: int64(q.Bucket / time.Second),
-		From: formatTime(from), To: formatTime(to), Buckets: bucketsOut(bs)})
+	writeJSON(w, http.StatusOK, api.Timeline{PromotionID: id, BucketSeconds: int64(q.Bucket / time.Second),
+		From: from.UTC(), To: to.UTC(), Buckets: bucketsOut(bs)})
 }
 
-func bucketsOut(bs []promotion.TimeBucket) []bucketOut {
-	out := make([]bucketOut, len(bs))
+// bucketsOut is bs as the API shows them.
+func bucketsOut(bs []promotion.TimeBucket) []api.TimeBucket {
+	out := make([]api.TimeBucket, len(bs))
 	for i, b := range bs {
-		out[i] = bucketOut{At: formatTime(b.At), Accepted: b.Accepted, Issued: b.Issued,
+		out[i] = api.TimeBucket{At: b.At.UTC(), Accepted: b.Accepted, Issued: b.Issued,
 			MaxLagMS: b.MaxLag.Milliseconds(), DeadLettered: b.DeadLettered}
 	}
 	return out
@@ -216,16 +137,16 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 }
 
 // newReport fills in what needs no timeline.
-func newReport(v promotion.View, sum promotion.ClaimSummary, tot ui.Totals, since time.Time) reportOut {
-	out := reportOut{PromotionID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, State: v.State, Stock: v.Stock,
-		StartsAt: formatTime(v.StartsAt), EndsAt: formatTime(v.EndsAt), ClosedAt: optTime(v.ClosedAt),
-		GeneratedAt: formatTime(time.Now()), Accepted: v.Counts.Accepted, Issued: sum.Issued, Revoked: sum.Revoked,
+func newReport(v promotion.View, sum promotion.ClaimSummary, tot ui.Totals, since time.Time) api.Report {
+	out := api.Report{PromotionID: v.ID, Name: v.Name, Mode: v.Mode, Kind: v.Kind, State: v.State, Stock: v.Stock,
+		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(), ClosedAt: optTime(v.ClosedAt),
+		GeneratedAt: time.Now().UTC(), Accepted: v.Counts.Accepted, Issued: sum.Issued, Revoked: sum.Revoked,
 		Pending: v.Counts.Pending, DeadLetters: sum.DeadLetters,
 		FirstAcceptedAt: optTime(sum.FirstAcceptedAt), LastAcceptedAt: optTime(sum.LastAcceptedAt),
 		LastIssuedAt:    optTime(sum.LastIssuedAt),
-		IssueLag:        lagOut{P50MS: sum.LagP50.Milliseconds(), P99MS: sum.LagP99.Milliseconds(), MaxMS: sum.LagMax.Milliseconds()},
-		ClaimsPerSecond: rateOut{BucketSeconds: 1, Buckets: []bucketOut{}},
-		Rejected:        rejectedOut{Scope: "instance", Since: formatTime(since), Total: tot.RejectedSum(), ByCode: tot.Rejected},
+		IssueLag:        api.IssueLag{P50MS: sum.LagP50.Milliseconds(), P99MS: sum.LagP99.Milliseconds(), MaxMS: sum.LagMax.Milliseconds()},
+		ClaimsPerSecond: api.ClaimRate{BucketSeconds: 1, Buckets: []api.TimeBucket{}},
+		Rejected:        api.Rejected{Scope: "instance", Since: since.UTC(), Total: tot.RejectedSum(), ByCode: tot.Rejected},
 		Notes: []string{"rejected counts the claims this instance refused since it started; other instances, " +
 			"and this one before a restart, are not in it"},
 	}
@@ -235,7 +156,7 @@ func newReport(v promotion.View, sum promotion.ClaimSummary, tot ui.Totals, sinc
 	switch {
 	case v.WaitingRoom.Enabled && v.RetiredAt.IsZero():
 		rc := v.Room
-		out.WaitingRoom = &roomOut{Joins: rc.Waiting + rc.Admitted + rc.Abandoned, Admitted: rc.Admitted,
+		out.WaitingRoom = &api.ReportRoom{Joins: rc.Waiting + rc.Admitted + rc.Abandoned, Admitted: rc.Admitted,
 			Abandoned: rc.Abandoned, Waiting: rc.Waiting, Spent: rc.PassesSpent}
 	case v.WaitingRoom.Enabled:
 		out.Notes = append(out.Notes, "the waiting room's counts were kept in Redis, which no longer holds them: "+
@@ -250,8 +171,8 @@ func newReport(v promotion.View, sum promotion.ClaimSummary, tot ui.Totals, sinc
 // claimRates is a report's claims per second from its timeline: the
 // busiest bucket's accepted claims over its width, and the issued claims
 // over the span from the first to the last acceptance.
-func claimRates(bs []promotion.TimeBucket, bucket time.Duration, sum promotion.ClaimSummary) rateOut {
-	out := rateOut{BucketSeconds: int64(bucket / time.Second), Buckets: bucketsOut(bs)}
+func claimRates(bs []promotion.TimeBucket, bucket time.Duration, sum promotion.ClaimSummary) api.ClaimRate {
+	out := api.ClaimRate{BucketSeconds: int64(bucket / time.Second), Buckets: bucketsOut(bs)}
 	for _, b := range bs {
 		out.Peak = max(out.Peak, float64(b.Accepted)/bucket.Seconds())
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -16,7 +17,11 @@ import (
 const PausedRetryAfter = 5
 
 // patchIn is the body of PATCH /v1/promotions/{id}: every field optional,
-// merge semantics (a field left out is kept). Unknown fields get 400.
+// merge semantics (a field left out is kept). Unknown fields get 400. It is
+// the server's decoding of api.PromotionPatch, with the same members
+// (TestInputsMatchTheirShapes): ends_at as a string, whose error names its
+// member, and waiting_room.page told apart as left out, null or an object
+// (pagePatchIn), decoded strictly.
 type patchIn struct {
 	Name               *string `json:"name"`
 	Stock              *int64  `json:"stock"`
@@ -133,21 +138,12 @@ func (s *Server) revokeClaims(w http.ResponseWriter, r *http.Request) {
 	if res.Pending == nil {
 		res.Pending = []string{}
 	}
-	type refusedOut struct {
-		ClaimID string `json:"claim_id"`
-		Reason  string `json:"reason"`
-	}
-	refused := make([]refusedOut, 0, len(res.Refused))
+	refused := make([]api.RefusedUndo, 0, len(res.Refused))
 	for _, f := range res.Refused {
-		refused = append(refused, refusedOut{f.ClaimID, f.Reason})
+		refused = append(refused, api.RefusedUndo{ClaimID: f.ClaimID, Reason: f.Reason})
 	}
 	if len(refused) > 0 {
 		annotate(r, "refused", refused)
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Revoked int          `json:"revoked"`
-		Skipped []string     `json:"skipped"`
-		Pending []string     `json:"pending"`
-		Refused []refusedOut `json:"refused"`
-	}{res.Revoked, res.Skipped, res.Pending, refused})
+	writeJSON(w, http.StatusOK, api.Revoked{Revoked: res.Revoked, Skipped: res.Skipped, Pending: res.Pending, Refused: refused})
 }

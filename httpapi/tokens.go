@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -135,23 +136,10 @@ func (s *adminTokens) adminBySum(ctx context.Context, sum [sha256.Size]byte) (st
 	return t.Name, nil
 }
 
-type tokenIn struct {
-	Name string `json:"name"`
-}
-
-type tokenOut struct {
-	Name      string  `json:"name"`
-	Source    string  `json:"source"` // "config" or "api"
-	CreatedAt *string `json:"created_at"`
-	CreatedBy string  `json:"created_by,omitempty"`
-	// Token is the value, shown once, in the answer to its creation.
-	Token string `json:"token,omitempty"`
-}
-
 // createAdminToken issues a new admin token under a name: its value is in
 // the answer and nowhere else; the database keeps its SHA-256.
 func (s *adminTokens) createAdminToken(w http.ResponseWriter, r *http.Request) {
-	var in tokenIn
+	var in api.AdminTokenCreate
 	if pr := decodeJSON(w, r, MaxBodyBytes, &in); pr != nil {
 		pr.write(w, r)
 		return
@@ -186,8 +174,9 @@ func (s *adminTokens) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func apiToken(t promotion.AdminToken) tokenOut {
-	return tokenOut{Name: t.Name, Source: "api", CreatedAt: optTime(t.CreatedAt), CreatedBy: t.CreatedBy}
+// apiToken is t, a token issued through the API, as the API shows it.
+func apiToken(t promotion.AdminToken) api.AdminToken {
+	return api.AdminToken{Name: t.Name, Source: "api", CreatedAt: optTime(t.CreatedAt), CreatedBy: t.CreatedBy}
 }
 
 // listAdminTokens lists the token names, configured ones first; never a
@@ -198,14 +187,12 @@ func (s *adminTokens) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Tokens []tokenOut `json:"admin_tokens"`
-	}{Tokens: make([]tokenOut, 0, len(s.tokens)+len(ts))}
+	out := api.AdminTokenList{AdminTokens: make([]api.AdminToken, 0, len(s.tokens)+len(ts))}
 	for _, t := range s.tokens {
-		out.Tokens = append(out.Tokens, tokenOut{Name: t.Name, Source: "config"})
+		out.AdminTokens = append(out.AdminTokens, api.AdminToken{Name: t.Name, Source: "config"})
 	}
 	for _, t := range ts {
-		out.Tokens = append(out.Tokens, apiToken(t))
+		out.AdminTokens = append(out.AdminTokens, apiToken(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -2,14 +2,9 @@ package httpapi
 
 import (
 	"net/http"
-)
 
-// balanceOut is the answer of GET /v1/users/{user_id}/balance.
-type balanceOut struct {
-	UserID  string `json:"user_id"`
-	Balance int64  `json:"balance"`
-	Entries int64  `json:"entries"`
-}
+	"github.com/dibsio/dibs/api"
+)
 
 // getBalance answers a user's points: the sum of the ledger entries point
 // promotions credited, and how many there are.
@@ -23,5 +18,5 @@ func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, balanceOut{UserID: b.UserID, Balance: b.Points, Entries: b.Entries})
+	writeJSON(w, http.StatusOK, api.Balance{UserID: b.UserID, Balance: b.Points, Entries: b.Entries})
 }

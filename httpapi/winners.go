@@ -8,25 +8,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/promotion"
 )
 
 // csvChunk is how many winners one database read and one flushed chunk of
 // the CSV export carry.
 const csvChunk = 1000
-
-// winnerOut is one issued claim in the winners list.
-type winnerOut struct {
-	Rank       int64  `json:"rank"`
-	ClaimID    string `json:"claim_id"`
-	UserID     string `json:"user_id"`
-	Slot       int    `json:"slot"`
-	AcceptedAt string `json:"accepted_at"`
-	IssuedAt   string `json:"issued_at"`
-	// Code is the claim's coupon or voucher code, omitted for kinds
-	// without one.
-	Code string `json:"code,omitempty"`
-}
 
 // winnerRows reads the issued rows of a promotion in rank order;
 // promotion.Records is one. Known answers promotion.ErrNotFound for a
@@ -106,13 +94,10 @@ func (s *Server) winnersPage(w http.ResponseWriter, r *http.Request) {
 	if more {
 		rows = rows[:limit]
 	}
-	out := struct {
-		Claims     []winnerOut `json:"claims"`
-		NextCursor *string     `json:"next_cursor"`
-	}{Claims: make([]winnerOut, 0, len(rows))}
+	out := api.WinnerPage{Claims: make([]api.Winner, 0, len(rows))}
 	for _, is := range rows {
-		out.Claims = append(out.Claims, winnerOut{Rank: is.Rank, ClaimID: is.ClaimID, UserID: is.UserID, Slot: is.Slot,
-			AcceptedAt: formatTime(is.AcceptedAt), IssuedAt: formatTime(is.IssuedAt), Code: is.Grant.Code})
+		out.Claims = append(out.Claims, api.Winner{Rank: is.Rank, ClaimID: is.ClaimID, UserID: is.UserID, Slot: is.Slot,
+			AcceptedAt: is.AcceptedAt.UTC(), IssuedAt: is.IssuedAt.UTC(), Code: is.Grant.Code})
 	}
 	if more {
 		out.NextCursor = nextCursor(strconv.FormatInt(rows[len(rows)-1].Rank, 10), limit, limit)

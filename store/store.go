@@ -24,6 +24,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/dibsio/dibs/api"
 )
 
 // Sentinel errors returned by every backend.
@@ -198,33 +200,13 @@ type WaitingRoom struct {
 	Page *RoomPage
 }
 
-// RoomPage is the per-promotion setting of a waiting room's queue page.
-// Its JSON is what the database keeps and the API shows; empty members are
-// left out (the page's defaults).
-type RoomPage struct {
-	// Title is the page's title and heading.
-	Title string `json:"title,omitempty"`
-	// Colors are the page's colours, each "#rgb" or "#rrggbb".
-	Colors RoomPageColors `json:"colors,omitzero"`
-	// LogoURL is an https URL of an image shown above the title.
-	LogoURL string `json:"logo_url,omitempty"`
-	// Texts replace the page's default texts, by name.
-	Texts map[string]string `json:"texts,omitempty"`
-	// ReturnURL is the shop's page: in mode "return" the page hands the
-	// entry token to it in the URL fragment; in mode "claim" it is the
-	// link back to the shop.
-	ReturnURL string `json:"return_url,omitempty"`
-	// Mode is what the page does once the user is admitted: "claim" (claim
-	// at once and show the result) or "return" (go to ReturnURL).
-	Mode string `json:"mode,omitempty"`
-}
+// RoomPage is the per-promotion setting of a waiting room's queue page:
+// the API's shape of it, whose JSON is what the database keeps (empty
+// members are left out: the page's defaults).
+type RoomPage = api.QueuePage
 
 // RoomPageColors are a queue page's colours.
-type RoomPageColors struct {
-	Background string `json:"background,omitempty"`
-	Text       string `json:"text,omitempty"`
-	Accent     string `json:"accent,omitempty"`
-}
+type RoomPageColors = api.QueuePageColors
 
 // Issue is one accepted claim to be written as an issued row.
 type Issue struct {
