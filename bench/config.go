@@ -195,85 +195,117 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate checks c, the defaults applied: its target, its claims, its
+// timeouts and its waiting room, and says the first field that is wrong.
 func (c Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	for _, check := range []func() error{c.checkTarget, c.checkClaims, c.checkTimeouts, c.checkRoom} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// invalid is the error for a field that is wrong.
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// checkTarget checks the server and the promotion the run is sent to.
+func (c Config) checkTarget() error {
 	u, err := url.Parse(c.Target)
 	switch {
 	case c.Target == "":
-		return bad("Target", "is required")
+		return invalid("Target", "is required")
 	case err != nil:
-		return bad("Target", "%q is not a URL: %v", c.Target, err)
+		return invalid("Target", "%q is not a URL: %v", c.Target, err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-		return bad("Target", "%q must be http://HOST:PORT or https://HOST:PORT", c.Target)
+		return invalid("Target", "%q must be http://HOST:PORT or https://HOST:PORT", c.Target)
 	}
 	if c.AdminToken == "" {
-		return bad("AdminToken", "is required")
+		return invalid("AdminToken", "is required")
 	}
 	if c.PromotionID != "" && !ident.Valid(c.PromotionID) {
-		return bad("PromotionID", "%q must be "+ident.Rule, c.PromotionID)
+		return invalid("PromotionID", "%q must be "+ident.Rule, c.PromotionID)
 	}
+	return nil
+}
+
+// checkClaims checks the promotion's stock and the claims sent to it: by
+// whom, how many and how many at once.
+func (c Config) checkClaims() error {
 	if c.Stock < 1 || c.Stock > 1_000_000_000 {
-		return bad("Stock", "must be 1..1,000,000,000, got %d", c.Stock)
+		return invalid("Stock", "must be 1..1,000,000,000, got %d", c.Stock)
 	}
 	if c.Users < 1 {
-		return bad("Users", "must be at least 1, got %d", c.Users)
+		return invalid("Users", "must be at least 1, got %d", c.Users)
 	}
 	if c.PerUserLimit < 1 || c.PerUserLimit > 1000 {
-		return bad("PerUserLimit", "must be 1..1,000, got %d", c.PerUserLimit)
+		return invalid("PerUserLimit", "must be 1..1,000, got %d", c.PerUserLimit)
 	}
 	if c.Repeat < 1 {
-		return bad("Repeat", "must be at least 1, got %d", c.Repeat)
+		return invalid("Repeat", "must be at least 1, got %d", c.Repeat)
 	}
 	if c.Waves < 0 {
-		return bad("Waves", "must not be negative, got %d", c.Waves)
+		return invalid("Waves", "must not be negative, got %d", c.Waves)
 	}
 	if c.Waves > c.Users*c.Repeat {
-		return bad("Waves", "%d is more than the %d claims to send", c.Waves, c.Users*c.Repeat)
+		return invalid("Waves", "%d is more than the %d claims to send", c.Waves, c.Users*c.Repeat)
 	}
 	if c.Waves > 0 {
 		if size := ceilDiv(c.Users*c.Repeat, c.Waves); size > MaxConcurrency {
-			return bad("Waves", "%d makes waves of %d claims, more than %d in flight", c.Waves, size, MaxConcurrency)
+			return invalid("Waves", "%d makes waves of %d claims, more than %d in flight", c.Waves, size, MaxConcurrency)
 		}
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
-		return bad("Concurrency", "must be 1..%d, got %d", MaxConcurrency, c.Concurrency)
+		return invalid("Concurrency", "must be 1..%d, got %d", MaxConcurrency, c.Concurrency)
 	}
 	if !ident.Valid(c.UserPrefix + fmt.Sprint(c.Users)) {
-		return bad("UserPrefix", "%q does not make valid user ids", c.UserPrefix)
+		return invalid("UserPrefix", "%q does not make valid user ids", c.UserPrefix)
 	}
+	return nil
+}
+
+// checkTimeouts checks the waits outside the waiting room.
+func (c Config) checkTimeouts() error {
 	if c.ConfirmTimeout < 0 {
-		return bad("ConfirmTimeout", "must not be negative, got %v", c.ConfirmTimeout)
+		return invalid("ConfirmTimeout", "must not be negative, got %v", c.ConfirmTimeout)
 	}
 	if c.PollInterval < 0 {
-		return bad("PollInterval", "must not be negative, got %v", c.PollInterval)
+		return invalid("PollInterval", "must not be negative, got %v", c.PollInterval)
 	}
 	if c.RequestTimeout < 0 {
-		return bad("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
+		return invalid("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
 	}
-	if !c.WaitingRoom && c.PowDifficulty != 0 {
-		return bad("PowDifficulty", "needs WaitingRoom, got %d", c.PowDifficulty)
-	}
-	if c.WaitingRoom {
-		switch {
-		case c.Waves != 0:
-			return bad("Waves", "must be 0 with WaitingRoom: the room paces the users, got %d", c.Waves)
-		case c.Repeat != 1:
-			return bad("Repeat", "must be 1 with WaitingRoom, got %d", c.Repeat)
-		case c.Users > MaxRoomUsers:
-			return bad("Users", "must be at most %d with WaitingRoom, got %d", MaxRoomUsers, c.Users)
-		case c.AdmitPerSecond < 1 || c.AdmitPerSecond > 1_000_000:
-			return bad("AdmitPerSecond", "must be 1..1,000,000, got %d", c.AdmitPerSecond)
-		case c.PowDifficulty < 0 || c.PowDifficulty > MaxPowDifficulty:
-			return bad("PowDifficulty", "must be 0..%d, got %d", MaxPowDifficulty, c.PowDifficulty)
-		case c.MaxPoll < time.Millisecond:
-			return bad("MaxPoll", "must be at least 1ms, got %v", c.MaxPoll)
-		case c.RoomTimeout < 0:
-			return bad("RoomTimeout", "must not be negative, got %v", c.RoomTimeout)
-		case c.RateSampleInterval < time.Millisecond:
-			return bad("RateSampleInterval", "must be at least 1ms, got %v", c.RateSampleInterval)
+	return nil
+}
+
+// checkRoom checks the waiting room's fields, and the claims' fields that
+// a room rules out.
+func (c Config) checkRoom() error {
+	if !c.WaitingRoom {
+		if c.PowDifficulty != 0 {
+			return invalid("PowDifficulty", "needs WaitingRoom, got %d", c.PowDifficulty)
 		}
+		return nil
+	}
+	switch {
+	case c.Waves != 0:
+		return invalid("Waves", "must be 0 with WaitingRoom: the room paces the users, got %d", c.Waves)
+	case c.Repeat != 1:
+		return invalid("Repeat", "must be 1 with WaitingRoom, got %d", c.Repeat)
+	case c.Users > MaxRoomUsers:
+		return invalid("Users", "must be at most %d with WaitingRoom, got %d", MaxRoomUsers, c.Users)
+	case c.AdmitPerSecond < 1 || c.AdmitPerSecond > 1_000_000:
+		return invalid("AdmitPerSecond", "must be 1..1,000,000, got %d", c.AdmitPerSecond)
+	case c.PowDifficulty < 0 || c.PowDifficulty > MaxPowDifficulty:
+		return invalid("PowDifficulty", "must be 0..%d, got %d", MaxPowDifficulty, c.PowDifficulty)
+	case c.MaxPoll < time.Millisecond:
+		return invalid("MaxPoll", "must be at least 1ms, got %v", c.MaxPoll)
+	case c.RoomTimeout < 0:
+		return invalid("RoomTimeout", "must not be negative, got %v", c.RoomTimeout)
+	case c.RateSampleInterval < time.Millisecond:
+		return invalid("RateSampleInterval", "must be at least 1ms, got %v", c.RateSampleInterval)
 	}
 	return nil
 }

@@ -275,28 +275,12 @@ func (u *sub) serve(ctx context.Context) {
 }
 
 // step does the next thing and returns how long to wait before the one
-// after.
+// after: keep the lease, then deliver a page of events past the cursor.
 func (u *sub) step(ctx context.Context) time.Duration {
 	cfg := u.d.cfg
 	now := time.Now()
-	if !u.held || !now.Before(u.renewAt) {
-		seq, ok, err := cfg.Store.LeaseEvents(ctx, u.s.Name, cfg.Owner, cfg.LeaseTTL)
-		if err != nil {
-			if ctx.Err() == nil {
-				u.d.log.Warn("cannot take the lease of event deliveries", "subscriber", u.s.Name, "err", err)
-			}
-			u.lose()
-			return cfg.PollInterval
-		}
-		if !ok {
-			u.lose()
-			return cfg.PollInterval
-		}
-		if !u.held {
-			u.seq, u.fails, u.retryAt = seq, 0, time.Time{}
-			u.setLeader(true)
-		}
-		u.held, u.renewAt = true, now.Add(cfg.LeaseTTL/3)
+	if (!u.held || !now.Before(u.renewAt)) && !u.lease(ctx, now) {
+		return cfg.PollInterval
 	}
 	if now.Before(u.retryAt) {
 		return min(u.retryAt.Sub(now), u.renewAt.Sub(now))
@@ -312,6 +296,38 @@ func (u *sub) step(ctx context.Context) time.Duration {
 	if len(evs) == 0 {
 		return min(cfg.PollInterval, time.Until(u.renewAt))
 	}
+	u.advance(ctx, u.deliver(ctx, evs))
+	return 0
+}
+
+// lease takes or renews the lease at now; false when it is not ours. A
+// lease newly taken starts from the stored cursor with no failures.
+func (u *sub) lease(ctx context.Context, now time.Time) bool {
+	cfg := u.d.cfg
+	seq, ok, err := cfg.Store.LeaseEvents(ctx, u.s.Name, cfg.Owner, cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			u.d.log.Warn("cannot take the lease of event deliveries", "subscriber", u.s.Name, "err", err)
+		}
+		u.lose()
+		return false
+	}
+	if !ok {
+		u.lose()
+		return false
+	}
+	if !u.held {
+		u.seq, u.fails, u.retryAt = seq, 0, time.Time{}
+		u.setLeader(true)
+	}
+	u.held, u.renewAt = true, now.Add(cfg.LeaseTTL/3)
+	return true
+}
+
+// deliver posts evs in order until one fails, ctx ends or the lease is due
+// for renewal, and returns the seq of the last one delivered (u.seq for
+// none).
+func (u *sub) deliver(ctx context.Context, evs []store.Event) int64 {
 	delivered := u.seq
 	for _, e := range evs {
 		if ctx.Err() != nil || !time.Now().Before(u.renewAt) {
@@ -319,46 +335,58 @@ func (u *sub) step(ctx context.Context) time.Duration {
 		}
 		retryAfter, err := u.post(ctx, e)
 		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			u.fails++
-			wait := backoff(cfg.MinBackoff, cfg.MaxBackoff, u.fails)
-			if retryAfter > 0 {
-				wait = max(wait, min(retryAfter, MaxRetryAfter))
-			}
-			u.retryAt = time.Now().Add(wait)
-			u.d.log.Info("event delivery failed; retrying", "subscriber", u.s.Name, "event", e.ID,
-				"failures", u.fails, "retry_in", wait, "err", err)
-			if m := cfg.Metrics; m != nil {
-				m.failed.WithLabelValues(u.s.Name).Inc()
+			if ctx.Err() == nil {
+				u.fail(e, retryAfter, err)
 			}
 			break
 		}
 		u.fails, delivered = 0, e.Seq
-		if m := cfg.Metrics; m != nil {
+		if m := u.d.cfg.Metrics; m != nil {
 			m.delivered.WithLabelValues(u.s.Name).Inc()
 		}
 	}
-	// Every event of the page was read past, delivered or skipped by
-	// type: the cursor moves to the last delivered.
-	if delivered > u.seq {
-		// Progress made is kept even when ctx ends meanwhile.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
-		ok, err := cfg.Store.SetEventCursor(sctx, u.s.Name, cfg.Owner, delivered)
-		cancel()
-		switch {
-		case err != nil:
-			// The events go again after the next renewal: at least once.
-			u.d.log.Warn("cannot move the event cursor", "subscriber", u.s.Name, "err", err)
-		case !ok:
-			u.d.log.Warn("lost the lease of event deliveries", "subscriber", u.s.Name)
-			u.lose()
-		default:
-			u.seq = delivered
-		}
+	return delivered
+}
+
+// fail holds the deliveries back after e failed: a backoff growing with
+// the failures in a row, at least the Retry-After the subscriber asked for
+// (bounded by MaxRetryAfter).
+func (u *sub) fail(e store.Event, retryAfter time.Duration, err error) {
+	cfg := u.d.cfg
+	u.fails++
+	wait := backoff(cfg.MinBackoff, cfg.MaxBackoff, u.fails)
+	if retryAfter > 0 {
+		wait = max(wait, min(retryAfter, MaxRetryAfter))
 	}
-	return 0
+	u.retryAt = time.Now().Add(wait)
+	u.d.log.Info("event delivery failed; retrying", "subscriber", u.s.Name, "event", e.ID,
+		"failures", u.fails, "retry_in", wait, "err", err)
+	if m := cfg.Metrics; m != nil {
+		m.failed.WithLabelValues(u.s.Name).Inc()
+	}
+}
+
+// advance moves the cursor to delivered, if past it. Every event of the
+// page up to it was read past, delivered or skipped by type.
+func (u *sub) advance(ctx context.Context, delivered int64) {
+	if delivered <= u.seq {
+		return
+	}
+	cfg := u.d.cfg
+	// Progress made is kept even when ctx ends meanwhile.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
+	ok, err := cfg.Store.SetEventCursor(sctx, u.s.Name, cfg.Owner, delivered)
+	cancel()
+	switch {
+	case err != nil:
+		// The events go again after the next renewal: at least once.
+		u.d.log.Warn("cannot move the event cursor", "subscriber", u.s.Name, "err", err)
+	case !ok:
+		u.d.log.Warn("lost the lease of event deliveries", "subscriber", u.s.Name)
+		u.lose()
+	default:
+		u.seq = delivered
+	}
 }
 
 // lose forgets the lease.

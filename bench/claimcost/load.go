@@ -174,6 +174,8 @@ func createPromotion(ctx context.Context, hc *http.Client, cfg loadConfig, id st
 	return nil
 }
 
+// run measures one load run: the claims fired at the server, the wait for
+// their issuance, and the figures per claim from the readings around them.
 func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	res := loadResult{Target: cfg.target, Label: cfg.label, Role: cfg.role, Connections: cfg.c, Segments: cfg.segments}
 	hc := newHTTPClient(cfg.c)
@@ -184,88 +186,142 @@ func run(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	}
 	defer probe.close()
 	id := "cost" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if cfg.token != "" {
-		if err := createPromotion(ctx, hc, cfg, id); err != nil {
-			return res, err
-		}
-	}
-	if cfg.slowlog > 0 {
-		if err := probe.resetSlowlog(ctx, cfg.slowlog); err != nil {
-			return res, err
-		}
-	}
-	before := probe.read(ctx)
-	self0, load0 := benchcpu.Process(cfg.pid), benchcpu.Process(os.Getpid())
-	var db0 time.Duration
-	if cfg.dbComm != "" {
-		db0 = benchcpu.Named(cfg.dbComm)
-	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(cfg.pid) + "/stat"); err != nil {
-		return res, fmt.Errorf("cannot read the CPU time of process %d: %w", cfg.pid, err)
-	}
-
-	var w *watch
-	if cfg.watch > 0 {
-		if w, err = startWatch(ctx, cfg, time.Now()); err != nil {
-			return res, err
-		}
-	}
-	url := cfg.target + "/v1/promotions/" + id + "/claims"
-	f, err := fire(ctx, hc, cfg, url)
+	before, err := setUp(ctx, hc, probe, cfg, id)
 	if err != nil {
-		if w != nil {
-			_, _ = w.finish(ctx, cfg.target)
-		}
 		return res, err
 	}
-	res.LoadCPUus = float64((benchcpu.Process(os.Getpid()) - load0).Microseconds())
-	res.Mode, res.TargetRate = f.mode, cfg.rate
-	res.Accepted, res.Refused, res.Failed, res.Unsent, res.Late = f.accepted, f.refused, f.failed, f.unsent, f.late
-	counted := res.Accepted
-	if cfg.soldOut {
-		counted = res.Refused // per-claim figures are per rejection
-		if res.Accepted > 0 {
-			return res, fmt.Errorf("%d claims accepted on a sold-out promotion", res.Accepted)
-		}
+	f, w, err := fireWatched(ctx, hc, cfg, cfg.target+"/v1/promotions/"+id+"/claims")
+	if err != nil {
+		return res, err
 	}
-	if counted == 0 {
-		return res, fmt.Errorf("no claim was accepted (%d refused, %d failed: %v)", res.Refused, res.Failed, f.err)
+	res.LoadCPUus = float64((benchcpu.Process(os.Getpid()) - before.load).Microseconds())
+	counted, err := res.tally(cfg, f)
+	if err != nil {
+		return res, err
 	}
-	if cfg.token != "" && !cfg.soldOut {
-		w := waitIssued(ctx, hc, cfg.target, id, res.Accepted, cfg.issueTimeout)
-		if w.err != nil {
-			return res, w.err
-		}
-		res.IssuedAfterMs = float64(w.after.Microseconds()) / 1000
-		res.Issued, res.IssueTimedOut = w.issued, w.timedOut
+	if err := res.awaitIssued(ctx, hc, cfg, id); err != nil {
+		return res, err
 	}
 	if w != nil {
 		if res.Stall, err = w.finish(ctx, cfg.target); err != nil {
 			return res, err
 		}
 	}
+	err = res.measure(ctx, cfg, probe, before, f, float64(counted), id)
+	return res, err
+}
+
+// marks are the readings taken before the claims, the figures' start.
+type marks struct {
+	redis            redisReading
+	server, load, db time.Duration // CPU times
+}
+
+// setUp creates the run's promotion (with -admin-token), resets the
+// slowlog (with -slowlog) and takes the readings before the claims.
+func setUp(ctx context.Context, hc *http.Client, probe *redisProbe, cfg loadConfig, id string) (marks, error) {
+	var m marks
+	if cfg.token != "" {
+		if err := createPromotion(ctx, hc, cfg, id); err != nil {
+			return m, err
+		}
+	}
+	if cfg.slowlog > 0 {
+		if err := probe.resetSlowlog(ctx, cfg.slowlog); err != nil {
+			return m, err
+		}
+	}
+	m.redis = probe.read(ctx)
+	m.server, m.load = benchcpu.Process(cfg.pid), benchcpu.Process(os.Getpid())
+	if cfg.dbComm != "" {
+		m.db = benchcpu.Named(cfg.dbComm)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(cfg.pid) + "/stat"); err != nil {
+		return m, fmt.Errorf("cannot read the CPU time of process %d: %w", cfg.pid, err)
+	}
+	return m, nil
+}
+
+// fireWatched fires the claims at url with the server's metrics sampled
+// when asked (-watch): the watch comes back running, to be finished once
+// issuance was waited for; on an error it is finished already.
+func fireWatched(ctx context.Context, hc *http.Client, cfg loadConfig, url string) (fired, *watch, error) {
+	var w *watch
+	if cfg.watch > 0 {
+		var err error
+		if w, err = startWatch(ctx, cfg, time.Now()); err != nil {
+			return fired{}, nil, err
+		}
+	}
+	f, err := fire(ctx, hc, cfg, url)
+	if err != nil {
+		if w != nil {
+			_, _ = w.finish(ctx, cfg.target)
+		}
+		return f, nil, err
+	}
+	return f, w, nil
+}
+
+// tally copies the claims' outcomes into res and returns the claims the
+// per-claim figures divide by: the accepted ones, the rejections with
+// -sold-out; an error when there are none.
+func (res *loadResult) tally(cfg loadConfig, f fired) (int64, error) {
+	res.Mode, res.TargetRate = f.mode, cfg.rate
+	res.Accepted, res.Refused, res.Failed, res.Unsent, res.Late = f.accepted, f.refused, f.failed, f.unsent, f.late
+	counted := res.Accepted
+	if cfg.soldOut {
+		counted = res.Refused // per-claim figures are per rejection
+		if res.Accepted > 0 {
+			return 0, fmt.Errorf("%d claims accepted on a sold-out promotion", res.Accepted)
+		}
+	}
+	if counted == 0 {
+		return 0, fmt.Errorf("no claim was accepted (%d refused, %d failed: %v)", res.Refused, res.Failed, f.err)
+	}
+	return counted, nil
+}
+
+// awaitIssued waits for the accepted claims to be issued, on a dibs server
+// (-admin-token) whose claims are accepted (no -sold-out).
+func (res *loadResult) awaitIssued(ctx context.Context, hc *http.Client, cfg loadConfig, id string) error {
+	if cfg.token == "" || cfg.soldOut {
+		return nil
+	}
+	w := waitIssued(ctx, hc, cfg.target, id, res.Accepted, cfg.issueTimeout)
+	if w.err != nil {
+		return w.err
+	}
+	res.IssuedAfterMs = float64(w.after.Microseconds()) / 1000
+	res.Issued, res.IssueTimedOut = w.issued, w.timedOut
+	return nil
+}
+
+// measure takes the readings after the run and sets the figures, per
+// claim of n, from those before.
+func (res *loadResult) measure(ctx context.Context, cfg loadConfig, probe *redisProbe, before marks, f fired, n float64, id string) error {
 	self1 := benchcpu.Process(cfg.pid)
 	after := probe.read(ctx)
 	if cfg.dbComm != "" {
-		res.DBCPUus = float64((benchcpu.Named(cfg.dbComm) - db0).Microseconds()) / float64(counted)
+		res.DBCPUus = float64((benchcpu.Named(cfg.dbComm) - before.db).Microseconds()) / n
 	}
-	n := float64(counted)
 	res.Seconds = f.elapsed.Seconds()
 	res.ClaimsPerSecond = n / f.elapsed.Seconds()
-	res.ServerCPUus = float64((self1 - self0).Microseconds()) / n
+	res.ServerCPUus = float64((self1 - before.server).Microseconds()) / n
 	res.LoadCPUus /= n
 	res.setLatency(f.hist)
-	probe.fill(&res, before, after, n)
+	probe.fill(res, before.redis, after, n)
 	if cfg.slowlog > 0 {
+		var err error
 		res.Slowlog, res.SlowlogMaxUs, err = probe.slowlog(ctx)
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
 	if cfg.memory && len(probe.nodes) == 1 && cfg.token != "" && !cfg.soldOut {
-		res.MemoryBytes = float64(probe.memoryOnceTrimmed(ctx, cfg.prefix+"{"+id+"}:claims")-before.memory) / n
+		res.MemoryBytes = float64(probe.memoryOnceTrimmed(ctx, cfg.prefix+"{"+id+"}:claims")-before.redis.memory) / n
 	}
-	return res, nil
+	return nil
 }
 
 // setLatency sets the latency percentiles from hist (µs).

@@ -280,7 +280,43 @@ func tokenNames(ts []store.AdminToken) []string {
 	return out
 }
 
+// erasedToken is what testEraseUser erases alice to.
+const erasedToken = "erased:0123abcd"
+
+// testEraseUser erases alice, who holds issued claims (a coupon with its
+// code, a revoked one, a grant of points) and dead letters (one whose claim
+// id collided), beside bob: nothing of hers is left under her name, the
+// rows and the ledger move to the token, and the counts are unchanged.
 func testEraseUser(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	before := seedErase(t, s)
+	n, err := s.EraseUser(ctx, "alice", erasedToken)
+	if err != nil {
+		t.Fatalf("EraseUser: %v", err)
+	}
+	// alice's events: accepted and issued of her 3 claims, failed of her 2
+	// dead letters, revoked of 1.
+	if n != (store.Erased{Issued: 3, DeadLetters: 2, Events: 9}) {
+		t.Fatalf("EraseUser = %+v; want 3 issued, 2 dead letters, 9 events", n)
+	}
+	checkErasedEvents(t, s)
+	for id, c := range before {
+		if got, err := s.Counts(ctx, id); err != nil || got != c {
+			t.Errorf("Counts(%s) after erase = %+v, %v; want %+v", id, got, err, c)
+		}
+	}
+	checkErasedIssued(t, s)
+	checkErasedDeadLetters(t, s)
+	// Again: nothing left to rewrite.
+	if n, err := s.EraseUser(ctx, "alice", erasedToken); err != nil || n != (store.Erased{}) {
+		t.Fatalf("second EraseUser = %+v, %v; want nothing", n, err)
+	}
+}
+
+// seedErase writes testEraseUser's claims and dead letters, and returns
+// the counts of its promotions.
+func seedErase(t *testing.T, s store.Store) map[string]store.Counts {
+	t.Helper()
 	ctx := t.Context()
 	g := promo("er-g")
 	g.Mode, g.PerUserLimit = store.ModeGrant, 1
@@ -314,16 +350,13 @@ func testEraseUser(t *testing.T, s store.Store) {
 		}
 		before[id] = c
 	}
-	const token = "erased:0123abcd"
-	n, err := s.EraseUser(ctx, "alice", token)
-	if err != nil {
-		t.Fatalf("EraseUser: %v", err)
-	}
-	// alice's events: accepted and issued of her 3 claims, failed of her 2
-	// dead letters, revoked of 1.
-	if n != (store.Erased{Issued: 3, DeadLetters: 2, Events: 9}) {
-		t.Fatalf("EraseUser = %+v; want 3 issued, 2 dead letters, 9 events", n)
-	}
+	return before
+}
+
+// checkErasedEvents checks that no event names alice: hers carry the token
+// (and a claim id that agrees with the row's), bob's are kept.
+func checkErasedEvents(t *testing.T, s store.Store) {
+	t.Helper()
 	evs := allEvents(t, s)
 	bobs := 0
 	for _, e := range evs {
@@ -332,7 +365,7 @@ func testEraseUser(t *testing.T, s store.Store) {
 			t.Errorf("event keeps the user: %s", raw)
 		}
 		switch d := dataOf(t, e); d["user_id"] {
-		case token:
+		case erasedToken:
 			if d["claim_id"] != e.ClaimID {
 				t.Errorf("event %s: claim_id %v in the data, %s in the row", e.ID, d["claim_id"], e.ClaimID)
 			}
@@ -341,60 +374,64 @@ func testEraseUser(t *testing.T, s store.Store) {
 		default:
 			t.Errorf("event of neither user: %s", raw)
 		}
-		if e.ClaimID == "er-g@"+token && e.ID == store.EventID(e.Type, "er-g@alice") {
+		if e.ClaimID == "er-g@"+erasedToken && e.ID == store.EventID(e.Type, "er-g@alice") {
 			t.Errorf("event %s keeps the id made from the user's claim id", e.ID)
 		}
 	}
 	if len(evs) != 11 || bobs != 2 {
 		t.Errorf("%d events after erase (%d of bob); want 11 (2 of bob): %q", len(evs), bobs, eventKeys(evs))
 	}
-	for id, c := range before {
-		if got, err := s.Counts(ctx, id); err != nil || got != c {
-			t.Errorf("Counts(%s) after erase = %+v, %v; want %+v", id, got, err, c)
-		}
-	}
+}
+
+// checkErasedIssued checks that alice's issued rows, her codes and her
+// ledger moved to the token, and bob's row stayed.
+func checkErasedIssued(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
 	for _, id := range []string{"er", "er-g"} {
 		if rows, err := s.ListIssued(ctx, id, "alice"); err != nil || len(rows) != 0 {
 			t.Errorf("ListIssued(%s, alice) after erase = %d rows, %v", id, len(rows), err)
 		}
 	}
-	rows, err := s.ListIssued(ctx, "er", token)
+	rows, err := s.ListIssued(ctx, "er", erasedToken)
 	if err != nil || len(rows) != 2 || rows[0].ClaimID != "er#1" || rows[1].ClaimID != "er#3" {
 		t.Fatalf("ListIssued(er, token) = %+v, %v", rows, err)
 	}
 	if rows[0].Grant.Code != "ERASE-CODE-1" {
 		t.Errorf("the code did not follow its claim: %+v", rows[0].Grant)
 	}
-	rows, err = s.ListIssued(ctx, "er-g", token)
-	if err != nil || len(rows) != 1 || rows[0].ClaimID != "er-g@"+token {
+	rows, err = s.ListIssued(ctx, "er-g", erasedToken)
+	if err != nil || len(rows) != 1 || rows[0].ClaimID != "er-g@"+erasedToken {
 		t.Fatalf("the grant's claim id carries the user: %+v, %v", rows, err)
 	}
 	// The ledger moves to the token whole: the balance is kept, under it.
 	if b, err := s.Balance(ctx, "alice"); err != nil || b.Points != 0 || b.Entries != 0 {
 		t.Errorf("alice's balance after erase = %+v, %v; want 0", b, err)
 	}
-	if b, err := s.Balance(ctx, token); err != nil || b.Points != 7 || b.Entries != 1 {
+	if b, err := s.Balance(ctx, erasedToken); err != nil || b.Points != 7 || b.Entries != 1 {
 		t.Errorf("the token's balance after erase = %+v, %v; want 7", b, err)
 	}
 	if rows, _ := s.ListIssued(ctx, "er", "bob"); len(rows) != 1 {
 		t.Errorf("bob's row: %+v", rows)
 	}
-	ds, err := s.ListDeadLetters(ctx, "er", "", 100)
+}
+
+// checkErasedDeadLetters checks that alice's dead letters carry the token,
+// the collided claim id included.
+func checkErasedDeadLetters(t *testing.T, s store.Store) {
+	t.Helper()
+	ds, err := s.ListDeadLetters(t.Context(), "er", "", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range ds {
 		raw, _ := json.Marshal(d)
-		if d.UserID != token || d.Fields["user"] != token ||
+		if d.UserID != erasedToken || d.Fields["user"] != erasedToken ||
 			strings.Contains(string(raw), "alice") {
 			t.Errorf("dead letter keeps the user: %s", raw)
 		}
 	}
-	if ds[0].ClaimID != "er#1~"+token {
-		t.Errorf("collided claim id %q, want er#1~%s", ds[0].ClaimID, token)
-	}
-	// Again: nothing left to rewrite.
-	if n, err := s.EraseUser(ctx, "alice", token); err != nil || n != (store.Erased{}) {
-		t.Fatalf("second EraseUser = %+v, %v; want nothing", n, err)
+	if ds[0].ClaimID != "er#1~"+erasedToken {
+		t.Errorf("collided claim id %q, want er#1~%s", ds[0].ClaimID, erasedToken)
 	}
 }

@@ -67,90 +67,19 @@ func claimIDs(ds []store.DeadLetter) []string {
 	return out
 }
 
+// testDeadLetters walks the dead letters of one promotion through their
+// states: recorded, replayed, failed again, voided, replayed all at once.
 func testDeadLetters(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	at := now()
-	a, b, c := deadLetter("dl", "dl#1", 1, at), deadLetter("dl", "dl#2", 2, at), deadLetter("dl", "dl#3", 3, at)
-	c.Fields = nil // a malformed entry may have nothing worth keeping
-	for _, d := range []store.DeadLetter{c, a, b, deadLetter("dl-other", "dl-other#1", 1, at)} {
-		if err := s.RecordDeadLetter(ctx, d); err != nil {
-			t.Fatalf("RecordDeadLetter(%s): %v", d.ClaimID, err)
-		}
-	}
-	list := func() []store.DeadLetter {
-		t.Helper()
-		ds, err := s.ListDeadLetters(ctx, "dl", "", 100)
-		if err != nil {
-			t.Fatalf("ListDeadLetters: %v", err)
-		}
-		return ds
-	}
-	equalDeadLetters(t, "recorded", list(), []store.DeadLetter{a, b, c})
-
-	// Recording again updates reason, deliveries and time, keeping one row.
-	a.Reason, a.Deliveries, a.At = "timeout", 7, at.Add(time.Minute)
-	if err := s.RecordDeadLetter(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	equalDeadLetters(t, "re-recorded", list(), []store.DeadLetter{a, b, c})
-
-	// Replay a: it leaves the failed list.
-	moved, err := s.TransitionDeadLetters(ctx, "dl", []string{"dl#1", "dl#missing"}, store.DeadReplayed)
-	if err != nil {
-		t.Fatalf("replay: %v", err)
-	}
-	a.State = store.DeadReplayed
-	equalDeadLetters(t, "replayed", moved, []store.DeadLetter{a})
-	equalDeadLetters(t, "after replay", list(), []store.DeadLetter{b, c})
-
-	// Replaying it again moves nothing.
-	moved, err = s.TransitionDeadLetters(ctx, "dl", []string{"dl#1"}, store.DeadReplayed)
-	if err != nil || len(moved) != 0 {
-		t.Fatalf("second replay moved %v, %v; want none", claimIDs(moved), err)
-	}
-
-	// The replayed claim fails again: back to failed.
-	a.State, a.Reason, a.Deliveries = store.DeadFailed, "failed again", 5
-	if err := s.RecordDeadLetter(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	equalDeadLetters(t, "failed again", list(), []store.DeadLetter{a, b, c})
-
-	// Void b: it stays voided even when recorded again.
-	moved, err = s.TransitionDeadLetters(ctx, "dl", []string{"dl#2"}, store.DeadVoided)
-	if err != nil {
-		t.Fatalf("void: %v", err)
-	}
-	b.State = store.DeadVoided
-	equalDeadLetters(t, "voided", moved, []store.DeadLetter{b})
-	again := b
-	again.State, again.Reason = store.DeadFailed, "late failure"
-	if err := s.RecordDeadLetter(ctx, again); err != nil {
-		t.Fatal(err)
-	}
-	equalDeadLetters(t, "after recording a voided claim", list(), []store.DeadLetter{a, c})
-	if moved, err := s.TransitionDeadLetters(ctx, "dl", []string{"dl#2"}, store.DeadReplayed); err != nil || len(moved) != 0 {
-		t.Fatalf("replaying a voided claim moved %v, %v; want none", claimIDs(moved), err)
-	}
-
-	// An empty list moves nothing; nil moves every failed claim of the promotion.
-	if moved, err := s.TransitionDeadLetters(ctx, "dl", []string{}, store.DeadVoided); err != nil || len(moved) != 0 {
-		t.Fatalf("empty claim list moved %v, %v; want none", claimIDs(moved), err)
-	}
-	moved, err = s.TransitionDeadLetters(ctx, "dl", nil, store.DeadReplayed)
-	if err != nil {
-		t.Fatalf("replay all: %v", err)
-	}
-	a.State, c.State = store.DeadReplayed, store.DeadReplayed
-	equalDeadLetters(t, "replay all", moved, []store.DeadLetter{a, c})
-	equalDeadLetters(t, "after replay all", list(), nil)
-
+	w := recordDeadLetters(t, s)
+	w.replayOne()
+	w.voidOne()
+	w.replayAll()
 	// The other promotion was not touched.
+	ctx := t.Context()
 	other, err := s.ListDeadLetters(ctx, "dl-other", "", 10)
 	if err != nil || len(other) != 1 {
 		t.Fatalf("other promotion's dead letters = %v, %v; want 1", claimIDs(other), err)
 	}
-
 	for _, to := range []string{store.DeadFailed, "", "bogus"} {
 		if _, err := s.TransitionDeadLetters(ctx, "dl-other", nil, to); err == nil {
 			t.Errorf("TransitionDeadLetters to %q: no error", to)
@@ -159,6 +88,114 @@ func testDeadLetters(t *testing.T, s store.Store) {
 	if other, _ := s.ListDeadLetters(ctx, "dl-other", "", 10); len(other) != 1 {
 		t.Fatalf("a rejected transition moved claims: %v", claimIDs(other))
 	}
+}
+
+// deadLetterWalk is testDeadLetters's promotion "dl": a, b and c are its
+// dead letters as the store should hold them.
+type deadLetterWalk struct {
+	t       *testing.T
+	s       store.Store
+	a, b, c store.DeadLetter
+}
+
+// recordDeadLetters records a, b and c (and one of another promotion);
+// recording again updates one row.
+func recordDeadLetters(t *testing.T, s store.Store) *deadLetterWalk {
+	t.Helper()
+	at := now()
+	w := &deadLetterWalk{t: t, s: s}
+	w.a, w.b, w.c = deadLetter("dl", "dl#1", 1, at), deadLetter("dl", "dl#2", 2, at), deadLetter("dl", "dl#3", 3, at)
+	w.c.Fields = nil // a malformed entry may have nothing worth keeping
+	for _, d := range []store.DeadLetter{w.c, w.a, w.b, deadLetter("dl-other", "dl-other#1", 1, at)} {
+		if err := s.RecordDeadLetter(t.Context(), d); err != nil {
+			t.Fatalf("RecordDeadLetter(%s): %v", d.ClaimID, err)
+		}
+	}
+	equalDeadLetters(t, "recorded", w.list(), []store.DeadLetter{w.a, w.b, w.c})
+
+	// Recording again updates reason, deliveries and time, keeping one row.
+	w.a.Reason, w.a.Deliveries, w.a.At = "timeout", 7, at.Add(time.Minute)
+	w.record(w.a)
+	equalDeadLetters(t, "re-recorded", w.list(), []store.DeadLetter{w.a, w.b, w.c})
+	return w
+}
+
+// list is the failed dead letters of "dl".
+func (w *deadLetterWalk) list() []store.DeadLetter {
+	w.t.Helper()
+	ds, err := w.s.ListDeadLetters(w.t.Context(), "dl", "", 100)
+	if err != nil {
+		w.t.Fatalf("ListDeadLetters: %v", err)
+	}
+	return ds
+}
+
+func (w *deadLetterWalk) record(d store.DeadLetter) {
+	w.t.Helper()
+	if err := w.s.RecordDeadLetter(w.t.Context(), d); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// replayOne replays a, which leaves the failed list once and comes back
+// when it fails again.
+func (w *deadLetterWalk) replayOne() {
+	t, s, ctx := w.t, w.s, w.t.Context()
+	t.Helper()
+	moved, err := s.TransitionDeadLetters(ctx, "dl", []string{"dl#1", "dl#missing"}, store.DeadReplayed)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	w.a.State = store.DeadReplayed
+	equalDeadLetters(t, "replayed", moved, []store.DeadLetter{w.a})
+	equalDeadLetters(t, "after replay", w.list(), []store.DeadLetter{w.b, w.c})
+
+	// Replaying it again moves nothing.
+	moved, err = s.TransitionDeadLetters(ctx, "dl", []string{"dl#1"}, store.DeadReplayed)
+	if err != nil || len(moved) != 0 {
+		t.Fatalf("second replay moved %v, %v; want none", claimIDs(moved), err)
+	}
+
+	// The replayed claim fails again: back to failed.
+	w.a.State, w.a.Reason, w.a.Deliveries = store.DeadFailed, "failed again", 5
+	w.record(w.a)
+	equalDeadLetters(t, "failed again", w.list(), []store.DeadLetter{w.a, w.b, w.c})
+}
+
+// voidOne voids b: it stays voided even when recorded again.
+func (w *deadLetterWalk) voidOne() {
+	t, s, ctx := w.t, w.s, w.t.Context()
+	t.Helper()
+	moved, err := s.TransitionDeadLetters(ctx, "dl", []string{"dl#2"}, store.DeadVoided)
+	if err != nil {
+		t.Fatalf("void: %v", err)
+	}
+	w.b.State = store.DeadVoided
+	equalDeadLetters(t, "voided", moved, []store.DeadLetter{w.b})
+	again := w.b
+	again.State, again.Reason = store.DeadFailed, "late failure"
+	w.record(again)
+	equalDeadLetters(t, "after recording a voided claim", w.list(), []store.DeadLetter{w.a, w.c})
+	if moved, err := s.TransitionDeadLetters(ctx, "dl", []string{"dl#2"}, store.DeadReplayed); err != nil || len(moved) != 0 {
+		t.Fatalf("replaying a voided claim moved %v, %v; want none", claimIDs(moved), err)
+	}
+}
+
+// replayAll: an empty list moves nothing; nil moves every failed claim of
+// the promotion.
+func (w *deadLetterWalk) replayAll() {
+	t, s, ctx := w.t, w.s, w.t.Context()
+	t.Helper()
+	if moved, err := s.TransitionDeadLetters(ctx, "dl", []string{}, store.DeadVoided); err != nil || len(moved) != 0 {
+		t.Fatalf("empty claim list moved %v, %v; want none", claimIDs(moved), err)
+	}
+	moved, err := s.TransitionDeadLetters(ctx, "dl", nil, store.DeadReplayed)
+	if err != nil {
+		t.Fatalf("replay all: %v", err)
+	}
+	w.a.State, w.c.State = store.DeadReplayed, store.DeadReplayed
+	equalDeadLetters(t, "replay all", moved, []store.DeadLetter{w.a, w.c})
+	equalDeadLetters(t, "after replay all", w.list(), nil)
 }
 
 func testDeadLettersPaging(t *testing.T, s store.Store) {
@@ -343,102 +380,6 @@ func testTransitionConcurrent(t *testing.T, s store.Store) {
 // testUnappliedDeadLetters follows moved dead letters until their side
 // effect is recorded: listed oldest move first across promotions, bounded
 // by movedBefore and limit, and gone once applied or failed again.
-func testUnappliedDeadLetters(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	at := now()
-	d1, d2, d3, d4 := deadLetter("ua", "ua#1", 1, at), deadLetter("ua", "ua#2", 2, at),
-		deadLetter("ua", "ua#3", 3, at), deadLetter("ua", "ua#4", 4, at)
-	other := deadLetter("ua-other", "ua-other#1", 1, at)
-	for _, d := range []store.DeadLetter{d1, d2, d3, d4, other} {
-		if err := s.RecordDeadLetter(ctx, d); err != nil {
-			t.Fatalf("RecordDeadLetter(%s): %v", d.ClaimID, err)
-		}
-	}
-	list := func(movedBefore time.Time, limit int) []store.DeadLetter {
-		t.Helper()
-		ds, err := s.ListUnappliedDeadLetters(ctx, movedBefore, limit)
-		if err != nil {
-			t.Fatalf("ListUnappliedDeadLetters: %v", err)
-		}
-		return ds
-	}
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-	transition := func(promotionID string, claims []string, to string) {
-		t.Helper()
-		moved, err := s.TransitionDeadLetters(ctx, promotionID, claims, to)
-		if err != nil || len(moved) != len(claims) {
-			t.Fatalf("TransitionDeadLetters(%v, %s) moved %v, %v", claims, to, claimIDs(moved), err)
-		}
-	}
-	equalDeadLetters(t, "recorded", list(later(), 100), nil)
-
-	start := now()
-	transition("ua", []string{"ua#3"}, store.DeadVoided)
-	// Every later move is at or after mid; ua#3's was before it.
-	mid := now()
-	transition("ua", []string{"ua#1", "ua#2"}, store.DeadReplayed)
-	transition("ua-other", []string{"ua-other#1"}, store.DeadVoided)
-	d1.State, d2.State, d3.State, other.State = store.DeadReplayed, store.DeadReplayed, store.DeadVoided, store.DeadVoided
-
-	// Oldest move first (ties by claim_id), both states, every promotion;
-	// the still-failed ua#4 is not listed.
-	equalDeadLetters(t, "unapplied", list(later(), 100), []store.DeadLetter{d3, d1, d2, other})
-	equalDeadLetters(t, "limit 2", list(later(), 2), []store.DeadLetter{d3, d1})
-	equalDeadLetters(t, "moved before mid", list(mid, 100), []store.DeadLetter{d3})
-	equalDeadLetters(t, "moved before the first move", list(start, 100), nil)
-	equalDeadLetters(t, "limit 0", list(later(), 0), nil)
-
-	// Applied ones leave the list; unknown claims and an empty list are
-	// ignored, and so is a claim named with another state than its own (a
-	// late mark of an earlier transition).
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#1", "ua#3", "ua#missing"}); err != nil {
-		t.Fatalf("MarkDeadLettersApplied: %v", err)
-	}
-	equalDeadLetters(t, "after applying replays ua#1 and ua#3", list(later(), 100), []store.DeadLetter{d3, d2, other})
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, []string{"ua#3"}); err != nil {
-		t.Fatalf("MarkDeadLettersApplied: %v", err)
-	}
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, nil); err != nil {
-		t.Fatalf("MarkDeadLettersApplied(nil): %v", err)
-	}
-	equalDeadLetters(t, "after applying ua#1 and ua#3", list(later(), 100), []store.DeadLetter{d2, other})
-
-	// A replayed claim that fails again has nothing pending; replayed once
-	// more, it is pending again, as the newest move.
-	d2.State, d2.Reason = store.DeadFailed, "failed again"
-	if err := s.RecordDeadLetter(ctx, d2); err != nil {
-		t.Fatal(err)
-	}
-	equalDeadLetters(t, "after ua#2 failed again", list(later(), 100), []store.DeadLetter{other})
-	transition("ua", []string{"ua#2"}, store.DeadReplayed)
-	d2.State = store.DeadReplayed
-	equalDeadLetters(t, "after ua#2 was replayed again", list(later(), 100), []store.DeadLetter{other, d2})
-
-	// Recording a voided claim again leaves it voided, its return to stock
-	// still pending.
-	late := other
-	late.State, late.Reason = store.DeadFailed, "late failure"
-	if err := s.RecordDeadLetter(ctx, late); err != nil {
-		t.Fatal(err)
-	}
-	equalDeadLetters(t, "after recording a voided claim", list(later(), 100), []store.DeadLetter{other, d2})
-
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#2"}); err != nil {
-		t.Fatalf("MarkDeadLettersApplied: %v", err)
-	}
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadVoided, []string{"ua-other#1"}); err != nil {
-		t.Fatalf("MarkDeadLettersApplied: %v", err)
-	}
-	equalDeadLetters(t, "all applied", list(later(), 100), nil)
-	// Applying twice is harmless.
-	if err := s.MarkDeadLettersApplied(ctx, store.DeadReplayed, []string{"ua#2"}); err != nil {
-		t.Fatalf("MarkDeadLettersApplied again: %v", err)
-	}
-	if failed, err := s.ListDeadLetters(ctx, "ua", "", 10); err != nil || !slices.Equal(claimIDs(failed), []string{"ua#4"}) {
-		t.Fatalf("failed dead letters = %v, %v; want [ua#4]", claimIDs(failed), err)
-	}
-}
-
 // testIssueSkipsVoided: a claim an admin voided (its unit went back to
 // stock) is never issued afterwards, even by a stray redelivery: it is a
 // Conflict, and the other claims of the batch are issued as usual.

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,101 +122,112 @@ func testCodesUnique(t *testing.T, s store.Store) {
 // only a claim that finds no free code fails, with ErrCodeTaken, and then
 // nothing of its call is written.
 func testCodeCollision(t *testing.T, s store.Store) {
-	ctx := t.Context()
 	p := promo("tiny")
 	mustCreate(t, s, p)
-	const taken = "TAKEN"
-	fixed := func(code string, next func() (string, error)) issuers.Issuer {
-		return issuers.IssuerFunc(func(context.Context, store.Promotion, store.Issue) (issuers.Grant, error) {
-			return issuers.Grant{Code: code, Value: 1, NewCode: next}, nil
-		})
-	}
-	if _, err := s.IssueBatch(ctx, granted(t, fixed(taken, nil), p, 1, 1, userPerRank)); err != nil {
+	if _, err := s.IssueBatch(t.Context(), granted(t, fixedCode(takenCode, nil), p, 1, 1, userPerRank)); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("made anew", func(t *testing.T) { testCodeMadeAnew(t, s, p) })
+	t.Run("random", func(t *testing.T) { testCodeRandom(t, s, p) })
+	t.Run("none free", func(t *testing.T) { testCodeNoneFree(t, s, p) })
+}
 
-	t.Run("made anew", func(t *testing.T) {
-		// Four claims hold the taken code; the codes made anew are the
-		// taken one again, then fresh ones.
-		seq := []string{taken, "N1", "N2", "N3", "N4"}
-		var mu sync.Mutex
-		next := func() (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			c := seq[0]
-			seq = seq[1:]
-			return c, nil
-		}
-		b := granted(t, fixed(taken, next), p, 2, 5, userPerRank)
-		out, err := s.IssueBatch(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]bool{}
-		for i, o := range out {
-			if o != store.Inserted {
-				t.Fatalf("claim %s: %s", b[i].ClaimID, o)
-			}
-		}
-		for _, is := range allIssued(t, s, p.ID) {
-			if got[is.Grant.Code] {
-				t.Fatalf("code %q issued twice", is.Grant.Code)
-			}
-			got[is.Grant.Code] = true
-		}
-		for _, c := range []string{taken, "N1", "N2", "N3", "N4"} {
-			if !got[c] {
-				t.Errorf("code %q not issued; issued %v", c, got)
-			}
-		}
-	})
+// takenCode is the code testCodeCollision stores first.
+const takenCode = "TAKEN"
 
-	t.Run("random", func(t *testing.T) {
-		// 16 claims in a space of 256 codes, all starting on one code.
-		codes, err := issuers.NewCodes(issuers.CodeConfig{Alphabet: "AB", Length: 9})
-		if err != nil {
-			t.Fatal(err)
-		}
-		start, err := codes.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := granted(t, fixed(start, codes.New), p, 100, 115, userPerRank)
-		if _, err := s.IssueBatch(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		for _, is := range allIssued(t, s, p.ID) {
-			if is.Rank < 100 {
-				continue
-			}
-			if seen[is.Grant.Code] || !codes.Valid(is.Grant.Code) {
-				t.Fatalf("claim %s: code %q repeated or invalid", is.ClaimID, is.Grant.Code)
-			}
-			seen[is.Grant.Code] = true
-		}
-		if len(seen) != 16 {
-			t.Fatalf("%d codes, want 16", len(seen))
-		}
+// fixedCode grants every claim code, made anew by next (nil: none).
+func fixedCode(code string, next func() (string, error)) issuers.Issuer {
+	return issuers.IssuerFunc(func(context.Context, store.Promotion, store.Issue) (issuers.Grant, error) {
+		return issuers.Grant{Code: code, Value: 1, NewCode: next}, nil
 	})
+}
 
-	t.Run("none free", func(t *testing.T) {
-		always := func() (string, error) { return taken, nil }
-		for name, iss := range map[string]issuers.Issuer{"no NewCode": fixed(taken, nil), "always taken": fixed(taken, always)} {
-			good := granted(t, fixed("GOOD", nil), p, 200, 200, userPerRank)
-			bad := granted(t, iss, p, 201, 201, userPerRank)
-			_, err := s.IssueBatch(ctx, append(good, bad...))
-			if !errors.Is(err, store.ErrCodeTaken) {
-				t.Fatalf("%s: IssueBatch = %v, want ErrCodeTaken", name, err)
-			}
-			for _, u := range []string{"u200", "u201"} {
-				rows, err := s.ListIssued(ctx, p.ID, u)
-				if err != nil || len(rows) != 0 {
-					t.Fatalf("%s: %s has %v, %v after a failed call, want nothing", name, u, rows, err)
-				}
+// testCodeMadeAnew: four claims hold the taken code; the codes made anew
+// are the taken one again, then fresh ones.
+func testCodeMadeAnew(t *testing.T, s store.Store, p store.Promotion) {
+	seq := []string{takenCode, "N1", "N2", "N3", "N4"}
+	var mu sync.Mutex
+	next := func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		c := seq[0]
+		seq = seq[1:]
+		return c, nil
+	}
+	b := granted(t, fixedCode(takenCode, next), p, 2, 5, userPerRank)
+	out, err := s.IssueBatch(t.Context(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for i, o := range out {
+		if o != store.Inserted {
+			t.Fatalf("claim %s: %s", b[i].ClaimID, o)
+		}
+	}
+	for _, is := range allIssued(t, s, p.ID) {
+		if got[is.Grant.Code] {
+			t.Fatalf("code %q issued twice", is.Grant.Code)
+		}
+		got[is.Grant.Code] = true
+	}
+	for _, c := range []string{takenCode, "N1", "N2", "N3", "N4"} {
+		if !got[c] {
+			t.Errorf("code %q not issued; issued %v", c, got)
+		}
+	}
+}
+
+// testCodeRandom: 16 claims in a space of 256 codes, all starting on one
+// code.
+func testCodeRandom(t *testing.T, s store.Store, p store.Promotion) {
+	codes, err := issuers.NewCodes(issuers.CodeConfig{Alphabet: "AB", Length: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := codes.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := granted(t, fixedCode(start, codes.New), p, 100, 115, userPerRank)
+	if _, err := s.IssueBatch(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, is := range allIssued(t, s, p.ID) {
+		if is.Rank < 100 {
+			continue
+		}
+		if seen[is.Grant.Code] || !codes.Valid(is.Grant.Code) {
+			t.Fatalf("claim %s: code %q repeated or invalid", is.ClaimID, is.Grant.Code)
+		}
+		seen[is.Grant.Code] = true
+	}
+	if len(seen) != 16 {
+		t.Fatalf("%d codes, want 16", len(seen))
+	}
+}
+
+// testCodeNoneFree: a claim that finds no free code, with no NewCode or
+// one that makes the taken code always, fails its call with ErrCodeTaken,
+// and nothing of the call is written.
+func testCodeNoneFree(t *testing.T, s store.Store, p store.Promotion) {
+	ctx := t.Context()
+	always := func() (string, error) { return takenCode, nil }
+	for name, iss := range map[string]issuers.Issuer{"no NewCode": fixedCode(takenCode, nil), "always taken": fixedCode(takenCode, always)} {
+		good := granted(t, fixedCode("GOOD", nil), p, 200, 200, userPerRank)
+		bad := granted(t, iss, p, 201, 201, userPerRank)
+		_, err := s.IssueBatch(ctx, append(good, bad...))
+		if !errors.Is(err, store.ErrCodeTaken) {
+			t.Fatalf("%s: IssueBatch = %v, want ErrCodeTaken", name, err)
+		}
+		for _, u := range []string{"u200", "u201"} {
+			rows, err := s.ListIssued(ctx, p.ID, u)
+			if err != nil || len(rows) != 0 {
+				t.Fatalf("%s: %s has %v, %v after a failed call, want nothing", name, u, rows, err)
 			}
 		}
-	})
+	}
 }
 
 // testPointsConcurrent credits 10,000 claims of one user from several
@@ -370,111 +379,97 @@ func (c *tally) check(t *testing.T, claims int) {
 // their codes (compare with batch=10), and Balance, a sum over the ledger,
 // for a user with 1,000 and 100,000 entries among 100,000 of other users.
 func benchGrants(b *testing.B, open func(tb testing.TB) store.Store) {
-	b.Run("batch=10/coupon", func(b *testing.B) {
-		s := open(b)
-		ctx := context.Background()
-		p := promo("bench")
-		if err := s.CreatePromotion(ctx, p); err != nil {
-			b.Fatal(err)
-		}
-		codes, err := issuers.NewCodes(issuers.CodeConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		coupon := issuers.Coupon{Codes: codes}
-		at := now()
-		rank := int64(0)
-		batch := make([]store.Issue, 10)
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := range batch {
-				rank++
-				batch[i] = issue(p.ID, rank, fmt.Sprintf("u%d", rank), 1, at)
-				if batch[i].Grant, err = coupon.Grant(ctx, p, batch[i]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := s.IssueBatch(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(rank)/b.Elapsed().Seconds(), "claims/s")
-	})
-	// What the service does at full load: consumers hand batches of 100
-	// coupon claims, each with its code, to the store at the same time.
-	b.Run("batch=100/coupon/callers=8", func(b *testing.B) {
-		s := open(b)
-		ctx := context.Background()
-		p := promo("bench")
-		if err := s.CreatePromotion(ctx, p); err != nil {
-			b.Fatal(err)
-		}
-		codes, err := issuers.NewCodes(issuers.CodeConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		coupon := issuers.Coupon{Codes: codes}
-		at := now()
-		var next atomic.Int64
-		b.SetParallelism(8 / max(1, runtime.GOMAXPROCS(0)))
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			batch := make([]store.Issue, 100)
-			for pb.Next() {
-				for i := range batch {
-					rank := next.Add(1)
-					batch[i] = issue(p.ID, rank, benchUser(rank), 1, at)
-					g, err := coupon.Grant(ctx, p, batch[i])
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					batch[i].Grant = g
-				}
-				if _, err := s.IssueBatch(ctx, batch); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
-	})
+	b.Run("batch=10/coupon", func(b *testing.B) { benchCoupons(b, open) })
+	b.Run("batch=100/coupon/callers=8", func(b *testing.B) { benchCouponsParallel(b, open) })
 	for _, entries := range []int64{1000, 100_000} {
-		b.Run(fmt.Sprintf("balance/entries=%d", entries), func(b *testing.B) {
-			s := open(b)
-			ctx := context.Background()
-			p := promo("bench")
-			p.Kind, p.Mode, p.PerUserLimit = store.KindPoint, store.ModeGrant, int(entries)
-			if err := s.CreatePromotion(ctx, p); err != nil {
+		b.Run(fmt.Sprintf("balance/entries=%d", entries), func(b *testing.B) { benchBalance(b, open, entries) })
+	}
+}
+
+// couponBench makes a store with a coupon promotion, and the coupon that
+// grants its codes.
+func couponBench(b *testing.B, open func(tb testing.TB) store.Store) (store.Store, store.Promotion, issuers.Coupon) {
+	s := open(b)
+	p := promo("bench")
+	if err := s.CreatePromotion(context.Background(), p); err != nil {
+		b.Fatal(err)
+	}
+	codes, err := issuers.NewCodes(issuers.CodeConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, p, issuers.Coupon{Codes: codes}
+}
+
+// benchCoupons issues batches of 10 coupon claims, each with its code.
+func benchCoupons(b *testing.B, open func(tb testing.TB) store.Store) {
+	s, p, coupon := couponBench(b, open)
+	ctx := context.Background()
+	at := now()
+	rank := int64(0)
+	batch := make([]store.Issue, 10)
+	var err error
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range batch {
+			rank++
+			batch[i] = issue(p.ID, rank, fmt.Sprintf("u%d", rank), 1, at)
+			if batch[i].Grant, err = coupon.Grant(ctx, p, batch[i]); err != nil {
 				b.Fatal(err)
 			}
-			at := now()
-			const others = 100_000
-			var batch []store.Issue
-			for r := int64(1); r <= entries+others; r++ {
-				user, slot := "rich", int(r)
-				if r > entries {
-					user, slot = fmt.Sprintf("u%d", r), 1
-				}
-				is := issue(p.ID, r, user, slot, at)
-				is.Grant = store.Grant{Points: 3}
-				if batch = append(batch, is); len(batch) == 1000 {
-					if _, err := s.IssueBatch(ctx, batch); err != nil {
-						b.Fatal(err)
-					}
-					batch = batch[:0]
-				}
-			}
+		}
+		if _, err := s.IssueBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rank)/b.Elapsed().Seconds(), "claims/s")
+}
+
+// benchCouponsParallel is what the service does at full load: consumers
+// hand batches of 100 coupon claims, each with its code, to the store at
+// the same time.
+func benchCouponsParallel(b *testing.B, open func(tb testing.TB) store.Store) {
+	s, p, coupon := couponBench(b, open)
+	issueParallel(b, s, p, 8, 100, func(is store.Issue) (store.Grant, error) {
+		return coupon.Grant(context.Background(), p, is)
+	})
+}
+
+// benchBalance sums the ledger of a user with entries entries, among
+// 100,000 of other users.
+func benchBalance(b *testing.B, open func(tb testing.TB) store.Store, entries int64) {
+	s := open(b)
+	ctx := context.Background()
+	p := promo("bench")
+	p.Kind, p.Mode, p.PerUserLimit = store.KindPoint, store.ModeGrant, int(entries)
+	if err := s.CreatePromotion(ctx, p); err != nil {
+		b.Fatal(err)
+	}
+	at := now()
+	const others = 100_000
+	var batch []store.Issue
+	for r := int64(1); r <= entries+others; r++ {
+		user, slot := "rich", int(r)
+		if r > entries {
+			user, slot = fmt.Sprintf("u%d", r), 1
+		}
+		is := issue(p.ID, r, user, slot, at)
+		is.Grant = store.Grant{Points: 3}
+		if batch = append(batch, is); len(batch) == 1000 {
 			if _, err := s.IssueBatch(ctx, batch); err != nil {
 				b.Fatal(err)
 			}
-			b.ResetTimer()
-			for b.Loop() {
-				bal, err := s.Balance(ctx, "rich")
-				if err != nil || bal.Points != 3*entries {
-					b.Fatalf("Balance = %+v, %v", bal, err)
-				}
-			}
-		})
+			batch = batch[:0]
+		}
+	}
+	if _, err := s.IssueBatch(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		bal, err := s.Balance(ctx, "rich")
+		if err != nil || bal.Points != 3*entries {
+			b.Fatalf("Balance = %+v, %v", bal, err)
+		}
 	}
 }

@@ -71,6 +71,9 @@ func testIssueBatchInserted(t *testing.T, s store.Store) {
 	}
 }
 
+// testIssueBatchOutcomes sends one batch of every outcome beside claims
+// already issued: each gets its own, only the inserted rows are written,
+// and the rows held are unchanged.
 func testIssueBatchOutcomes(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, promo("out"), promo("other"))
@@ -82,32 +85,7 @@ func testIssueBatchOutcomes(t *testing.T, s store.Store) {
 	if out, err := s.IssueBatch(ctx, existing); err != nil || !slices.Equal(out, []store.Outcome{store.Inserted, store.Inserted}) {
 		t.Fatalf("seed batch: %v, %v", out, err)
 	}
-
-	sameRank := issue("out", 1, "carol", 1, at)
-	sameRank.ClaimID = "out#other-1" // another claim holding rank 1
-	sameSlot := issue("out", 10, "bob", 1, at)
-	changed := issue("out", 2, "bob", 2, at) // claim out#2 with another slot
-	redelivered := existing[0]
-	redelivered.AcceptedAt = at.Add(time.Second) // the time is not the claim's identity
-	fresh := issue("out", 3, "dave", 1, at)
-	inBatchRank := issue("out", 3, "erin", 1, at)
-	inBatchRank.ClaimID = "out#other-3" // rank 3 taken earlier in this batch
-	otherPromo := issue("other", 1, "alice", 1, at)
-
-	tests := []struct {
-		name  string
-		issue store.Issue
-		want  store.Outcome
-	}{
-		{"redelivery", redelivered, store.Duplicate},
-		{"rank held by another claim", sameRank, store.Conflict},
-		{"user slot held by another claim", sameSlot, store.Conflict},
-		{"same claim other content", changed, store.Conflict},
-		{"new", fresh, store.Inserted},
-		{"repeated in the batch", fresh, store.Duplicate},
-		{"rank taken earlier in the batch", inBatchRank, store.Conflict},
-		{"same rank in another promotion", otherPromo, store.Inserted},
-	}
+	tests := outcomeCases(existing[0], at)
 	batch := make([]store.Issue, len(tests))
 	for i, tt := range tests {
 		batch[i] = tt.issue
@@ -124,8 +102,53 @@ func testIssueBatchOutcomes(t *testing.T, s store.Store) {
 			t.Errorf("%s: %s, want %s", tt.name, out[i], tt.want)
 		}
 	}
+	checkHeldRows(t, s, at)
 
-	// Nothing but the inserted rows was written, and the held rows are unchanged.
+	// A whole batch of redeliveries is all duplicates.
+	out, err = s.IssueBatch(ctx, existing)
+	if err != nil || !slices.Equal(out, []store.Outcome{store.Duplicate, store.Duplicate}) {
+		t.Fatalf("redelivered batch: %v, %v; want duplicates", out, err)
+	}
+}
+
+// outcomeCase is one issue of testIssueBatchOutcomes's batch and the
+// outcome it must get.
+type outcomeCase struct {
+	name  string
+	issue store.Issue
+	want  store.Outcome
+}
+
+// outcomeCases are the batch of testIssueBatchOutcomes, in order, beside
+// out#1 (alice's, held as first) and out#2 (bob's) issued at at.
+func outcomeCases(first store.Issue, at time.Time) []outcomeCase {
+	sameRank := issue("out", 1, "carol", 1, at)
+	sameRank.ClaimID = "out#other-1" // another claim holding rank 1
+	sameSlot := issue("out", 10, "bob", 1, at)
+	changed := issue("out", 2, "bob", 2, at) // claim out#2 with another slot
+	redelivered := first
+	redelivered.AcceptedAt = at.Add(time.Second) // the time is not the claim's identity
+	fresh := issue("out", 3, "dave", 1, at)
+	inBatchRank := issue("out", 3, "erin", 1, at)
+	inBatchRank.ClaimID = "out#other-3" // rank 3 taken earlier in this batch
+	otherPromo := issue("other", 1, "alice", 1, at)
+	return []outcomeCase{
+		{"redelivery", redelivered, store.Duplicate},
+		{"rank held by another claim", sameRank, store.Conflict},
+		{"user slot held by another claim", sameSlot, store.Conflict},
+		{"same claim other content", changed, store.Conflict},
+		{"new", fresh, store.Inserted},
+		{"repeated in the batch", fresh, store.Duplicate},
+		{"rank taken earlier in the batch", inBatchRank, store.Conflict},
+		{"same rank in another promotion", otherPromo, store.Inserted},
+	}
+}
+
+// checkHeldRows checks that nothing but the inserted rows was written, and
+// that the held rows are unchanged.
+func checkHeldRows(t *testing.T, s store.Store, at time.Time) {
+	t.Helper()
+	ctx := t.Context()
 	c, err := s.Counts(ctx, "out")
 	if err != nil {
 		t.Fatal(err)
@@ -146,12 +169,6 @@ func testIssueBatchOutcomes(t *testing.T, s store.Store) {
 	}
 	if len(rows) != 1 || !rows[0].AcceptedAt.Equal(at) {
 		t.Fatalf("alice's rows = %+v, want the first delivery's", rows)
-	}
-
-	// A whole batch of redeliveries is all duplicates.
-	out, err = s.IssueBatch(ctx, existing)
-	if err != nil || !slices.Equal(out, []store.Outcome{store.Duplicate, store.Duplicate}) {
-		t.Fatalf("redelivered batch: %v, %v; want duplicates", out, err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	issuers "github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
@@ -20,14 +21,46 @@ import (
 // a voided claim is never issued.
 func MigrateFilled(t *testing.T, s store.Store) {
 	t.Helper()
+	f := fillBeforeMigrating(t, s)
+	before := f.read(t, s)
+	if c := before["counts "+f.coupon.ID].(store.Counts); c.Issued != filledClaims || c.Revoked != 1 || c.Failed != 1 || c.Voided != 1 {
+		t.Fatalf("counts before migrating: %+v", c)
+	}
+
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate on a filled database: %v", err)
+	}
+	after := f.read(t, s)
+	for k, want := range before {
+		if got := after[k]; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s after migrating:\n got %+v\nwant %+v", k, got, want)
+		}
+	}
+	f.checkExactlyOnce(t, s)
+}
+
+// filledClaims is the claims MigrateFilled issues to each promotion.
+const filledClaims = 300
+
+// filled is what MigrateFilled wrote before migrating.
+type filled struct {
+	coupon, points store.Promotion
+	written        []store.Issue   // the claims issued
+	users          map[string]bool // their users
+	at             time.Time       // when the dead letters were recorded
+}
+
+// fillBeforeMigrating writes the claims, the revoke and the dead letters.
+func fillBeforeMigrating(t *testing.T, s store.Store) *filled {
+	t.Helper()
 	ctx := t.Context()
 	kinds, err := issuers.Builtin(issuers.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	coupon, points := promo("mf-c"), promo("mf-p")
-	points.Kind, points.Value = store.KindPoint, 30
-	mustCreate(t, s, coupon, points)
+	f := &filled{coupon: promo("mf-c"), points: promo("mf-p"), users: map[string]bool{}}
+	f.points.Kind, f.points.Value = store.KindPoint, 30
+	mustCreate(t, s, f.coupon, f.points)
 	// Users in no order; every tenth rank goes to users holding two slots.
 	user := func(r int64) (string, int) {
 		if r%10 == 0 {
@@ -35,100 +68,95 @@ func MigrateFilled(t *testing.T, s store.Store) {
 		}
 		return benchUser(r), 1
 	}
-	const n = 300
-	var written []store.Issue
-	for _, p := range []store.Promotion{coupon, points} {
-		b := granted(t, kinds[p.Kind], p, 1, n, user)
+	for _, p := range []store.Promotion{f.coupon, f.points} {
+		b := granted(t, kinds[p.Kind], p, 1, filledClaims, user)
 		if _, err := s.IssueBatch(ctx, b); err != nil {
 			t.Fatalf("issue before migrating: %v", err)
 		}
-		written = append(written, b...)
+		f.written = append(f.written, b...)
 	}
-	if _, err := s.RevokeIssued(ctx, coupon.ID, []string{"mf-c#7"}, true, now()); err != nil {
+	if _, err := s.RevokeIssued(ctx, f.coupon.ID, []string{"mf-c#7"}, true, now()); err != nil {
 		t.Fatal(err)
 	}
-	at := now()
-	for _, d := range []store.DeadLetter{deadLetter(coupon.ID, "mf-c#1001", 1001, at), deadLetter(coupon.ID, "mf-c#1002", 1002, at)} {
+	f.at = now()
+	for _, d := range []store.DeadLetter{deadLetter(f.coupon.ID, "mf-c#1001", 1001, f.at), deadLetter(f.coupon.ID, "mf-c#1002", 1002, f.at)} {
 		if err := s.RecordDeadLetter(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.TransitionDeadLetters(ctx, coupon.ID, []string{"mf-c#1002"}, store.DeadVoided); err != nil {
+	if _, err := s.TransitionDeadLetters(ctx, f.coupon.ID, []string{"mf-c#1002"}, store.DeadVoided); err != nil {
 		t.Fatal(err)
 	}
-
-	users := map[string]bool{}
-	for _, is := range written {
-		users[is.UserID] = true
+	for _, is := range f.written {
+		f.users[is.UserID] = true
 	}
-	read := func() map[string]any {
-		t.Helper()
-		got := map[string]any{}
-		for _, p := range []store.Promotion{coupon, points} {
-			got["issued "+p.ID] = allIssued(t, s, p.ID)
-			c, err := s.Counts(ctx, p.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got["counts "+p.ID] = c
-			known, err := s.ClaimsByRank(ctx, p.ID, 0, 2*n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got["known "+p.ID] = known
-			for u := range users {
-				list, err := s.ListIssued(ctx, p.ID, u)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got["list "+p.ID+" "+u] = list
-			}
-		}
-		for u := range users {
-			b, err := s.Balance(ctx, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got["balance "+u] = b
-		}
-		ranks, err := s.MaxRanks(ctx, []string{coupon.ID, points.ID, "none"})
+	return f
+}
+
+// read answers every read of what was written, by name.
+func (f *filled) read(t *testing.T, s store.Store) map[string]any {
+	t.Helper()
+	ctx := t.Context()
+	got := map[string]any{}
+	for _, p := range []store.Promotion{f.coupon, f.points} {
+		got["issued "+p.ID] = allIssued(t, s, p.ID)
+		c, err := s.Counts(ctx, p.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got["max ranks"] = ranks
-		dead, err := s.ListDeadLetters(ctx, coupon.ID, "", 10)
+		got["counts "+p.ID] = c
+		known, err := s.ClaimsByRank(ctx, p.ID, 0, 2*filledClaims)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got["dead letters"] = dead
-		return got
-	}
-	before := read()
-	if c := before["counts "+coupon.ID].(store.Counts); c.Issued != n || c.Revoked != 1 || c.Failed != 1 || c.Voided != 1 {
-		t.Fatalf("counts before migrating: %+v", c)
-	}
-
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate on a filled database: %v", err)
-	}
-	after := read()
-	for k, want := range before {
-		if got := after[k]; !reflect.DeepEqual(got, want) {
-			t.Errorf("%s after migrating:\n got %+v\nwant %+v", k, got, want)
+		got["known "+p.ID] = known
+		for u := range f.users {
+			list, err := s.ListIssued(ctx, p.ID, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got["list "+p.ID+" "+u] = list
 		}
 	}
+	for u := range f.users {
+		b, err := s.Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got["balance "+u] = b
+	}
+	ranks, err := s.MaxRanks(ctx, []string{f.coupon.ID, f.points.ID, "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["max ranks"] = ranks
+	dead, err := s.ListDeadLetters(ctx, f.coupon.ID, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["dead letters"] = dead
+	return got
+}
 
-	// Exactly-once on the rows written before the migration.
-	out, err := s.IssueBatch(ctx, written)
+// checkExactlyOnce checks exactly-once on the rows written before the
+// migration: the same claims are Duplicate, another claim on a taken rank
+// or user slot is a Conflict, a voided claim is never issued, and a new
+// one is.
+func (f *filled) checkExactlyOnce(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	out, err := s.IssueBatch(ctx, f.written)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range out {
 		if o != store.Duplicate {
-			t.Fatalf("claim %s issued again after migrating: %s, want duplicate", written[i].ClaimID, o)
+			t.Fatalf("claim %s issued again after migrating: %s, want duplicate", f.written[i].ClaimID, o)
 		}
 	}
-	taken := written[4]                                         // rank 5 of the coupon promotion
+	const n = filledClaims
+	at, coupon := f.at, f.coupon
+	taken := f.written[4]                                       // rank 5 of the coupon promotion
 	rank := issue(coupon.ID, taken.Rank, "someone-else", 1, at) // the same rank, another claim
 	rank.ClaimID = "mf-c#other"
 	slot := issue(coupon.ID, 2*n+1, taken.UserID, taken.Slot, at) // the same user slot, another rank

@@ -73,7 +73,7 @@ func testPoolUpload(t *testing.T, s store.Store) {
 // codes.
 func testPoolIssue(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	const n, batch = 5000, 100
+	const n = 5000
 	p := promo("pooled")
 	p.Stock = n
 	plain := promo("plain")
@@ -92,47 +92,8 @@ func testPoolIssue(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	coupon := kinds[store.KindCoupon]
-
-	var wg sync.WaitGroup
-	errs := make(chan error, n/batch)
-	for from := int64(1); from <= n; from += batch {
-		issues := granted(t, coupon, p, from, from+batch-1, userPerRank)
-		again := granted(t, coupon, p, from, from+batch-1, userPerRank)
-		wg.Go(func() {
-			for _, b := range [][]store.Issue{issues, again} {
-				if _, err := s.IssueBatch(ctx, b); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-
-	all := allIssued(t, s, p.ID)
-	if len(all) != n {
-		t.Fatalf("%d issued rows, want %d", len(all), n)
-	}
-	seen := make(map[string]string, n)
-	for _, x := range all {
-		if !pool[x.Grant.Code] {
-			t.Fatalf("claim %s got code %q, not one of the pool", x.ClaimID, x.Grant.Code)
-		}
-		if other, dup := seen[x.Grant.Code]; dup {
-			t.Fatalf("code %s went to %s and %s", x.Grant.Code, other, x.ClaimID)
-		}
-		seen[x.Grant.Code] = x.ClaimID
-		if x.Grant.Value != p.Value {
-			t.Fatalf("claim %s: value %d, want %d", x.ClaimID, x.Grant.Value, p.Value)
-		}
-	}
-	if total, free, err := s.PoolSize(ctx, p.ID); err != nil || total != n || free != 0 {
-		t.Fatalf("PoolSize = %d, %d, %v; want %d, 0", total, free, err, n)
-	}
+	issueTwiceConcurrently(t, s, coupon, p, n)
+	all := checkPoolCodes(t, s, p, pool)
 
 	// A redelivery after the pool is empty is a Duplicate and keeps its code.
 	first := all[0]
@@ -153,6 +114,61 @@ func testPoolIssue(t *testing.T, s store.Store) {
 	if got := allIssued(t, s, plain.ID); len(got) != 1 || len(got[0].Grant.Code) != issuers.DefaultCodeLength {
 		t.Fatalf("plain coupon issued %+v", got)
 	}
+}
+
+// issueTwiceConcurrently issues ranks 1..n of p in batches of 100 at the
+// same time, each batch twice, the second with other codes iss made.
+func issueTwiceConcurrently(t *testing.T, s store.Store, iss issuers.Issuer, p store.Promotion, n int64) {
+	t.Helper()
+	const batch = 100
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make(chan error, n/batch)
+	for from := int64(1); from <= n; from += batch {
+		issues := granted(t, iss, p, from, from+batch-1, userPerRank)
+		again := granted(t, iss, p, from, from+batch-1, userPerRank)
+		wg.Go(func() {
+			for _, b := range [][]store.Issue{issues, again} {
+				if _, err := s.IssueBatch(ctx, b); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// checkPoolCodes checks that every claim of p got a code of pool, with p's
+// value, no code went to two claims and none is left; it returns the rows.
+func checkPoolCodes(t *testing.T, s store.Store, p store.Promotion, pool map[string]bool) []store.Issued {
+	t.Helper()
+	n := len(pool)
+	all := allIssued(t, s, p.ID)
+	if len(all) != n {
+		t.Fatalf("%d issued rows, want %d", len(all), n)
+	}
+	seen := make(map[string]string, n)
+	for _, x := range all {
+		if !pool[x.Grant.Code] {
+			t.Fatalf("claim %s got code %q, not one of the pool", x.ClaimID, x.Grant.Code)
+		}
+		if other, dup := seen[x.Grant.Code]; dup {
+			t.Fatalf("code %s went to %s and %s", x.Grant.Code, other, x.ClaimID)
+		}
+		seen[x.Grant.Code] = x.ClaimID
+		if x.Grant.Value != p.Value {
+			t.Fatalf("claim %s: value %d, want %d", x.ClaimID, x.Grant.Value, p.Value)
+		}
+	}
+	if total, free, err := s.PoolSize(t.Context(), p.ID); err != nil || total != int64(n) || free != 0 {
+		t.Fatalf("PoolSize = %d, %d, %v; want %d, 0", total, free, err, n)
+	}
+	return all
 }
 
 // testPoolDry issues more claims than the pool holds: the batch that finds

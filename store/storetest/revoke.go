@@ -70,14 +70,56 @@ func testUpdatePromotion(t *testing.T, s store.Store) {
 	}
 }
 
+// testUpdatePromotionEvents: each change of a promotion writes one
+// promotion.changed event with the old and new values of what changed; a
+// failing update, an empty change or a retried one writes none.
 func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	p := promo("updev")
 	mustCreate(t, s, p)
 	changed := func() []store.Event { return allEvents(t, s, store.EventPromotionChanged) }
+	checkUpdatesWithoutEvents(t, s, p)
+	at := now()
+	c := checkChangeEvent(t, s, p, at)
 
-	// Failing updates write no event: a missing promotion, a cancelled
-	// call, an empty change.
+	// The same change again (a retry) changes nothing and writes nothing.
+	c.At = at.Add(time.Second)
+	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, "the change retried", changed(), "promotion.changed updev")
+
+	// Back and forth: each change is an event of its own.
+	no, yes := false, true
+	for i, v := range []*bool{&no, &yes} {
+		if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Paused: v, At: at.Add(time.Duration(i+2) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := changed()
+	wantEvents(t, "pause, resume, pause", evs, "promotion.changed updev", "promotion.changed updev", "promotion.changed updev")
+	if evs[1].ID == evs[2].ID || evs[0].ID == evs[2].ID {
+		t.Errorf("distinct changes share an event id: %s %s %s", evs[0].ID, evs[1].ID, evs[2].ID)
+	}
+
+	// A waiting room's lever is named waiting_room.<field>.
+	pow := 18
+	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(10 * time.Second),
+		WaitingRoom: &store.WaitingRoomChange{PowDifficulty: &pow}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = changed()
+	d := changedData(t, evs[len(evs)-1])
+	if got := d.Changes["waiting_room.pow_difficulty"]; len(evs) != 4 || len(d.Changes) != 1 || got.Old != 0.0 || got.New != 18.0 {
+		t.Errorf("lever change: %d events, the last %s", len(evs), evs[len(evs)-1].Data)
+	}
+}
+
+// checkUpdatesWithoutEvents: failing updates write no event (a missing
+// promotion, a cancelled call), nor does an empty change.
+func checkUpdatesWithoutEvents(t *testing.T, s store.Store, p store.Promotion) {
+	t.Helper()
+	ctx := t.Context()
 	name := "Renamed"
 	if _, err := s.UpdatePromotion(ctx, "missing", store.PromotionChange{Name: &name}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update of a missing promotion: %v", err)
@@ -93,28 +135,25 @@ func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{}); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, "no change", changed())
+	wantEvents(t, "no change", allEvents(t, s, store.EventPromotionChanged))
+}
 
-	// A change: one event, in the transaction, with the old and new values
-	// of the fields that changed.
-	at := now()
+// checkChangeEvent makes a change of p at at: one event, in the
+// transaction, with the old and new values of the fields that changed
+// (not of the name, set to itself). It returns the change.
+func checkChangeEvent(t *testing.T, s store.Store, p store.Promotion, at time.Time) store.PromotionChange {
+	t.Helper()
 	stock, ends, yes, keep := int64(1500), p.EndsAt.Add(time.Hour), true, p.Name
 	c := store.PromotionChange{Name: &keep, Stock: &stock, EndsAt: &ends, Paused: &yes, At: at}
-	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
+	if _, err := s.UpdatePromotion(t.Context(), p.ID, c); err != nil {
 		t.Fatal(err)
 	}
-	evs := changed()
+	evs := allEvents(t, s, store.EventPromotionChanged)
 	wantEvents(t, "changed", evs, "promotion.changed updev")
 	if e := evs[0]; !e.At.Equal(at) || e.ClaimID != "" {
 		t.Errorf("event %+v: want at %s, no claim", e, at)
 	}
-	var d struct {
-		PromotionID string                            `json:"promotion_id"`
-		Changes     map[string]struct{ Old, New any } `json:"changes"`
-	}
-	if err := json.Unmarshal(evs[0].Data, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := changedData(t, evs[0])
 	want := map[string][2]any{
 		"stock":   {1000.0, 1500.0},
 		"ends_at": {p.EndsAt.Format(time.RFC3339Nano), ends.Format(time.RFC3339Nano)},
@@ -128,41 +167,22 @@ func testUpdatePromotionEvents(t *testing.T, s store.Store) {
 			t.Errorf("change of %s: %v → %v, want %v → %v", k, got.Old, got.New, w[0], w[1])
 		}
 	}
+	return c
+}
 
-	// The same change again (a retry) changes nothing and writes nothing.
-	c.At = at.Add(time.Second)
-	if _, err := s.UpdatePromotion(ctx, p.ID, c); err != nil {
+// promotionChange is the data of a promotion.changed event.
+type promotionChange struct {
+	PromotionID string                            `json:"promotion_id"`
+	Changes     map[string]struct{ Old, New any } `json:"changes"`
+}
+
+func changedData(t *testing.T, e store.Event) promotionChange {
+	t.Helper()
+	var d promotionChange
+	if err := json.Unmarshal(e.Data, &d); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, "the change retried", changed(), "promotion.changed updev")
-
-	// Back and forth: each change is an event of its own.
-	no := false
-	for i, v := range []*bool{&no, &yes} {
-		if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{Paused: v, At: at.Add(time.Duration(i+2) * time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	evs = changed()
-	wantEvents(t, "pause, resume, pause", evs, "promotion.changed updev", "promotion.changed updev", "promotion.changed updev")
-	if evs[1].ID == evs[2].ID || evs[0].ID == evs[2].ID {
-		t.Errorf("distinct changes share an event id: %s %s %s", evs[0].ID, evs[1].ID, evs[2].ID)
-	}
-
-	// A waiting room's lever is named waiting_room.<field>.
-	pow := 18
-	if _, err := s.UpdatePromotion(ctx, p.ID, store.PromotionChange{At: at.Add(10 * time.Second),
-		WaitingRoom: &store.WaitingRoomChange{PowDifficulty: &pow}}); err != nil {
-		t.Fatal(err)
-	}
-	evs = changed()
-	d.Changes = nil
-	if err := json.Unmarshal(evs[len(evs)-1].Data, &d); err != nil {
-		t.Fatal(err)
-	}
-	if got := d.Changes["waiting_room.pow_difficulty"]; len(evs) != 4 || len(d.Changes) != 1 || got.Old != 0.0 || got.New != 18.0 {
-		t.Errorf("lever change: %d events, the last %s", len(evs), evs[len(evs)-1].Data)
-	}
+	return d
 }
 
 func testRevokeEvents(t *testing.T, s store.Store) {

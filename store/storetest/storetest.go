@@ -102,31 +102,47 @@ func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 	// batches into fewer transactions (or a bigger pool) buys.
 	b.Run("batch=10/parallel=16", func(b *testing.B) {
 		s := open(b)
-		ctx := context.Background()
 		p := promo("bench")
-		if err := s.CreatePromotion(ctx, p); err != nil {
+		if err := s.CreatePromotion(context.Background(), p); err != nil {
 			b.Fatal(err)
 		}
-		at := now()
-		var next atomic.Int64
-		b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			batch := make([]store.Issue, 10)
-			for pb.Next() {
-				for i := range batch {
-					rank := next.Add(1)
-					batch[i] = issue(p.ID, rank, benchUser(rank), 1, at)
+		issueParallel(b, s, p, 16, 10, nil)
+	})
+	benchGrants(b, open)
+}
+
+// issueParallel issues batches of size new claims of p from callers at
+// once, as a pool of issuers would, each claim with the grant that grant
+// makes for it (nil: none), and reports the claims per second.
+func issueParallel(b *testing.B, s store.Store, p store.Promotion, callers, size int, grant func(store.Issue) (store.Grant, error)) {
+	ctx := context.Background()
+	at := now()
+	var next atomic.Int64
+	b.SetParallelism(callers / max(1, runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		batch := make([]store.Issue, size)
+		for pb.Next() {
+			for i := range batch {
+				rank := next.Add(1)
+				batch[i] = issue(p.ID, rank, benchUser(rank), 1, at)
+				if grant == nil {
+					continue
 				}
-				if _, err := s.IssueBatch(ctx, batch); err != nil {
+				g, err := grant(batch[i])
+				if err != nil {
 					b.Error(err)
 					return
 				}
+				batch[i].Grant = g
 			}
-		})
-		b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
+			if _, err := s.IssueBatch(ctx, batch); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
-	benchGrants(b, open)
+	b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "claims/s")
 }
 
 // benchUser is the user of the claim of rank n in the benchmarks: claims
