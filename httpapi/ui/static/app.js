@@ -522,17 +522,34 @@ $("#report-close").addEventListener("click", () => { $("#report").hidden = true;
 
 // ---- confirmations ------------------------------------------------------
 
+// The dialog's close event comes in a task of its own, so a dialog shown
+// again at once can see the close event of its earlier showing arrive while
+// it is open. One listener answers the showing that waits: an event that
+// finds the dialog open is an earlier showing's and is ignored, and a
+// showing whose event had not come yet is answered when the next one opens.
+let confirmWaiting = null;
+
+function answerConfirm() {
+  const w = confirmWaiting;
+  confirmWaiting = null;
+  if (w.opener && w.opener.focus) w.opener.focus();
+  w.resolve($("#confirm").returnValue === "ok");
+}
+
+$("#confirm").addEventListener("close", () => {
+  if ($("#confirm").open || !confirmWaiting) return;
+  answerConfirm();
+});
+
 function confirmDialog(title, text, ok) {
   const d = $("#confirm");
+  if (confirmWaiting) answerConfirm();
   $("#confirm-title").textContent = title;
   $("#confirm-text").textContent = text;
   $("#confirm-ok").textContent = ok;
   const opener = document.activeElement;
   return new Promise((resolve) => {
-    d.addEventListener("close", () => {
-      if (opener && opener.focus) opener.focus();
-      resolve(d.returnValue === "ok");
-    }, { once: true });
+    confirmWaiting = { resolve, opener };
     d.returnValue = "";
     d.showModal();
   });
