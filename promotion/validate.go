@@ -2,7 +2,6 @@ package promotion
 
 import (
 	"crypto/rand"
-	"fmt"
 	"net/url"
 	"time"
 
@@ -45,18 +44,6 @@ const (
 // [ident.Valid], the rule every identifier in dibs follows: 1–64
 // characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
 func ValidID(s string) bool { return ident.Valid(s) }
-
-// ValidationError names the field of a promotion definition that is wrong.
-type ValidationError struct {
-	Field  string
-	Reason string
-}
-
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
-
-func invalid(field, format string, args ...any) error {
-	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
 
 // Normalize fills defaults into p (mode, kind, limit, window, waiting room)
 // relative to now, and validates it. Times are converted to UTC. A waiting
