@@ -27,21 +27,20 @@ type admission struct {
 	onRemaining func(promotionID string, remaining int64)
 }
 
-// take takes a claim down its promotion's path: the one of the handle the
-// loop published for it, or, for a promotion not published here, the
-// roomed path (Redis tells whether it has a room).
-func (ad *admission) take(ctx context.Context, c claimArgs) (Claimed, error) {
-	path := pathRoomed
-	if c.h = ad.known.lookup(c.id); c.h != nil {
-		path = c.h.claim
+// route is the method that takes claim c to its script: the path of the
+// handle the loop published for its promotion (c.h), or, for a promotion
+// not published here, claimRoomed (Redis tells whether it has a room).
+func route(c claimArgs) func(*admission, context.Context, claimArgs) (Claimed, error) {
+	if c.h == nil {
+		return (*admission).claimRoomed
 	}
-	switch path {
+	switch c.h.claim {
 	case pathPlain:
-		return ad.claimPlain(ctx, c)
+		return (*admission).claimPlain
 	case pathSegmented:
-		return ad.claimSegmented(ctx, c)
+		return (*admission).claimSegmented
 	}
-	return ad.claimRoomed(ctx, c)
+	return (*admission).claimRoomed
 }
 
 // claimArgs is one claim on its way to its script.
@@ -122,7 +121,8 @@ func (ad *admission) claimMissed(ctx context.Context, c claimArgs) (Claimed, err
 		return Claimed{}, domainErr(err)
 	}
 	c.retried = true
-	return ad.take(ctx, c)
+	c.h = ad.known.lookup(c.id)
+	return route(c)(ad, ctx, c)
 }
 
 // reportRemaining hands Config.OnRemaining the stock a claim's answer

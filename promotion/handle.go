@@ -72,8 +72,8 @@ type handle struct {
 }
 
 // claimPath is the path a promotion's claims take to their script: the
-// loop picks it once, when it makes the handle (pathOf), and admission
-// takes each claim down it.
+// loop picks it once, when it makes the handle (pathOf), and route
+// (admission.go) names the method that takes each claim down it.
 type claimPath uint8
 
 // The claim paths.

@@ -126,7 +126,8 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // Idempotency-Key matched gets its original answer first. On a promotion
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
-	return m.ad.take(ctx, claimArgs{id: id, userID: userID, idemKey: idemKey, token: token})
+	c := claimArgs{h: m.known.lookup(id), id: id, userID: userID, idemKey: idemKey, token: token}
+	return route(c)(&m.ad, ctx, c)
 }
 
 // Grant enqueues grants for users in a grant promotion; users granted
