@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -39,7 +40,14 @@ const (
 // deadLetters records the dead letters the pools write, and replays,
 // voids and sweeps them. Its methods run in the pools' goroutines (the
 // record), in requests (replay, void) and in the loop (the sweep).
-type deadLetters struct{ m *Manager }
+type deadLetters struct {
+	st   store.Store
+	gate *claim.Gate
+	so   *segmentOps
+	wk   *waker
+	cfg  Config
+	log  *slog.Logger
+}
 
 // deadLettererOn records a claim the stream runtime gave up on: in the
 // database (the dead_letters row an admin lists, replays or voids) and as
@@ -57,13 +65,13 @@ func (dl *deadLetters) deadLettererOn(id, keyID string) func(context.Context, st
 			claimID = claim.UndecodableID(id, d.ID)
 		}
 		if user := d.Fields["user"]; ValidID(user) && d.Fields["claim_id"] != "" {
-			issued, err := dl.m.st.ListIssued(ctx, id, user)
+			issued, err := dl.st.ListIssued(ctx, id, user)
 			if err != nil {
 				return err
 			}
 			for _, is := range issued {
 				if is.ClaimID == claimID {
-					if _, err := dl.m.gate.Ack(ctx, keyID, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
+					if _, err := dl.gate.Ack(ctx, keyID, []claim.Entry{{ID: d.ID, Rank: d.Fields["rank"]}}); err != nil {
 						return err
 					}
 					return stream.ErrResolved
@@ -74,7 +82,7 @@ func (dl *deadLetters) deadLettererOn(id, keyID string) func(context.Context, st
 		// failed (or further on) in Redis, which makes a replay's Redis step
 		// idempotent (it re-enqueues only a failed claim).
 		if rank > 0 {
-			if err := dl.m.gate.MarkFailed(ctx, keyID, rank); err != nil {
+			if err := dl.gate.MarkFailed(ctx, keyID, rank); err != nil {
 				return err
 			}
 		}
@@ -93,10 +101,10 @@ func (dl *deadLetters) deadLettererOn(id, keyID string) func(context.Context, st
 		if err != nil {
 			return err
 		}
-		if dl.m.cfg.OnDeadLetter != nil {
-			dl.m.cfg.OnDeadLetter(id)
+		if dl.cfg.OnDeadLetter != nil {
+			dl.cfg.OnDeadLetter(id)
 		}
-		dl.m.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
+		dl.log.Warn("claim dead-lettered", "promotion", id, "claim_id", claimID, "reason", d.Reason, "deliveries", d.Deliveries)
 		return nil
 	}
 }
@@ -107,49 +115,24 @@ func (dl *deadLetters) deadLettererOn(id, keyID string) func(context.Context, st
 // own (claim.CollisionID), so it neither overwrites nor vanishes into the
 // stored one.
 func (dl *deadLetters) recordDeadLetter(ctx context.Context, d store.DeadLetter) (string, error) {
-	err := dl.m.st.RecordDeadLetter(ctx, d)
+	err := dl.st.RecordDeadLetter(ctx, d)
 	if errors.Is(err, store.ErrClaimMismatch) && d.UserID != "" {
 		d.ClaimID = claim.CollisionID(d.ClaimID, d.UserID)
-		err = dl.m.st.RecordDeadLetter(ctx, d)
+		err = dl.st.RecordDeadLetter(ctx, d)
 	}
 	return d.ClaimID, err
 }
 
-// DeadLetters lists up to limit of the promotion's failed claims with
-// claim id > after, ordered by claim id.
-func (m *Manager) DeadLetters(ctx context.Context, id, after string, limit int) ([]DeadLetter, error) {
-	if _, err := m.load(ctx, id); err != nil {
-		return nil, err
-	}
-	ds, err := m.st.ListDeadLetters(ctx, id, after, limit)
-	if err != nil {
-		return nil, domainErr(err)
-	}
-	out := make([]DeadLetter, len(ds))
-	for i, d := range ds {
-		out[i] = deadLetterFromStore(d)
-	}
-	return out, nil
-}
-
-// Replay puts failed claims back into the pipeline under their own claim
-// ids (all failed claims when claimIDs is nil) and returns how many it
-// replayed. A claim moves from failed to replayed in the database first, so
-// concurrent replays and voids never act on one claim twice; the rest of the
-// work is finished even if ctx ends (see the sweep).
-func (m *Manager) Replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	n, err := m.dl.replay(ctx, id, claimIDs)
-	return n, domainErr(err)
-}
-
+// replay puts failed claims of promotion id back into the pipeline (see
+// Manager.Replay) and returns how many it replayed.
 func (dl *deadLetters) replay(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if err := dl.m.rt.notRetired(ctx, id); err != nil {
+	if err := notRetired(ctx, dl.st, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
 	if claimIDs != nil {
-		moved, err := dl.m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadReplayed)
+		moved, err := dl.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadReplayed)
 		if err != nil {
 			return 0, err
 		}
@@ -161,7 +144,7 @@ func (dl *deadLetters) replay(ctx context.Context, id string, claimIDs []string)
 	// replayed twice by it.
 	total, after := 0, ""
 	for {
-		page, err := dl.m.st.ListDeadLetters(dctx, id, after, replayPage)
+		page, err := dl.st.ListDeadLetters(dctx, id, after, replayPage)
 		if err != nil || len(page) == 0 {
 			return total, err
 		}
@@ -170,7 +153,7 @@ func (dl *deadLetters) replay(ctx context.Context, id string, claimIDs []string)
 		for i, d := range page {
 			ids[i] = d.ClaimID
 		}
-		moved, err := dl.m.st.TransitionDeadLetters(dctx, id, ids, store.DeadReplayed)
+		moved, err := dl.st.TransitionDeadLetters(dctx, id, ids, store.DeadReplayed)
 		if err != nil {
 			return total, err
 		}
@@ -191,10 +174,10 @@ func (dl *deadLetters) applyReplays(ctx context.Context, id string, moved []stor
 	// restart. This comes after the claims moved to replayed in the
 	// database, so a drain deciding at the same moment either sees them
 	// short (and undoes itself) or is undone here.
-	if err := dl.m.st.SetDrained(ctx, id, false); err != nil {
+	if err := dl.st.SetDrained(ctx, id, false); err != nil {
 		return err
 	}
-	segs, err := dl.m.so.segmentsFor(ctx, id)
+	segs, err := dl.so.segmentsFor(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -204,7 +187,7 @@ func (dl *deadLetters) applyReplays(ctx context.Context, id string, moved []stor
 			done = append(done, d.ClaimID) // nothing to re-enqueue
 			continue
 		}
-		if _, err = dl.m.gate.Replay(ctx, segs.TagOfRank(d.Rank), d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
+		if _, err = dl.gate.Replay(ctx, segs.TagOfRank(d.Rank), d.Rank, d.Fields); errors.Is(err, claim.ErrUnknownRank) {
 			// Redis lost the claim and a rebuild has not restored it yet:
 			// nothing happened, so it is not marked applied, and the sweep
 			// applies it once the rebuild has written its status.
@@ -218,30 +201,30 @@ func (dl *deadLetters) applyReplays(ctx context.Context, id string, moved []stor
 		done = append(done, d.ClaimID)
 	}
 	if len(done) > 0 {
-		if merr := dl.m.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
+		if merr := dl.st.MarkDeadLettersApplied(ctx, store.DeadReplayed, done); merr != nil {
 			err = errors.Join(err, merr)
 		}
 		for _, tag := range segs.Tags() {
-			dl.m.wk.wakePool(tag)
+			dl.wk.wakePool(tag)
 		}
 	}
 	return err
 }
 
-// Void gives up on failed claims and returns their units to stock. It
-// returns how many were voided. A claim the database holds as issued is
-// never voided.
-func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, error) {
-	if err := m.rt.notRetired(ctx, id); err != nil {
+// void moves failed claims of promotion id to voided in the database and
+// returns their units to stock (see Manager.Void); the rest of the work is
+// finished even if ctx ends (see the sweep).
+func (dl *deadLetters) void(ctx context.Context, id string, claimIDs []string) (int, error) {
+	if err := notRetired(ctx, dl.st, id); err != nil {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
 	defer cancel()
-	moved, err := m.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadVoided)
+	moved, err := dl.st.TransitionDeadLetters(dctx, id, claimIDs, store.DeadVoided)
 	if err != nil {
 		return 0, domainErr(err)
 	}
-	return len(moved), domainErr(m.dl.applyVoids(dctx, id, moved))
+	return len(moved), domainErr(dl.applyVoids(dctx, id, moved))
 }
 
 // applyVoids returns the voided claims' units to stock and records that it did.
@@ -255,7 +238,7 @@ func (dl *deadLetters) applyVoids(ctx context.Context, id string, moved []store.
 			ranks = append(ranks, d.Rank)
 		}
 	}
-	voided, unknown, err := dl.m.so.voidRanks(ctx, id, ranks)
+	voided, unknown, err := dl.so.voidRanks(ctx, id, ranks)
 	if err != nil {
 		return err
 	}
@@ -272,21 +255,15 @@ func (dl *deadLetters) applyVoids(ctx context.Context, id string, moved []store.
 	if voided > 0 {
 		// Units went back to stock: instances that remember the promotion
 		// sold out must ask Redis again.
-		dl.m.ch.tellChanged(ctx, id)
+		dl.wk.tellChanged(ctx, id)
 	}
-	return dl.m.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
-}
-
-// sweep applies the outside steps of dead-letter transitions and revokes
-// that were decided in the database but never recorded as applied.
-func (dl *deadLetters) sweep(ctx context.Context) error {
-	return errors.Join(dl.sweepDeadLetters(ctx), dl.m.ch.sweepRevokes(ctx))
+	return dl.st.MarkDeadLettersApplied(ctx, store.DeadVoided, ids)
 }
 
 // sweepDeadLetters applies the Redis step of dead-letter transitions that
 // were decided in the database but never recorded as applied.
 func (dl *deadLetters) sweepDeadLetters(ctx context.Context) error {
-	ds, err := dl.m.st.ListUnappliedDeadLetters(ctx, dl.m.cfg.Now().Add(-sweepAge*dl.m.cfg.RecheckInterval), sweepBatch)
+	ds, err := dl.st.ListUnappliedDeadLetters(ctx, dl.cfg.Now().Add(-sweepAge*dl.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(ds) == 0 {
 		return err
 	}
@@ -306,7 +283,7 @@ func (dl *deadLetters) sweepDeadLetters(ctx context.Context) error {
 	for id, list := range voids {
 		errs = append(errs, dl.applyVoids(ctx, id, list))
 	}
-	dl.m.log.Warn("applied dead-letter transitions left unfinished", "replays", len(ds)-countVoids(voids), "voids", countVoids(voids))
+	dl.log.Warn("applied dead-letter transitions left unfinished", "replays", len(ds)-countVoids(voids), "voids", countVoids(voids))
 	return errors.Join(errs...)
 }
 

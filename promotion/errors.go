@@ -2,6 +2,7 @@ package promotion
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/internal/startstop"
@@ -75,6 +76,37 @@ var (
 	ErrRebuildBusy = claim.ErrRebuildBusy
 )
 
+// Code pool errors.
+var (
+	// ErrNoPoolForKind means codes were uploaded for a promotion whose kind
+	// takes no code pool: only coupon promotions do.
+	ErrNoPoolForKind = errors.New("promotion: only coupon promotions take uploaded codes")
+	// ErrPoolAfterStart means the first codes were uploaded for a
+	// promotion that has started: its first claims got generated codes, so
+	// it cannot start using a pool now. Top-ups of an existing pool are
+	// taken until the promotion ends.
+	ErrPoolAfterStart = errors.New("promotion: a code pool must be started before the promotion starts")
+	// ErrNotEnoughCodes means a change would raise the stock of a
+	// promotion with a code pool above the codes in its pool; the error is
+	// a *NotEnoughCodesError.
+	ErrNotEnoughCodes = errors.New("promotion: not enough codes in the pool for the stock")
+)
+
+// NotEnoughCodesError is a refused raise of the stock of a promotion with
+// a code pool: the pool holds fewer codes than the stock asked for, and
+// nothing was changed. It matches ErrNotEnoughCodes.
+type NotEnoughCodesError struct {
+	Stock int64 // the stock asked for
+	Codes int64 // the codes in the pool, taken or free
+}
+
+func (e *NotEnoughCodesError) Error() string {
+	return fmt.Sprintf("promotion: stock %d is above the %d codes in the pool; upload more codes first", e.Stock, e.Codes)
+}
+
+// Is makes the error match ErrNotEnoughCodes.
+func (e *NotEnoughCodesError) Is(target error) bool { return target == ErrNotEnoughCodes }
+
 // domainErr translates the claim and store packages' sentinels that have a
 // name of their own here; every other error is returned as it is.
 func domainErr(err error) error {
@@ -91,4 +123,19 @@ func domainErr(err error) error {
 		return errRetired
 	}
 	return err
+}
+
+// errRetired answers a claim, grant or open of a retired promotion.
+var errRetired = fmt.Errorf("%w: the promotion is retired", ErrEnded)
+
+// ValidationError names the field of a promotion definition that is wrong.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }

@@ -4,18 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/store"
 )
-
-// Events returns up to limit events of the outbox with seq > afterSeq, in
-// seq order, of the given types (all if none): the feed (see
-// store.EventLog.Events for its ordering guarantee).
-func (m *Manager) Events(ctx context.Context, afterSeq int64, types []string, limit int) ([]store.Event, error) {
-	return m.st.Events(ctx, afterSeq, types, limit)
-}
 
 // The promotion events are observed by the Manager's loop, on every
 // re-check (every RecheckInterval), and written once per promotion and
@@ -36,12 +30,15 @@ const (
 // promotionEvents is the loop's record of the promotion events it wrote:
 // owned by the loop goroutine, bounded by the promotions it watches.
 type promotionEvents struct {
-	m       *Manager
+	st      store.Store
+	so      *segmentOps
+	now     func() time.Time // Config.Now
+	log     *slog.Logger
 	written map[string]uint8 // promotion id → the events written
 }
 
-func newPromotionEvents(m *Manager) *promotionEvents {
-	return &promotionEvents{m: m, written: map[string]uint8{}}
+func newPromotionEvents(st store.Store, so *segmentOps, now func() time.Time, log *slog.Logger) *promotionEvents {
+	return &promotionEvents{st: st, so: so, now: now, log: log, written: map[string]uint8{}}
 }
 
 // promotionData is the Data of a promotion event.
@@ -62,8 +59,7 @@ type promotionData struct {
 // loop's set of undrained promotions, lastDue what its last re-check
 // looked at. Loop only.
 func (pe *promotionEvents) observe(ctx context.Context, active map[string]Promotion, lastDue map[string]claim.Mark) {
-	m := pe.m
-	now := m.cfg.Now()
+	now := pe.now()
 	for id, p := range active {
 		w := pe.written[id]
 		started := !now.Before(p.StartsAt)
@@ -88,7 +84,7 @@ func (pe *promotionEvents) observe(ctx context.Context, active map[string]Promot
 			continue
 		}
 		if w&wroteEnded == 0 {
-			p, err := m.load(ctx, id)
+			p, err := load(ctx, pe.st, id)
 			switch {
 			case errors.Is(err, ErrNotFound):
 			case err != nil, !pe.write(ctx, p, store.EventPromotionEnded, now):
@@ -106,7 +102,7 @@ func (pe *promotionEvents) soldOut(ctx context.Context, p Promotion, mk claim.Ma
 	if mk.Exists && !p.segmented() {
 		return !mk.Closed && mk.SoldOut()
 	}
-	st, err := pe.m.so.state(ctx, p)
+	st, err := pe.so.state(ctx, p)
 	return err == nil && !st.Closed && st.Remaining() == 0
 }
 
@@ -123,9 +119,9 @@ func (pe *promotionEvents) write(ctx context.Context, p Promotion, typ string, a
 		return false
 	}
 	e := store.Event{ID: store.EventID(typ, p.ID), Type: typ, At: at, PromotionID: p.ID, Data: data}
-	if _, err := pe.m.st.AppendPromotionEvent(ctx, e); err != nil {
+	if _, err := pe.st.AppendPromotionEvent(ctx, e); err != nil {
 		if ctx.Err() == nil {
-			pe.m.log.Warn("cannot write a promotion event; the next re-check retries", "promotion", p.ID, "type", typ, "err", err)
+			pe.log.Warn("cannot write a promotion event; the next re-check retries", "promotion", p.ID, "type", typ, "err", err)
 		}
 		return false
 	}

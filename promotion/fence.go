@@ -52,9 +52,10 @@ func (f *fences) raise(id string, rank int64) {
 // forget drops the fence of a drained promotion.
 func (f *fences) forget(id string) { f.m.Delete(id) }
 
-// knownFloor is the highest rank known to be taken in p: the database's
-// floor or this instance's fence, whichever is higher.
-func (op *opener) knownFloor(p Promotion, dbFloor int64) int64 {
-	op.m.fences.raise(p.ID, dbFloor)
-	return op.m.fences.get(p.ID)
+// knownFloor is the highest rank known to be taken in promotion id: the
+// database's floor dbFloor or this instance's fence, whichever is higher
+// (the fence is raised to it).
+func (f *fences) knownFloor(id string, dbFloor int64) int64 {
+	f.raise(id, dbFloor)
+	return f.get(id)
 }

@@ -1,7 +1,6 @@
 package promotion
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -34,23 +33,6 @@ type Handling struct {
 // the report lapses: for up to SettleHold the age counts from the last
 // claim issued.
 const SettleHold = 5 * time.Second
-
-// reportHandling has Config.OnHandling told that the consumer of ctx takes
-// msgs, and returns the report to make once the issuer answered them. Nil
-// when there is no hook.
-func (h *issuer) reportHandling(ctx context.Context, msgs []stream.Message) func(errs []error) {
-	report := h.m.cfg.OnHandling
-	if report == nil {
-		return nil
-	}
-	consumer := h.keyID + "/" + stream.ConsumerFromContext(ctx)
-	report(h.promotionID, consumer, Handling{Oldest: oldestAccepted(msgs, nil)})
-	reclaim := h.m.cfg.Stream.ReclaimMinIdle
-	if reclaim <= 0 {
-		reclaim = stream.DefaultReclaimMinIdle
-	}
-	return func(errs []error) { report(h.promotionID, consumer, settled(msgs, errs, reclaim)) }
-}
 
 // settled is what a consumer holds once the issuer answered errs for msgs
 // (nil: it panicked, and the runtime retries the batch later, like entries

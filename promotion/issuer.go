@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,7 +23,7 @@ import (
 // done and keeps the grant written first; a Conflict (another claim holds
 // the rank or the user's slot) is permanent.
 type issuer struct {
-	m           *Manager
+	*issuing
 	promotionID string
 	// keyID names the Redis keys of the stream the issuer's pool reads
 	// (the promotion's own, or one of its segments').
@@ -33,6 +34,21 @@ type issuer struct {
 	segmented bool
 }
 
+// issuing is what every promotion's issuer works with: the database,
+// the gate, the fences and the rate meter it feeds, and the parts it
+// hands a claim to (the waker, the loop client, the dead letters).
+type issuing struct {
+	st     store.Store
+	gate   *claim.Gate
+	cfg    Config
+	log    *slog.Logger
+	rates  *rateMeter
+	fences *fences
+	wk     *waker
+	lc     *loopClient
+	dl     *deadLetters
+}
+
 // Handle implements stream.Handler: it issues msgs, telling
 // Config.OnHandling what the consumer holds before and after.
 func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) (errs []error) {
@@ -40,6 +56,23 @@ func (h *issuer) Handle(ctx context.Context, msgs []stream.Message) (errs []erro
 		defer func() { done(errs) }()
 	}
 	return h.handle(ctx, msgs)
+}
+
+// reportHandling has Config.OnHandling told that the consumer of ctx takes
+// msgs, and returns the report to make once the issuer answered them. Nil
+// when there is no hook.
+func (h *issuer) reportHandling(ctx context.Context, msgs []stream.Message) func(errs []error) {
+	report := h.cfg.OnHandling
+	if report == nil {
+		return nil
+	}
+	consumer := h.keyID + "/" + stream.ConsumerFromContext(ctx)
+	report(h.promotionID, consumer, Handling{Oldest: oldestAccepted(msgs, nil)})
+	reclaim := h.cfg.Stream.ReclaimMinIdle
+	if reclaim <= 0 {
+		reclaim = stream.DefaultReclaimMinIdle
+	}
+	return func(errs []error) { report(h.promotionID, consumer, settled(msgs, errs, reclaim)) }
 }
 
 // handle issues msgs.
@@ -67,9 +100,9 @@ func (h *issuer) handle(ctx context.Context, msgs []stream.Message) []error {
 		return errs
 	}
 	start := time.Now()
-	outs, err := h.m.st.IssueBatch(ctx, issues)
+	outs, err := h.st.IssueBatch(ctx, issues)
 	if err == nil {
-		h.m.rates.observe(len(issues), time.Since(start))
+		h.rates.observe(len(issues), time.Since(start))
 	}
 	if err != nil && (errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
 		// The database did not answer within the handler's deadline: it is
@@ -97,15 +130,15 @@ func (h *issuer) handle(ctx context.Context, msgs []stream.Message) []error {
 		switch o {
 		case store.Inserted:
 			inserted++
-			h.m.fences.raise(h.promotionID, issues[j].Rank)
+			h.fences.raise(h.promotionID, issues[j].Rank)
 		case store.Duplicate:
-			h.m.fences.raise(h.promotionID, issues[j].Rank)
+			h.fences.raise(h.promotionID, issues[j].Rank)
 		default:
 			errs[at[j]] = h.conflict(ctx, issues[j])
 		}
 	}
-	if inserted > 0 && h.m.cfg.OnIssued != nil {
-		h.m.cfg.OnIssued(h.promotionID, inserted)
+	if inserted > 0 && h.cfg.OnIssued != nil {
+		h.cfg.OnIssued(h.promotionID, inserted)
 	}
 	return errs
 }
@@ -116,7 +149,7 @@ func (h *issuer) handle(ctx context.Context, msgs []stream.Message) []error {
 // entries; the others are asked in turn.
 func (h *issuer) grants(ctx context.Context, issues []store.Issue, errs []error) {
 	n := 1
-	if c, ok := h.m.cfg.Issuers[h.promo.Kind].(issue.Concurrent); ok {
+	if c, ok := h.cfg.Issuers[h.promo.Kind].(issue.Concurrent); ok {
 		n = max(c.Concurrency(), 1)
 	}
 	one := func(i int) {
@@ -149,7 +182,7 @@ func (h *issuer) grants(ctx context.Context, issues []store.Issue, errs []error)
 // without an issuer is a permanent failure; the issuer's own errors keep
 // their kind (stream.Transient, stream.Permanent).
 func (h *issuer) grant(ctx context.Context, is store.Issue) (store.Grant, error) {
-	iss := h.m.cfg.Issuers[h.promo.Kind]
+	iss := h.cfg.Issuers[h.promo.Kind]
 	if iss == nil {
 		return store.Grant{}, stream.Permanent(fmt.Errorf("claim %s: no issuer for kind %q", is.ClaimID, h.promo.Kind))
 	}
@@ -178,15 +211,15 @@ func (h *issuer) grant(ctx context.Context, is store.Issue) (store.Grant, error)
 //
 // A nil error means the entry is settled and may be acknowledged.
 func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
-	m, id := h.m, h.promotionID
+	id := h.promotionID
 	if h.segmented {
 		return stream.Permanent(fmt.Errorf("claim %s conflicts with an issued or voided claim holding its rank or slot (a promotion with segments is not re-ranked)", is.ClaimID))
 	}
-	issued, err := m.st.ListIssued(ctx, id, is.UserID)
+	issued, err := h.st.ListIssued(ctx, id, is.UserID)
 	if err != nil {
 		return storeErr(err)
 	}
-	held, err := m.st.ClaimsByRank(ctx, id, is.Rank-1, 1)
+	held, err := h.st.ClaimsByRank(ctx, id, is.Rank-1, 1)
 	if err != nil {
 		return storeErr(err)
 	}
@@ -195,7 +228,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	if rankTaken || slotTaken {
 		// Proof that Redis lost writes: settle it only on counters rebuilt
 		// since the claim was accepted.
-		if err := m.gate.Collided(ctx, id, is.AcceptedAt); err != nil {
+		if err := h.gate.Collided(ctx, id, is.AcceptedAt); err != nil {
 			return h.waitForRebuild(is, err)
 		}
 	}
@@ -204,7 +237,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 			continue
 		}
 		if rankTaken {
-			m.log.Warn("claim settled: its user already holds an issued claim in its slot, and its rank is another user's; Redis lost writes",
+			h.log.Warn("claim settled: its user already holds an issued claim in its slot, and its rank is another user's; Redis lost writes",
 				"promotion", id, "claim_id", is.ClaimID, "user", is.UserID, "issued_claim_id", x.ClaimID)
 			return nil
 		}
@@ -213,12 +246,12 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 	if !rankTaken {
 		return stream.Permanent(fmt.Errorf("claim %s conflicts with an issued or voided claim holding its rank or slot", is.ClaimID))
 	}
-	floors, err := m.st.MaxRanks(ctx, []string{id})
+	floors, err := h.st.MaxRanks(ctx, []string{id})
 	if err != nil {
 		return storeErr(err)
 	}
-	fence := max(floors[id], m.fences.get(id))
-	rank, fresh, err := m.gate.Rerank(ctx, id, is.Rank, is.UserID, is.Slot, is.AcceptedAt, fence)
+	fence := max(floors[id], h.fences.get(id))
+	rank, fresh, err := h.gate.Rerank(ctx, id, is.Rank, is.UserID, is.Slot, is.AcceptedAt, fence)
 	switch {
 	case errors.Is(err, claim.ErrRebuilding):
 		return h.waitForRebuild(is, err)
@@ -228,9 +261,9 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 		return err
 	}
 	if fresh {
-		m.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
+		h.log.Warn("claim re-ranked: Redis lost writes and handed its rank out twice",
 			"promotion", id, "user", is.UserID, "old_rank", is.Rank, "rank", rank)
-		m.wk.wakePool(id)
+		h.wk.wakePool(id)
 	}
 	return nil
 }
@@ -240,7 +273,7 @@ func (h *issuer) conflict(ctx context.Context, is store.Issue) error {
 // towards the dead letters.
 func (h *issuer) waitForRebuild(is store.Issue, err error) error {
 	if errors.Is(err, claim.ErrRebuilding) {
-		h.m.reportLost(h.promotionID)
+		h.lc.reportLost(h.promotionID)
 		return stream.Transient(fmt.Errorf("claim %s: rank %d or its slot was handed out twice; waiting for the promotion to be rebuilt: %w", is.ClaimID, is.Rank, err))
 	}
 	return err
@@ -250,19 +283,19 @@ func (h *issuer) waitForRebuild(is store.Issue, err error) error {
 // claim in the same slot: the user keeps x, and the claim's unit goes back
 // to stock through the dead-letter void, so the database records why.
 func (h *issuer) resolveToIssued(ctx context.Context, is store.Issue, x store.Issued) error {
-	m, id := h.m, h.promotionID
-	claimID, err := m.dl.recordDeadLetter(ctx, store.DeadLetter{
+	id := h.promotionID
+	claimID, err := h.dl.recordDeadLetter(ctx, store.DeadLetter{
 		ClaimID: is.ClaimID, PromotionID: id, UserID: is.UserID, Rank: is.Rank, Slot: is.Slot,
 		Reason: fmt.Sprintf("the user already holds issued claim %s in slot %d (Redis lost writes); this claim's unit went back to stock", x.ClaimID, x.Slot),
-		State:  store.DeadFailed, At: m.cfg.Now().UTC(),
+		State:  store.DeadFailed, At: h.cfg.Now().UTC(),
 	})
 	if err != nil {
 		return storeErr(err)
 	}
-	if _, err := m.Void(ctx, id, []string{claimID}); err != nil {
+	if _, err := h.dl.void(ctx, id, []string{claimID}); err != nil {
 		return storeErr(err)
 	}
-	m.log.Warn("claim resolved to the user's issued claim: Redis lost writes and the user claimed again",
+	h.log.Warn("claim resolved to the user's issued claim: Redis lost writes and the user claimed again",
 		"promotion", id, "claim_id", is.ClaimID, "issued_claim_id", x.ClaimID)
 	return nil
 }
@@ -282,8 +315,8 @@ func storeErr(err error) error {
 // kindIssued refuses to create a promotion of a kind this manager has no
 // issuer for (a webhook promotion on a server without a webhook secret):
 // its claims could never be issued.
-func (m *Manager) kindIssued(kind string) error {
-	if m.cfg.Issuers[kind] != nil {
+func kindIssued(issuers issue.Kinds, kind string) error {
+	if issuers[kind] != nil {
 		return nil
 	}
 	if kind == KindWebhook {
@@ -298,7 +331,7 @@ func (m *Manager) kindIssued(kind string) error {
 func (h *issuer) oneByOne(ctx context.Context, issues []store.Issue, at []int, errs []error) []store.Outcome {
 	outs := make([]store.Outcome, len(issues))
 	for j, is := range issues {
-		o, err := h.m.st.IssueBatch(ctx, []store.Issue{is})
+		o, err := h.st.IssueBatch(ctx, []store.Issue{is})
 		switch {
 		case err == nil && len(o) == 1:
 			outs[j] = o[0]

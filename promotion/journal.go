@@ -2,6 +2,7 @@ package promotion
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync/atomic"
@@ -57,12 +58,6 @@ import (
 // spent, inbox full, a user id or key over 255 bytes), and grants (their
 // uploads are idempotent: upload again).
 
-// DefaultJournalBytes is the default of Config.JournalBytes: 64 MiB, about
-// 1.1 million claims of 36-byte user ids without Idempotency-Keys (24
-// bytes a claim plus its user id and key): 50,000 claims a second for 20 s
-// of a database that confirms nothing.
-const DefaultJournalBytes = 64 << 20
-
 const (
 	// inboxSize bounds the claims waiting for the journal goroutine: a
 	// third of a second at 48,000 claims/s, where the goroutine drains the
@@ -78,16 +73,6 @@ const (
 	requeuePerPass = 1000
 )
 
-// accepted is a claim this instance answered 202 and has not seen
-// confirmed.
-type accepted struct {
-	rank int64
-	user string
-	slot int
-	at   int64  // Redis TIME at acceptance, unix ms
-	idem string // Idempotency-Key, or ""
-}
-
 // inboxed is a claim on its way to its promotion's journal.
 type inboxed struct {
 	id string
@@ -96,9 +81,12 @@ type inboxed struct {
 
 // journals is the Manager's state of the journals.
 type journals struct {
-	// m is the Manager the journals work for: its gate, its published
-	// handles, its loop (asked for rebuilds).
-	m      *Manager
+	gate   *claim.Gate
+	known  *published // whose handles it tells their journaled counts
+	asks   asks       // for the rebuild of a promotion whose claims Redis lost
+	wk     *waker
+	cfg    Config
+	log    *slog.Logger
 	budget int64
 	// in carries claims to the journal goroutine; bounded, senders never
 	// block (a claim that finds it full is counted in inDropped).
@@ -119,8 +107,9 @@ type journals struct {
 	lastEarly time.Time // when a spent budget last pruned early
 }
 
-func newJournals(budget int64) journals {
-	return journals{budget: budget, in: make(chan inboxed, inboxSize), byID: make(map[string]*journal)}
+func newJournals(gate *claim.Gate, known *published, a asks, wk *waker, cfg Config) journals {
+	return journals{gate: gate, known: known, asks: a, wk: wk, cfg: cfg, log: cfg.Logger, budget: cfg.JournalBytes,
+		in: make(chan inboxed, inboxSize), byID: make(map[string]*journal)}
 }
 
 // journalAccepted records that this instance answered res to userID in
@@ -139,11 +128,11 @@ func (js *journals) journalAccepted(id, userID, idemKey string, res claim.Result
 // keep, and logs the first of each reason. Safe from any goroutine.
 func (js *journals) journalDropped(id string, n int64, why *atomic.Bool, msg string) {
 	if why.CompareAndSwap(false, true) {
-		js.m.log.Warn(msg+"; they could not be put back if Redis lost them now (further drops are only counted in dibs_journal_dropped_total)",
+		js.log.Warn(msg+"; they could not be put back if Redis lost them now (further drops are only counted in dibs_journal_dropped_total)",
 			"promotion", id, "dropped", n, "journal_bytes", js.bytes, "journal_budget_bytes", js.budget)
 	}
-	if js.m.cfg.OnJournalDropped != nil {
-		js.m.cfg.OnJournalDropped(id, int(n))
+	if js.cfg.OnJournalDropped != nil {
+		js.cfg.OnJournalDropped(id, int(n))
 	}
 }
 
@@ -151,7 +140,7 @@ func (js *journals) journalDropped(id string, n int64, why *atomic.Bool, msg str
 // into the journals as they come and prunes every RecheckInterval, until
 // ctx ends.
 func (js *journals) runJournals(ctx context.Context) {
-	t := time.NewTicker(js.m.cfg.RecheckInterval)
+	t := time.NewTicker(js.cfg.RecheckInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -196,7 +185,7 @@ func (js *journals) journalAdd(ctx context.Context, it inboxed) {
 		js.byID[it.id] = j
 	}
 	if js.bytes+j.need(it.a) > js.budget {
-		if now := time.Now(); !js.pruning && now.Sub(js.lastEarly) >= js.m.cfg.RecheckInterval/8 {
+		if now := time.Now(); !js.pruning && now.Sub(js.lastEarly) >= js.cfg.RecheckInterval/8 {
 			js.lastEarly = now
 			js.prunePass(ctx)
 		}
@@ -235,7 +224,7 @@ func (js *journals) recheckJournals(ctx context.Context) {
 		}
 		claims += j.live
 	}
-	for id, h := range *js.m.known.Load() {
+	for id, h := range js.known.snapshot() {
 		n := 0
 		if j := js.byID[id]; j != nil {
 			n = j.live
@@ -244,8 +233,8 @@ func (js *journals) recheckJournals(ctx context.Context) {
 			h.journaled.Store(int64(n))
 		}
 	}
-	if js.m.cfg.OnJournal != nil {
-		js.m.cfg.OnJournal(claims, js.bytes)
+	if js.cfg.OnJournal != nil {
+		js.cfg.OnJournal(claims, js.bytes)
 	}
 }
 
@@ -314,11 +303,11 @@ func (js *journals) prunePass(ctx context.Context) {
 		}
 		budget -= len(qs)
 		js.reads.Add(int64(len(qs)))
-		seen, errs := js.m.gate.Sightings(ctx, qs)
+		seen, errs := js.gate.Sightings(ctx, qs)
 		progress := map[*scan]bool{}
 		for i, r := range reads {
 			if errs[i] != nil || len(seen[i]) != len(r.cs) {
-				js.m.log.Debug("cannot read the status of journaled claims; the next prune retries", "promotion", r.s.id, "err", errs[i])
+				js.log.Debug("cannot read the status of journaled claims; the next prune retries", "promotion", r.s.id, "err", errs[i])
 				r.s.done = true
 				continue
 			}
@@ -394,10 +383,10 @@ func (js *journals) requeue(ctx context.Context, id string, j *journal, limit in
 			IdemKey: a.idem, RebuiltAfter: j.rebuiltAfter(p)})
 	}
 	requeued, collided := 0, 0
-	for n, r := range js.m.gate.Requeue(ctx, id, cs) {
+	for n, r := range js.gate.Requeue(ctx, id, cs) {
 		p := pos[n]
 		if r.Err != nil && ctx.Err() == nil {
-			js.m.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
+			js.log.Warn("cannot put back claims Redis lost; the next re-check retries", "promotion", id, "err", r.Err)
 		}
 		switch r.Outcome {
 		case claim.Requeued:
@@ -415,7 +404,7 @@ func (js *journals) requeue(ctx context.Context, id string, j *journal, limit in
 			for _, q := range pos[n:] {
 				j.after[q] = r.RebuiltAfter.UnixMilli()
 			}
-			js.m.ask(ask{kind: askJournalLost, id: id, asked: time.Now()})
+			js.asks.send(ask{kind: askJournalLost, id: id, asked: time.Now()})
 			continue
 		default:
 			// Paused, not found, not tried or failed: the next prune
@@ -425,27 +414,12 @@ func (js *journals) requeue(ctx context.Context, id string, j *journal, limit in
 		delete(j.retry, p)
 	}
 	if n := requeued + collided; n > 0 {
-		js.m.log.Warn("requeued claims Redis lost that this instance had answered",
+		js.log.Warn("requeued claims Redis lost that this instance had answered",
 			"promotion", id, "requeued", n, "collided", collided)
-		if js.m.cfg.OnRequeued != nil {
-			js.m.cfg.OnRequeued(id, n)
+		if js.cfg.OnRequeued != nil {
+			js.cfg.OnRequeued(id, n)
 		}
-		js.m.wk.wakePool(id)
+		js.wk.wakePool(id)
 	}
 	return len(cs)
-}
-
-// rebuildForJournal starts the rebuild of promotion id, whose claims this
-// instance answered Redis lost, unless one runs here already.
-func (l *loop) rebuildForJournal(id string) {
-	if l.m.rb.busy(id) {
-		return
-	}
-	l.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
-		"promotion", id)
-	if p, ok := l.active[id]; ok {
-		l.m.rb.startRebuild(p, reasonJournal, false)
-		return
-	}
-	l.m.rb.startRebuildWith(id, func(ctx context.Context) (Promotion, error) { return l.m.load(ctx, id) }, reasonJournal, false)
 }

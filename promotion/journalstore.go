@@ -28,6 +28,16 @@ const (
 	maxJournaledLen = 255
 )
 
+// accepted is a claim this instance answered 202 and has not seen
+// confirmed.
+type accepted struct {
+	rank int64
+	user string
+	slot int
+	at   int64  // Redis TIME at acceptance, unix ms
+	idem string // Idempotency-Key, or ""
+}
+
 // jentry is one journaled claim.
 type jentry struct {
 	rank int64

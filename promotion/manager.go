@@ -2,8 +2,6 @@ package promotion
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,21 +19,28 @@ import (
 
 // Manager runs promotions. Create it with New, then Start it.
 //
-// Three kinds of goroutine run inside it (see docs/architecture.md):
+// Its exported methods are the requests; it hands its duties to named
+// parts (see docs/architecture.md), each holding only what it uses, which
+// New wires. These goroutines run inside it:
 //
-//   - the loop (loop.go) owns the set of undrained promotions and their
-//     pool specs, in a loop value only its goroutine holds: it re-checks
-//     them every RecheckInterval, opens those Redis does not know, drains
-//     ended ones and starts rebuilds. Other goroutines ask it over m.asks
-//     and read what it publishes in m.known;
-//   - the waker starts or wakes the confirmation pools that claims and
-//     hints queued on m.wakes, so a claim never waits for a pool, and tells
+//   - the loop (loop.go, run.go) owns the set of undrained promotions and
+//     their pool specs, in a loop value only its goroutine holds: it
+//     re-checks them every RecheckInterval, opens those Redis does not
+//     know, drains ended ones and starts rebuilds. Other goroutines ask it
+//     through the loop client (loopclient.go) and read what it publishes
+//     (published, handle.go);
+//   - the waker (waker.go) starts or wakes the confirmation pools that
+//     claims and hints queue, so a claim never waits for a pool, and tells
 //     the other instances when it started one for new claims;
+//   - the journal goroutine (journal.go) keeps the claims answered here
+//     until it sees them confirmed;
+//   - the sold-out memory's goroutine (soldout.go);
 //   - the hint bus (internal/hint) listens for the other instances' hints
 //     on each undrained promotion's channel and queues a wake for each;
-//   - the rebuilder's goroutines, one per promotion being rebuilt.
+//   - the rebuilder's goroutines (rebuilder.go), one per promotion being
+//     rebuilt.
 //
-// The issuers run in the stream pools' goroutines.
+// The issuers (issuer.go) run in the stream pools' goroutines.
 type Manager struct {
 	client rueidis.Client
 	st     store.Store
@@ -46,45 +51,37 @@ type Manager struct {
 	cfg    Config
 	log    *slog.Logger
 
-	// known is the loop's published set of undrained promotions, by id: a
-	// map the loop never changes once published (it publishes a new one).
-	// Written by the loop (and New); read by anyone, lock-free.
-	known atomic.Pointer[map[string]*handle]
-	// asks carries requests to the loop; bounded, senders never block.
-	asks chan ask
-	// wakes carries pools to start or wake to the waker; bounded, senders
-	// never block (a handle is in it at most once, see handle.queued).
-	wakes chan *handle
-
-	// running is true while the loop runs (from its first re-check to
-	// Stop); written by the loop's goroutine and Stop, read by anyone.
-	running atomic.Bool
-
-	life startstop.Base // runs the loop, which runs the waker beside it
-
+	known published // the loop's published promotions
+	asks  asks      // requests to the loop
+	life  startstop.Base
 	// afterRecheck, if set, is called by the loop after each periodic
 	// re-check; set by tests.
 	afterRecheck atomic.Pointer[func()]
-
-	rb     rebuilder   // background rebuilds after Redis lost writes (rebuild.go)
-	dl     deadLetters // dead letters: record, replay, void, sweep (deadletters.go)
-	ch     changes     // changes and revokes of promotions (patch.go, revoke.go)
-	wk     waker       // starts and wakes pools (loop.go)
-	ad     admission   // claims on their way to their scripts (ops.go, room.go)
-	op     opener      // makes a promotion's Redis state exist (rebuild.go)
-	rt     retirement  // retired promotions' Redis keys and views (retire.go)
-	so     segmentOps  // a promotion over all its segments (segments.go)
-	fences fences      // highest ranks known to be taken (fence.go)
-	jr     journals    // claims answered and not yet seen confirmed (journal.go)
-
-	// rates measures one consumer's confirmation rate (sizing.go); written
-	// by the issuers, read by the loop.
-	rates rateMeter
 	// announced is set by the loop once it announced this instance in
 	// the presence set; read by Stop.
 	announced atomic.Bool
-	// sold is the sold-out memory (soldout.go), owned by its own goroutine.
-	sold *soldMemory
+	// rates measures one consumer's confirmation rate (sizing.go); written
+	// by the issuers, read by the loop.
+	rates  rateMeter
+	fences fences // highest ranks known to be taken (fence.go)
+
+	// The parts, in the order New wires them: each uses only those above it.
+	sold  *soldMemory // the sold-out memory (soldout.go)
+	wk    waker       // starts and wakes pools; hints in and out (waker.go)
+	jr    journals    // claims answered and not yet seen confirmed (journal.go)
+	rb    rebuilder   // background rebuilds after Redis lost writes (rebuilder.go)
+	rooms roomOps     // the waiting rooms in Redis (roomops.go)
+	op    opener      // makes a promotion's Redis state exist (opener.go)
+	lc    loopClient  // the request side's way to the loop (loopclient.go)
+	ad    admission   // claims on their way to their scripts (admission.go)
+	so    segmentOps  // a promotion over all its segments (segments.go)
+	vw    views       // what a request shows of a promotion (views.go)
+	dl    deadLetters // dead letters: record, replay, void, sweep (deadletters.go)
+	iss   issuing     // what the issuers work with (issuer.go)
+	pools streamPools // the confirmation pools' specs and backlogs (streampools.go)
+	rt    retirement  // retired promotions' Redis state (retire.go)
+	ch    changes     // changes of promotions (patch.go)
+	rv    revokes     // revokes of issued claims (revoke.go)
 }
 
 // New returns a Manager over a Redis client and a store.
@@ -111,23 +108,9 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("promotion manager: %w", err)
 	}
-	m := &Manager{
-		client: client,
-		st:     st,
-		gate:   gate,
-		batch:  batch,
-		reg:    reg,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		asks:   make(chan ask, askBacklog),
-		wakes:  make(chan *handle, wakeBacklog),
-		jr:     newJournals(cfg.JournalBytes),
-		sold:   newSoldMemory(cfg.SoldOutMemory),
-	}
-	m.jr.m, m.sold.m, m.rb.m = m, m, m
-	m.dl, m.ch, m.wk, m.ad = deadLetters{m}, changes{m}, waker{m}, admission{m}
-	m.op, m.rt, m.so = opener{m}, retirement{m}, segmentOps{m}
-	m.known.Store(&map[string]*handle{})
+	m := &Manager{client: client, st: st, gate: gate, batch: batch, reg: reg, cfg: cfg, log: cfg.Logger,
+		asks: make(asks, askBacklog)}
+	m.known.replace(map[string]*handle{})
 	if !cfg.DisableHints {
 		m.hints, err = hint.New(client, hint.Config{
 			Channel: func(id string) string { return gate.Keys(id).Hints() },
@@ -141,7 +124,40 @@ func New(client rueidis.Client, st store.Store, cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("promotion manager: %w", err)
 		}
 	}
+	m.wire()
 	return m, nil
+}
+
+// wire hands each part what it uses, each made after the parts it uses.
+func (m *Manager) wire() {
+	cfg, st, gate, log := m.cfg, m.st, m.gate, m.log
+	m.sold = newSoldMemory(&m.known, gate, m.client, m.hints, cfg)
+	m.wk = newWaker(&m.known, m.asks, m.reg, m.hints, m.sold, log)
+	m.jr = newJournals(gate, &m.known, m.asks, &m.wk, cfg)
+	m.rb = rebuilder{gate: gate, st: st, log: log, fences: &m.fences, wk: &m.wk, now: cfg.Now, instance: cfg.Instance,
+		onRebuild: cfg.OnRebuild, onHalted: cfg.OnHalted, verify: &m.jr.verify}
+	m.rooms = roomOps{rooms: cfg.Rooms, prefix: cfg.Prefix, log: log}
+	m.op = opener{st: st, gate: gate, rooms: &m.rooms, fences: &m.fences, rb: &m.rb, log: log}
+	m.lc = loopClient{asks: m.asks, known: &m.known, st: st, op: &m.op, openWait: cfg.OpenWait}
+	m.ad = admission{gate: gate, batch: m.batch, known: &m.known, lc: &m.lc, wk: &m.wk, jr: &m.jr, sold: m.sold,
+		fences: &m.fences, rooms: &m.rooms, onRemaining: cfg.OnRemaining}
+	m.so = segmentOps{gate: gate, st: st, known: &m.known}
+	m.vw = views{st: st, so: &m.so, lc: &m.lc, rooms: &m.rooms, now: cfg.Now}
+	m.dl = deadLetters{st: st, gate: gate, so: &m.so, wk: &m.wk, cfg: cfg, log: log}
+	m.iss = issuing{st: st, gate: gate, cfg: cfg, log: log, rates: &m.rates, fences: &m.fences, wk: &m.wk, lc: &m.lc, dl: &m.dl}
+	m.pools = streamPools{client: m.client, gate: gate, log: log, dl: &m.dl, issuing: &m.iss}
+	m.rt = retirement{client: m.client, gate: gate, st: st, reg: m.reg, pools: &m.pools, so: &m.so, rooms: cfg.Rooms,
+		fences: &m.fences, log: log, retention: cfg.Retention}
+	m.ch = changes{st: st, gate: gate, lc: &m.lc, wk: &m.wk, rooms: &m.rooms, now: cfg.Now, log: log}
+	m.rv = revokes{st: st, gate: gate, wk: &m.wk, cfg: cfg, log: log}
+}
+
+// loopParts are the parts the loop works with.
+func (m *Manager) loopParts() loopParts {
+	return loopParts{client: m.client, st: m.st, gate: m.gate, reg: m.reg, hints: m.hints, cfg: m.cfg, log: m.log,
+		known: &m.known, asks: m.asks, fences: &m.fences, op: &m.op, rb: &m.rb, wk: &m.wk, pools: &m.pools,
+		so: &m.so, dl: &m.dl, rv: &m.rv, rt: &m.rt, rates: &m.rates, announced: &m.announced,
+		afterRecheck: &m.afterRecheck}
 }
 
 // Gate returns the claim gate the manager uses.
@@ -149,6 +165,13 @@ func (m *Manager) Gate() *claim.Gate { return m.gate }
 
 // Registry returns the stream registry that runs the confirmation pools.
 func (m *Manager) Registry() *stream.Registry { return m.reg }
+
+// Records returns the Manager's records.
+func (m *Manager) Records() Records { return Records{st: m.st} }
+
+// ConsumerClaimRate is the measured claims per second one consumer of this
+// instance confirms while busy (0 before any was measured).
+func (m *Manager) ConsumerClaimRate() float64 { return m.rates.rate() }
 
 // Start resumes every undrained promotion (its first re-check, on the
 // caller's context) and starts the loop, the waker and the hint bus. A second Start fails
@@ -168,12 +191,12 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 			defer func() { _ = m.hints.Stop(context.Background()) }()
 		}
-		l := newLoop(m)
+		l := newLoop(m.loopParts())
 		if err := l.recheck(ctx, true); err != nil {
 			first <- err
 			return
 		}
-		m.running.Store(true)
+		m.lc.running.Store(true)
 		first <- nil
 		wg.Go(func() { m.wk.runWaker(runCtx) })
 		wg.Go(func() { m.jr.runJournals(runCtx) })
@@ -195,7 +218,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // batches finish until ctx's deadline and anything unfinished stays pending
 // in Redis for the next start. Safe to call twice or before Start.
 func (m *Manager) Stop(ctx context.Context) error {
-	m.running.Store(false)
+	m.lc.running.Store(false)
 	err := m.life.Stop(ctx)
 	m.rb.stop()
 	if m.batch != nil {
@@ -205,25 +228,8 @@ func (m *Manager) Stop(ctx context.Context) error {
 	if m.announced.Load() {
 		// Best effort: the announcement expires anyway.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hintTimeout)
-		_ = m.reg.Leave(lctx, m.presenceKey())
+		_ = m.reg.Leave(lctx, presenceKey(m.cfg.Prefix))
 		cancel()
 	}
 	return err
-}
-
-func (m *Manager) acker(id string) func(context.Context, []stream.Message) error {
-	return func(ctx context.Context, msgs []stream.Message) error {
-		entries := make([]claim.Entry, len(msgs))
-		for i, msg := range msgs {
-			entries[i] = claim.Entry{ID: msg.ID, Rank: msg.Fields["rank"]}
-		}
-		_, err := m.gate.Ack(ctx, id, entries)
-		return err
-	}
-}
-
-func randomID(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

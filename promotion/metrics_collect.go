@@ -120,22 +120,6 @@ const (
 	deadLetterCountTimeout = 2 * time.Second
 )
 
-// CountDeadLetters registers dibs_dead_letters_unhandled{promotion}: the
-// dead letters of each promotion that wait for an operator to replay or
-// void them, read from c (the database) when /metrics is read, at most
-// once per DeadLetterCountInterval. A promotion with none has no series.
-// A read that fails keeps the last count: an outage of the database
-// handles no dead letter.
-func (m *Metrics) CountDeadLetters(c DeadLetterCounter) {
-	m.reg.MustRegister(&unhandledDeadLetters{
-		desc: prometheus.NewDesc("dibs_dead_letters_unhandled",
-			"Dead letters waiting for an operator to replay or void them, by promotion (read from the database).",
-			[]string{"promotion"}, nil),
-		c:   c,
-		now: func() time.Time { return m.now() },
-	})
-}
-
 // unhandledDeadLetters is the collector of dibs_dead_letters_unhandled;
 // scrapes take turns under mu.
 type unhandledDeadLetters struct {

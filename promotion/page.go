@@ -1,7 +1,6 @@
 package promotion
 
 import (
-	"context"
 	"maps"
 	"net/url"
 	"regexp"
@@ -9,17 +8,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/dibsio/dibs/store"
 )
-
-// RoomPage is the setting of a waiting room's queue page (GET /w/{id}):
-// title, colours, logo, texts, return URL and mode. Every member is
-// optional; the page has a default for each.
-type RoomPage = store.RoomPage
-
-// RoomPageColors are a queue page's colours, each "#rgb" or "#rrggbb".
-type RoomPageColors = store.RoomPageColors
 
 // What a queue page does once its user is admitted (RoomPage.Mode).
 const (
@@ -176,19 +165,4 @@ func pageURL(field, raw string, local bool) error {
 // isLocalHost says whether host names this machine.
 func isLocalHost(host string) bool {
 	return host == "localhost" || host == "127.0.0.1" || host == "::1"
-}
-
-// PageOf returns the definition of promotion id for its queue page: from
-// the instance's set of undrained promotions when it holds it (no I/O, so
-// a crowd loading the page costs the database nothing), else from the
-// database. ErrNotFound for an unknown promotion.
-func (m *Manager) PageOf(ctx context.Context, id string) (Promotion, error) {
-	if known := m.known.Load(); known != nil {
-		if h, ok := (*known)[id]; ok && h.id == id {
-			if p := h.promo.Load(); p != nil {
-				return fromStore(*p), nil
-			}
-		}
-	}
-	return m.load(ctx, id)
 }

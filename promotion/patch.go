@@ -2,14 +2,14 @@ package promotion
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
-	"github.com/dibsio/dibs/internal/hint"
 	"github.com/dibsio/dibs/store"
+	"github.com/dibsio/dibs/waitroom"
 )
 
 // Change is a change of a running promotion (see Manager.Patch); nil
@@ -89,6 +89,21 @@ func (c RoomChange) apply(w WaitingRoom) WaitingRoom {
 	return w
 }
 
+// waitroomLevers is c's change of the levers Redis holds, as package
+// waitroom takes it.
+func (c RoomChange) waitroomLevers() waitroom.Levers {
+	l := waitroom.Levers{Message: c.Message, PowDifficulty: c.PowDifficulty}
+	if c.AdmitPerSecond != nil {
+		v := int64(*c.AdmitPerSecond)
+		l.AdmitPerSecond = &v
+	}
+	if c.MaxActive != nil {
+		v := int64(*c.MaxActive)
+		l.MaxActive = &v
+	}
+	return l
+}
+
 // store is c as the database takes it.
 func (c *RoomChange) store() *store.WaitingRoomChange {
 	if c == nil {
@@ -96,68 +111,6 @@ func (c *RoomChange) store() *store.WaitingRoomChange {
 	}
 	return &store.WaitingRoomChange{AdmitPerSecond: c.AdmitPerSecond, MaxActive: c.MaxActive,
 		Message: c.Message, PowDifficulty: c.PowDifficulty, Page: c.Page}
-}
-
-// patchLease bounds how long a change holds its promotion in Redis
-// between its two steps: a change that died in between is repaired from
-// the database by the re-check after it.
-const patchLease = 10 * time.Second
-
-// Patch changes a running promotion.
-//
-// The database is the truth and the re-check repairs Redis from it, so
-// the order of the writes makes every crash end with the two agreeing on a
-// value that never oversells:
-//
-// A promotion with a code pool holds min(stock, codes) in Redis (see
-// AddCodes): a raise of its stock above the pool's codes is refused
-// (a *NotEnoughCodesError, nothing changed).
-//
-//  1. Redis, one script: the promotion's change lease is taken, and a
-//     lowered stock is applied at once, refused (ErrStockBelowAccepted,
-//     nothing changed anywhere) if it is below the claims accepted, read
-//     from the live rank counter in the same step;
-//  2. the database: every field, in one transaction with its
-//     promotion.changed event (none if nothing changed);
-//  3. Redis, one script: stock (a raise is applied only now, after the
-//     database holds it), end and pause are applied and the lease given up.
-//
-// A crash after 1 leaves Redis's stock at most lower than the database's,
-// which the re-check raises back once the lease expired; a crash after 2
-// leaves the database ahead, which the re-check applies. So Redis's stock
-// is above the database's only between 2 and 3, and the database never
-// holds a stock below what Redis accepted. Concurrent changes of one
-// promotion wait for each other (ErrChangeBusy) and so do the re-check's
-// repairs. The claim scripts read stock, end and pause from Redis on every
-// claim, so once Patch returns every instance's next claim sees the change;
-// a hint (hint.Changed) tells the other instances to drop anything they
-// cached about the promotion.
-//
-// A grant promotion's name and end may change; its stock (the expected
-// target count), its pause and revoke_returns_stock may not (a
-// ValidationError naming the field).
-func (m *Manager) Patch(ctx context.Context, id string, c Change) (View, error) {
-	v, _, err := m.PatchChanged(ctx, id, c)
-	return v, err
-}
-
-// PatchChanged is Patch that also returns the fields whose value the
-// change changed, by the names the promotion.changed event gives them
-// (name, stock, ends_at, paused, revoke_returns_stock,
-// waiting_room.admit_per_second, waiting_room.max_active,
-// waiting_room.message, waiting_room.pow_difficulty, waiting_room.page), in
-// that order: none
-// for a change that found every value as it was already.
-func (m *Manager) PatchChanged(ctx context.Context, id string, c Change) (View, []string, error) {
-	sp, err := m.st.GetPromotion(ctx, id)
-	if err != nil {
-		return View{}, nil, domainErr(err)
-	}
-	v, sp2, err := m.ch.patch(ctx, sp, c)
-	if err != nil {
-		return View{}, nil, err
-	}
-	return v, changedFields(sp, sp2), nil
 }
 
 // changedFields names the fields of a change whose value differs between
@@ -184,97 +137,161 @@ func changedFields(before, after store.Promotion) []string {
 	return changed
 }
 
-// changes applies a promotion's changes and revokes and tells the other
-// instances of them; the loop's sweep finishes revokes left half done.
-type changes struct{ m *Manager }
+// patchLease bounds how long a change holds its promotion in Redis
+// between its two steps: a change that died in between is repaired from
+// the database by the re-check after it.
+const patchLease = 10 * time.Second
+
+// changes applies changes of running promotions (see Manager.Patch) and
+// tells every instance of them.
+type changes struct {
+	st    store.Store
+	gate  *claim.Gate
+	lc    *loopClient
+	wk    *waker
+	rooms *roomOps
+	now   func() time.Time // Config.Now
+	log   *slog.Logger
+}
 
 // patch applies c to the promotion sp as Patch describes, and returns it
 // as the database holds it after the change.
-func (ch *changes) patch(ctx context.Context, sp store.Promotion, c Change) (View, store.Promotion, error) {
-	id := sp.ID
+func (ch *changes) patch(ctx context.Context, sp store.Promotion, c Change) (store.Promotion, error) {
+	p, err := ch.prepare(ctx, sp, &c)
+	if err != nil {
+		return store.Promotion{}, err
+	}
+	rc := gateChange(p, sp.Drained, c)
+	pt, err := ch.begin(ctx, p.ID, c, rc)
+	if err != nil {
+		return store.Promotion{}, err
+	}
+	// From here on the change is finished even if the caller goes away.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
+	defer cancel()
+	sp2, err := ch.write(ctx, dctx, p, c, pt)
+	if err != nil {
+		return store.Promotion{}, err
+	}
+	if err := ch.afterWrite(dctx, p.ID, c, rc.Reopen); err != nil {
+		return store.Promotion{}, err
+	}
+	ch.wk.tellChanged(dctx, p.ID)
+	// This instance's running pools issue with the changed definition (a
+	// new name) before the change is answered; the others' once the hint
+	// or their next re-check reaches them.
+	ch.lc.awaitRefresh(dctx, p.ID)
+	return sp2, nil
+}
+
+// prepare checks c against the promotion sp (normalizing it in place) and
+// returns sp's definition with the size of its code pool: a raise of the
+// stock above the pool's codes is refused, and so is a move of the end of
+// a drained promotion.
+func (ch *changes) prepare(ctx context.Context, sp store.Promotion, c *Change) (Promotion, error) {
 	p := fromStore(sp)
 	if p.segmented() && (c.Stock != nil || c.EndsAt != nil || c.Paused != nil) {
-		return View{}, store.Promotion{}, errSegmented("changing stock, ends_at or paused")
+		return p, errSegmented("changing stock, ends_at or paused")
 	}
-	if err := ch.checkChange(p, &c); err != nil {
-		return View{}, store.Promotion{}, err
+	if err := ch.checkChange(p, c); err != nil {
+		return p, err
 	}
 	// The gate's stock is capped by the code pool (gateStock): a raise
 	// above the pool's codes is refused, one that stays under them
 	// applies, and a lowered stock still above them leaves the cap.
-	if err := ch.m.op.poolCodes(ctx, &p); err != nil {
-		return View{}, store.Promotion{}, err
+	if err := poolCodes(ctx, ch.st, &p); err != nil {
+		return p, err
 	}
 	if c.Stock != nil && p.codes > 0 && *c.Stock > p.codes && *c.Stock > p.Stock {
-		return View{}, store.Promotion{}, &NotEnoughCodesError{Stock: *c.Stock, Codes: p.codes}
+		return p, &NotEnoughCodesError{Stock: *c.Stock, Codes: p.codes}
 	}
 	if c.EndsAt != nil {
 		e := c.EndsAt.UTC().Truncate(time.Microsecond)
 		c.EndsAt = &e
 		if sp.Drained && !e.Equal(p.EndsAt) {
-			return View{}, store.Promotion{}, ErrDrained
+			return p, ErrDrained
 		}
 	}
-	rc := claim.Change{EndsAt: c.EndsAt, Paused: c.Paused, Reopen: p.ClosedAt.IsZero() && !sp.Drained}
+	return p, nil
+}
+
+// gateChange is what c changes of p in Redis (stock capped by the code
+// pool, end, pause); a closed or drained promotion is not reopened.
+func gateChange(p Promotion, drained bool, c Change) claim.Change {
+	rc := claim.Change{EndsAt: c.EndsAt, Paused: c.Paused, Reopen: p.ClosedAt.IsZero() && !drained}
 	if c.Stock != nil {
 		q := p
 		q.Stock = *c.Stock
 		gs := q.gateStock()
 		rc.Stock = &gs
 	}
-	var pt *claim.Patch
-	if c.Stock != nil || c.EndsAt != nil || c.Paused != nil {
-		err := ch.m.onGate(ctx, id, func() (err error) {
-			pt, _, err = ch.m.gate.BeginPatch(ctx, id, rc, patchLease)
-			return err
-		})
-		if err != nil {
-			return View{}, store.Promotion{}, domainErr(err)
-		}
+	return rc
+}
+
+// begin takes the promotion's change lease in Redis and applies a lowered
+// stock at once (step 1 of Patch), if c changes anything Redis holds; nil
+// if it does not.
+func (ch *changes) begin(ctx context.Context, id string, c Change, rc claim.Change) (*claim.Patch, error) {
+	if c.Stock == nil && c.EndsAt == nil && c.Paused == nil {
+		return nil, nil
 	}
-	// From here on the change is finished even if the caller goes away.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sideEffectTimeout)
-	defer cancel()
-	sp2, err := ch.m.st.UpdatePromotion(dctx, id, store.PromotionChange{
+	var pt *claim.Patch
+	err := ch.lc.onGate(ctx, id, func() (err error) {
+		pt, _, err = ch.gate.BeginPatch(ctx, id, rc, patchLease)
+		return err
+	})
+	if err != nil {
+		return nil, domainErr(err)
+	}
+	return pt, nil
+}
+
+// write writes c to the database (step 2 of Patch), then applies it in
+// Redis and gives the lease pt up (step 3), under dctx; a write that
+// fails sets Redis back. It returns the promotion as the database holds
+// it now.
+func (ch *changes) write(ctx, dctx context.Context, p Promotion, c Change, pt *claim.Patch) (store.Promotion, error) {
+	sp2, err := ch.st.UpdatePromotion(dctx, p.ID, store.PromotionChange{
 		Name: c.Name, Stock: c.Stock, EndsAt: c.EndsAt, Paused: c.Paused, RevokeReturnsStock: c.RevokeReturnsStock,
-		WaitingRoom: c.WaitingRoom.store(), At: ch.m.cfg.Now(),
+		WaitingRoom: c.WaitingRoom.store(), At: ch.now(),
 	})
 	if err != nil {
 		if pt != nil {
 			if uerr := pt.Undo(dctx, p.gateStock()); uerr != nil {
-				ch.m.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", id, "err", uerr)
+				ch.log.WarnContext(ctx, "change not written; the re-check sets Redis back from the database", "promotion", p.ID, "err", uerr)
 			}
 		}
-		return View{}, store.Promotion{}, domainErr(err)
+		return store.Promotion{}, domainErr(err)
 	}
 	if pt != nil {
 		if _, err := pt.Apply(dctx); err != nil {
 			// The database holds the change: the re-check applies it once
 			// the lease expires. Say so rather than claim it is in effect.
-			return View{}, store.Promotion{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", id, patchLease, err)
+			return store.Promotion{}, fmt.Errorf("apply change of %s in Redis (the re-check applies it within %s): %w", p.ID, patchLease, err)
 		}
 	}
+	return sp2, nil
+}
+
+// afterWrite applies what follows the database's write of c: the waiting
+// room's levers in Redis, and, for an end moved later on a promotion that
+// reopens, the undoing of a drain decided meanwhile.
+func (ch *changes) afterWrite(dctx context.Context, id string, c Change, reopen bool) error {
 	if c.WaitingRoom != nil && c.WaitingRoom.levers() {
 		// After the database: a failure here leaves the change to send
 		// again, never Redis ahead of the database.
-		if err := ch.m.applyLevers(dctx, id, *c.WaitingRoom); err != nil {
-			return View{}, store.Promotion{}, err
+		if err := ch.rooms.applyLevers(dctx, id, c.WaitingRoom.waitroomLevers()); err != nil {
+			return err
 		}
 	}
-	if c.EndsAt != nil && rc.Reopen && c.EndsAt.After(ch.m.cfg.Now()) {
+	if c.EndsAt != nil && reopen && c.EndsAt.After(ch.now()) {
 		// A drain deciding at this moment saw the promotion ended: undo it,
 		// as a replay does (see applyReplays).
-		if err := ch.m.st.SetDrained(dctx, id, false); err != nil {
-			return View{}, store.Promotion{}, err
+		if err := ch.st.SetDrained(dctx, id, false); err != nil {
+			return err
 		}
 	}
-	ch.tellChanged(dctx, id)
-	// This instance's running pools issue with the changed definition (a
-	// new name) before the change is answered; the others' once the hint
-	// or their next re-check reaches them.
-	ch.m.awaitRefresh(dctx, id)
-	v, err := ch.m.view(ctx, fromStore(sp2))
-	return v, sp2, domainErr(err)
+	return nil
 }
 
 // checkChange validates c against p, and normalizes the queue page's
@@ -328,93 +345,4 @@ func checkRoomChange(p Promotion, c RoomChange) (RoomChange, error) {
 		return c, normalizePage(&w) // w.Page is c.Page.To
 	}
 	return c, nil
-}
-
-// tellChanged tells every instance, this one included, that promotion id
-// changed: each drops what it cached about it (its quiet mark here) and
-// re-checks it at the next tick. A lost hint costs at most a quiet
-// re-check interval.
-func (ch *changes) tellChanged(ctx context.Context, id string) {
-	ch.m.wk.hinted(hint.Hint{Key: id, Kind: hint.Changed})
-	if ch.m.hints == nil {
-		return
-	}
-	hctx, cancel := context.WithTimeout(ctx, hintTimeout)
-	defer cancel()
-	if err := ch.m.hints.Publish(hctx, id, hint.Changed); err != nil {
-		ch.m.log.WarnContext(ctx, "cannot tell other instances of a changed promotion", "promotion", id, "err", err)
-	}
-}
-
-// forgetCached drops what this instance cached about promotion id because
-// it changed: a quiet promotion becomes ordinary at once, and the sold-out
-// memory forgets it. Never blocks.
-func (ch *changes) forgetCached(id string) {
-	ch.m.sold.forgetSoldOut(id)
-	if h := (*ch.m.known.Load())[id]; h != nil {
-		h.quietUntil.Store(woken)
-		h.codes.Store(0)
-	}
-}
-
-// agree reports whether Redis's marks hold p's stock (capped by its code
-// pool), end and pause.
-func agree(p Promotion, mk claim.Mark) bool {
-	return mk.Stock == p.gateStock() && mk.EndsAt.UnixMilli() == p.EndsAt.UnixMilli() && mk.Paused == p.Paused
-}
-
-// repair sets Redis's stock, end and pause of the promotions in list to
-// the database's where the marks (read by the same re-check) differ: a
-// change that died between its steps, or a definition Redis had from before
-// a change. It skips promotions a change holds (ErrChangeBusy), paused for a
-// rebuild or halted.
-func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
-	var errs []error
-	for i, p := range list {
-		if i >= len(marks) {
-			break
-		}
-		mk := marks[i]
-		if !mk.Exists || mk.Rebuilding || mk.Halted != "" || l.m.rb.busy(p.ID) || p.segmented() || p.codes == codesUnknown {
-			continue
-		}
-		if agree(p, mk) {
-			continue
-		}
-		// The list was read before the marks: read the database again,
-		// after them, so a change applied in between is not undone (and
-		// Repair refuses if one is applied after this read).
-		sp, err := l.st.GetPromotion(ctx, p.ID)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		// And the code pool, after the database's stock: it only grows.
-		p = fromStore(sp)
-		if err := l.m.op.poolCodes(ctx, &p); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if h := l.handles[p.ID]; h != nil && p.codes > 0 {
-			h.codes.Store(p.codes + 1)
-		}
-		if agree(p, mk) {
-			continue
-		}
-		stock, ends, paused := p.gateStock(), p.EndsAt, p.Paused
-		_, err = l.gate.Repair(ctx, p.ID, mk.Changes, claim.Change{Stock: &stock, EndsAt: &ends, Paused: &paused,
-			Reopen: p.ClosedAt.IsZero() && !sp.Drained})
-		switch {
-		case errors.Is(err, claim.ErrPatchBusy), errors.Is(err, claim.ErrNotFound):
-		case errors.Is(err, claim.ErrBelowAccepted):
-			l.log.Warn("the database's stock is below the claims Redis accepted; Redis keeps its own",
-				"promotion", p.ID, "stock", p.Stock, "redis_stock", mk.Stock)
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			l.log.Info("promotion's Redis state set from the database", "promotion", p.ID,
-				"stock", stock, "ends_at", p.EndsAt, "paused", p.Paused)
-		}
-	}
-	return errors.Join(errs...)
 }

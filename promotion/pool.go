@@ -11,56 +11,8 @@ import (
 	"github.com/dibsio/dibs/store"
 )
 
-// Code pool errors.
-var (
-	// ErrNoPoolForKind means codes were uploaded for a promotion whose kind
-	// takes no code pool: only coupon promotions do.
-	ErrNoPoolForKind = errors.New("promotion: only coupon promotions take uploaded codes")
-	// ErrPoolAfterStart means the first codes were uploaded for a
-	// promotion that has started: its first claims got generated codes, so
-	// it cannot start using a pool now. Top-ups of an existing pool are
-	// taken until the promotion ends.
-	ErrPoolAfterStart = errors.New("promotion: a code pool must be started before the promotion starts")
-	// ErrNotEnoughCodes means a change would raise the stock of a
-	// promotion with a code pool above the codes in its pool; the error is
-	// a *NotEnoughCodesError.
-	ErrNotEnoughCodes = errors.New("promotion: not enough codes in the pool for the stock")
-)
-
-// NotEnoughCodesError is a refused raise of the stock of a promotion with
-// a code pool: the pool holds fewer codes than the stock asked for, and
-// nothing was changed. It matches ErrNotEnoughCodes.
-type NotEnoughCodesError struct {
-	Stock int64 // the stock asked for
-	Codes int64 // the codes in the pool, taken or free
-}
-
-func (e *NotEnoughCodesError) Error() string {
-	return fmt.Sprintf("promotion: stock %d is above the %d codes in the pool; upload more codes first", e.Stock, e.Codes)
-}
-
-// Is makes the error match ErrNotEnoughCodes.
-func (e *NotEnoughCodesError) Is(target error) bool { return target == ErrNotEnoughCodes }
-
 // MaxPoolCodes bounds the codes of one promotion's pool.
 const MaxPoolCodes = MaxStock
-
-// codesUnknown is Promotion.codes when its pool's size could not be read.
-const codesUnknown = -1
-
-// gateStock is the stock the claim gate holds for p: its stock, capped by
-// the codes of its pool when it has one, so no claim is accepted that has
-// no code to be issued with. While the pool's size is unknown it is 0: a
-// promotion never opens above its codes.
-func (p Promotion) gateStock() int64 {
-	switch {
-	case p.codes == codesUnknown:
-		return 0
-	case p.codes > 0:
-		return min(p.Stock, p.codes)
-	}
-	return p.Stock
-}
 
 // PoolAdded is what AddCodes did, with the promotion's stock for
 // comparison: a promotion with a code pool accepts at most as many claims
@@ -82,7 +34,7 @@ type PoolAdded struct {
 // promotion with more than one segment takes no pool. ErrChangeBusy if a
 // change of the promotion held it all the while the upload waited.
 func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (PoolAdded, error) {
-	p, err := m.load(ctx, id)
+	p, err := load(ctx, m.st, id)
 	if err != nil {
 		return PoolAdded{}, err
 	}
@@ -124,7 +76,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 	// (repair).
 	p.codes = total
 	below := p.gateStock()
-	pt, err := m.op.beginCodes(ctx, id, below)
+	pt, err := beginCodes(ctx, &m.lc, m.gate, id, below)
 	if err != nil {
 		return PoolAdded{}, domainErr(err)
 	}
@@ -158,7 +110,7 @@ func (m *Manager) AddCodes(ctx context.Context, id string, codes []string) (Pool
 			m.log.WarnContext(ctx, "codes added; the re-check raises the promotion's stock in Redis to them", "promotion", id, "err", err)
 		}
 	}
-	m.ch.tellChanged(dctx, id)
+	m.wk.tellChanged(dctx, id)
 	return PoolAdded{PoolAdded: added, Stock: p.Stock}, nil
 }
 
@@ -174,12 +126,12 @@ const (
 // holds is asked for again a few times (a change holds it for one database
 // write): ErrChangeBusy if it is still held. nil, nil if Redis does not
 // hold the promotion yet: it opens it with the pool's cap.
-func (op *opener) beginCodes(ctx context.Context, id string, stock int64) (*claim.Patch, error) {
+func beginCodes(ctx context.Context, lc *loopClient, gate *claim.Gate, id string, stock int64) (*claim.Patch, error) {
 	wait := codesRetryWait
 	for i := 0; ; i++ {
 		var pt *claim.Patch
-		err := op.m.onGate(ctx, id, func() (err error) {
-			pt, _, err = op.m.gate.BeginPatch(ctx, id, claim.Change{Stock: &stock}, patchLease)
+		err := lc.onGate(ctx, id, func() (err error) {
+			pt, _, err = gate.BeginPatch(ctx, id, claim.Change{Stock: &stock}, patchLease)
 			return err
 		})
 		switch {
@@ -196,44 +148,5 @@ func (op *opener) beginCodes(ctx context.Context, id string, stock int64) (*clai
 		case <-t.C:
 		}
 		wait *= 2
-	}
-}
-
-// poolCodes reads the size of p's code pool into p.codes: coupon
-// promotions only, codesUnknown if it cannot be read.
-func (op *opener) poolCodes(ctx context.Context, p *Promotion) error {
-	if p.Kind != KindCoupon || p.Mode == ModeGrant || p.segmented() {
-		return nil
-	}
-	total, _, err := op.m.st.PoolSize(ctx, p.ID)
-	if err != nil {
-		p.codes = codesUnknown
-		return fmt.Errorf("promotion %s: read its code pool: %w", p.ID, err)
-	}
-	p.codes = total
-	return nil
-}
-
-// withCodes fills in the pool size of each promotion of list, from what
-// the loop read before unless a change dropped it (forgetCached): a pool
-// only grows, so a size read before is at most too low, which caps the
-// gate lower than needed, never higher, and repair reads it afresh before
-// it sets Redis.
-func (l *loop) withCodes(ctx context.Context, list []Promotion) {
-	for i := range list {
-		p := &list[i]
-		if h := l.handles[p.ID]; h != nil {
-			if n := h.codes.Load(); n > 0 {
-				p.codes = n - 1
-				continue
-			}
-		}
-		if err := l.m.op.poolCodes(ctx, p); err != nil {
-			l.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
-			continue
-		}
-		if h := l.handles[p.ID]; h != nil {
-			h.codes.Store(p.codes + 1)
-		}
 	}
 }

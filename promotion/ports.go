@@ -81,9 +81,6 @@ func WorkStreams(prefix, id string, segments int) []string {
 // package's, like the Manager's: ErrNotFound, ErrAlreadyExists.
 type Records struct{ st store.Store }
 
-// Records returns the Manager's records.
-func (m *Manager) Records() Records { return Records{st: m.st} }
-
 // AdminTokenByHash returns the admin token whose SHA-256 (hex) is
 // sha256Hex; ErrNotFound if none.
 func (r Records) AdminTokenByHash(ctx context.Context, sha256Hex string) (AdminToken, error) {

@@ -3,6 +3,7 @@ package promotion
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -45,8 +46,14 @@ const (
 	probeTTL = time.Hour
 )
 
-// probe is the loss probe's state, held by the loop.
+// probe is the loss probe's state, held by the loop (its goroutine alone
+// uses it).
 type probe struct {
+	client   rueidis.Client
+	prefix   string // Config.Prefix
+	instance string // Config.Instance, whose markers these are
+	log      *slog.Logger
+
 	keys  []string          // one marker key per master
 	last  map[string]string // the value this instance last wrote to each key
 	alt   map[string]string // a value written by a probe that failed: it may have landed
@@ -56,17 +63,17 @@ type probe struct {
 }
 
 // probeKey is the marker key of this instance whose hash tag is tag.
-func (l *loop) probeKey(tag string) string {
-	return keyspace.Of(l.cfg.Prefix, tag).Key(keyspace.Alive + l.cfg.Instance)
+func (p *probe) probeKey(tag string) string {
+	return keyspace.Of(p.prefix, tag).Key(keyspace.Alive + p.instance)
 }
 
 // probeKeys returns one marker key per Redis master: on a single server
 // one, on a Cluster one per master, in a slot it serves.
-func (l *loop) probeKeys(ctx context.Context) ([]string, error) {
-	if l.client.Mode() != rueidis.ClientModeCluster {
-		return []string{l.cfg.Prefix + "alive:" + l.cfg.Instance}, nil
+func (p *probe) probeKeys(ctx context.Context) ([]string, error) {
+	if p.client.Mode() != rueidis.ClientModeCluster {
+		return []string{p.prefix + "alive:" + p.instance}, nil
 	}
-	ranges, err := l.client.Do(ctx, l.client.B().ClusterSlots().Build()).ToArray()
+	ranges, err := p.client.Do(ctx, p.client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("read the Cluster's masters: %w", err)
 	}
@@ -91,8 +98,8 @@ func (l *loop) probeKeys(ctx context.Context) ([]string, error) {
 	var keys []string
 	for _, spans := range byMaster {
 		for n := 0; n < 1<<20; n++ {
-			k := l.probeKey("alive-" + strconv.Itoa(n))
-			cmd := l.client.B().Get().Key(k).Build()
+			k := p.probeKey("alive-" + strconv.Itoa(n))
+			cmd := p.client.B().Get().Key(k).Build()
 			slot := int64(cmd.Slot())
 			hit := false
 			for _, s := range spans {
@@ -107,15 +114,17 @@ func (l *loop) probeKeys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// probeDue reports whether this re-check probes: a promotion waits for a
-// probe to become idle, or probeIdleEvery re-checks passed.
-func (l *loop) probeDue() bool {
-	l.pr.since++
-	if l.pr.seq == 0 || l.pr.since >= probeIdleEvery {
+// probeDue reports whether this re-check probes: a promotion of idleAt
+// (the loop's idle promotions, each with the probes done when it was found
+// idle) waits for a probe to become idle, or probeIdleEvery re-checks
+// passed.
+func (p *probe) probeDue(idleAt map[string]uint64) bool {
+	p.since++
+	if p.seq == 0 || p.since >= probeIdleEvery {
 		return true
 	}
-	for _, at := range l.idleAt {
-		if at == l.pr.seq {
+	for _, at := range idleAt {
+		if at == p.seq {
 			return true
 		}
 	}
@@ -126,13 +135,12 @@ func (l *loop) probeDue() bool {
 // whether a master returned another value than this instance wrote last:
 // Redis lost writes (or the probe could not tell). The first probe of a
 // key only writes.
-func (l *loop) probeLoss(ctx context.Context) bool {
-	p := &l.pr
+func (p *probe) probeLoss(ctx context.Context) bool {
 	p.since = 0
 	if p.keys == nil || p.reads >= probeTopologyEvery {
-		keys, err := l.probeKeys(ctx)
+		keys, err := p.probeKeys(ctx)
 		if err != nil {
-			l.log.Warn("cannot read where to probe Redis for lost writes; every promotion is re-checked", "err", err)
+			p.log.Warn("cannot read where to probe Redis for lost writes; every promotion is re-checked", "err", err)
 			return true
 		}
 		p.keys, p.reads = keys, 0
@@ -145,10 +153,10 @@ func (l *loop) probeLoss(ctx context.Context) bool {
 	cmds := make(rueidis.Commands, len(p.keys))
 	for i, k := range p.keys {
 		vals[i] = randomID(8)
-		cmds[i] = l.client.B().Set().Key(k).Value(vals[i]).Get().Px(probeTTL).Build()
+		cmds[i] = p.client.B().Set().Key(k).Value(vals[i]).Get().Px(probeTTL).Build()
 	}
 	lost := false
-	for i, res := range l.client.DoMulti(ctx, cmds...) {
+	for i, res := range p.client.DoMulti(ctx, cmds...) {
 		k := p.keys[i]
 		prev, err := res.ToString()
 		switch {
@@ -156,13 +164,13 @@ func (l *loop) probeLoss(ctx context.Context) bool {
 			// The value may or may not have landed: either is fine next time.
 			p.alt[k] = vals[i]
 			lost = true
-			l.log.Debug("cannot probe Redis for lost writes; every promotion is re-checked", "key", k, "err", err)
+			p.log.Debug("cannot probe Redis for lost writes; every promotion is re-checked", "key", k, "err", err)
 			continue
 		case p.last[k] == "":
 			// The first probe of the key: nothing to compare with.
 		case prev != p.last[k] && (p.alt[k] == "" || prev != p.alt[k]):
 			lost = true
-			l.log.Warn("Redis lost writes: the marker this instance wrote at its previous probe is gone or older; re-checking every promotion now",
+			p.log.Warn("Redis lost writes: the marker this instance wrote at its previous probe is gone or older; re-checking every promotion now",
 				"key", k, "found", prev != "")
 		}
 		p.last[k], p.alt[k] = vals[i], ""

@@ -18,23 +18,23 @@ func TestLossProbePerMaster(t *testing.T) {
 			t.Parallel()
 			c := tp.Client(t)
 			ctx := context.Background()
-			l := &loop{client: c, cfg: Config{Prefix: redistest.Prefix(t), Instance: "probe"}, log: slog.New(slog.DiscardHandler)}
-			keys, err := l.probeKeys(ctx)
+			pr := &probe{client: c, prefix: redistest.Prefix(t), instance: "probe", log: slog.New(slog.DiscardHandler)}
+			keys, err := pr.probeKeys(ctx)
 			if want := map[string]int{"single": 1, "cluster": 3}[tp.Name]; err != nil || len(keys) != want {
 				t.Fatalf("markers %v, %v; want %d", keys, err, want)
 			}
 			for i := range 3 {
-				if l.probeLoss(ctx) {
+				if pr.probeLoss(ctx) {
 					t.Fatalf("probe %d found a loss with every marker in place", i+1)
 				}
 			}
 			if err := c.Do(ctx, c.B().Del().Key(keys[len(keys)-1]).Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
-			if !l.probeLoss(ctx) {
+			if !pr.probeLoss(ctx) {
 				t.Fatal("a master's marker is gone and the probe found no loss")
 			}
-			if l.probeLoss(ctx) {
+			if pr.probeLoss(ctx) {
 				t.Fatal("the probe after the loss found another")
 			}
 		})

@@ -1,6 +1,8 @@
 package promotion
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/dibsio/dibs/claim"
@@ -208,4 +210,63 @@ type DeadLetter struct {
 func deadLetterFromStore(d store.DeadLetter) DeadLetter {
 	return DeadLetter{ClaimID: d.ClaimID, UserID: d.UserID, Rank: d.Rank, Slot: d.Slot,
 		Reason: d.Reason, Deliveries: d.Deliveries, At: d.At}
+}
+
+// RoomPage is the setting of a waiting room's queue page (GET /w/{id}):
+// title, colours, logo, texts, return URL and mode. Every member is
+// optional; the page has a default for each.
+type RoomPage = store.RoomPage
+
+// RoomPageColors are a queue page's colours, each "#rgb" or "#rrggbb".
+type RoomPageColors = store.RoomPageColors
+
+// codesUnknown is Promotion.codes when its pool's size could not be read.
+const codesUnknown = -1
+
+// gateStock is the stock the claim gate holds for p: its stock, capped by
+// the codes of its pool when it has one, so no claim is accepted that has
+// no code to be issued with. While the pool's size is unknown it is 0: a
+// promotion never opens above its codes.
+func (p Promotion) gateStock() int64 {
+	switch {
+	case p.codes == codesUnknown:
+		return 0
+	case p.codes > 0:
+		return min(p.Stock, p.codes)
+	}
+	return p.Stock
+}
+
+// poolCodes reads the size of p's code pool into p.codes: coupon
+// promotions only, codesUnknown if it cannot be read.
+func poolCodes(ctx context.Context, st store.Store, p *Promotion) error {
+	if p.Kind != KindCoupon || p.Mode == ModeGrant || p.segmented() {
+		return nil
+	}
+	total, _, err := st.PoolSize(ctx, p.ID)
+	if err != nil {
+		p.codes = codesUnknown
+		return fmt.Errorf("promotion %s: read its code pool: %w", p.ID, err)
+	}
+	p.codes = total
+	return nil
+}
+
+// load reads promotion id's definition from the database.
+func load(ctx context.Context, st store.Store, id string) (Promotion, error) {
+	p, err := st.GetPromotion(ctx, id)
+	return fromStore(p), domainErr(err)
+}
+
+// notRetired loads promotion id and fails with ErrEnded if it is retired:
+// for the admin steps that would write its Redis state (replay, void).
+func notRetired(ctx context.Context, st store.Store, id string) error {
+	p, err := load(ctx, st, id)
+	if err != nil {
+		return err
+	}
+	if p.retired() {
+		return errRetired
+	}
+	return nil
 }

@@ -3,10 +3,7 @@ package promotion
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/claim"
 )
@@ -20,9 +17,38 @@ import (
 // sends Redis only its loss probes (probe.go) in between; a probe that
 // finds Redis lost writes has every promotion re-checked at once.
 func (l *loop) recheck(ctx context.Context, first bool) error {
-	stored, err := l.st.ListUndrained(ctx)
+	list, refresh, err := l.reload(ctx, first)
 	if err != nil {
 		return err
+	}
+	now := l.cfg.Now()
+	var errs []error
+	// Every promotion is looked at if Redis may have lost writes.
+	all := first
+	if l.pr.probeDue(l.idleAt) && l.pr.probeLoss(ctx) {
+		all = true
+	}
+	list = l.due(ctx, list, refresh, all, now)
+	l.withCodes(ctx, list)
+	marks, err := l.checkFloors(ctx, list, refresh)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	l.recordDue(list, marks)
+	if err := l.repair(ctx, list, marks); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, l.settle(ctx, list, marks, first, now)...)
+	return errors.Join(errs...)
+}
+
+// reload reads the undrained promotions from the database into the loop's
+// set, tracks and sizes them, and returns them with those to open (seen
+// for the first time, or every one on the first re-check).
+func (l *loop) reload(ctx context.Context, first bool) ([]Promotion, map[string]bool, error) {
+	stored, err := l.st.ListUndrained(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	list := make([]Promotion, len(stored))
 	fresh := make(map[string]Promotion, len(list))
@@ -33,10 +59,7 @@ func (l *loop) recheck(ctx context.Context, first bool) error {
 	prev := l.active
 	l.active = fresh
 	l.track(list, true)
-	l.resize(ctx, list, first)
-
-	now := l.cfg.Now()
-	var errs []error
+	l.sizes.resize(ctx, list, l.handles, first)
 	// Redis is fast, the database is the truth: a promotion whose counters
 	// fell behind the database is paused and rebuilt before anything else.
 	// Promotions seen for the first time are opened on the way.
@@ -46,17 +69,13 @@ func (l *loop) recheck(ctx context.Context, first bool) error {
 			refresh[p.ID] = true
 		}
 	}
-	// Every promotion is looked at if Redis may have lost writes.
-	all := first
-	if l.probeDue() && l.probeLoss(ctx) {
-		all = true
-	}
-	list = l.due(ctx, list, refresh, all, now)
-	l.withCodes(ctx, list)
-	marks, err := l.checkFloors(ctx, list, refresh)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	return list, refresh, nil
+}
+
+// recordDue remembers the promotions this re-check looked at, with the
+// marks it read of them (zero where it could not), for the promotion
+// events.
+func (l *loop) recordDue(list []Promotion, marks []claim.Mark) {
 	l.lastDue = make(map[string]claim.Mark, len(list))
 	for i, p := range list {
 		if i < len(marks) {
@@ -65,50 +84,65 @@ func (l *loop) recheck(ctx context.Context, first bool) error {
 			l.lastDue[p.ID] = claim.Mark{}
 		}
 	}
-	if err := l.repair(ctx, list, marks); err != nil {
-		errs = append(errs, err)
-	}
-	// One pipelined round trip reads every promotion's backlog.
-	works, werrs := l.m.groupWorks(ctx, list)
+}
+
+// settle reads the backlog of every promotion in list, in one pipelined
+// round trip, and settles each (settleOne); marks are what checkFloors
+// read, nil if it could not.
+func (l *loop) settle(ctx context.Context, list []Promotion, marks []claim.Mark, first bool, now time.Time) []error {
+	var errs []error
+	works, werrs := l.pools.groupWorks(ctx, list)
 	segBusy, err := l.segmentWork(ctx, list, first)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for i, p := range list {
-		work, err := works[i], werrs[i]
-		if err != nil {
+		if werrs[i] != nil {
+			errs = append(errs, werrs[i])
+			delete(l.idleAt, p.ID)
+			continue
+		}
+		var mk *claim.Mark
+		if marks != nil {
+			mk = &marks[i]
+		}
+		if err := l.settleOne(ctx, p, works[i], mk, segBusy[p.ID], first, now); err != nil {
 			errs = append(errs, err)
-			delete(l.idleAt, p.ID)
-			continue
-		}
-		if l.cfg.OnBacklog != nil {
-			l.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
-		}
-		if work.busy() || first {
-			if _, err := l.m.wk.startOrWakePool(ctx, l.handles[p.ID]); err != nil {
-				errs = append(errs, err)
-			}
-			delete(l.idleAt, p.ID)
-			continue
-		}
-		running := l.reg.Running(p.ID) || segBusy[p.ID]
-		calm := marks != nil && !running && l.journalEmpty(p.ID) && !l.m.rb.busy(p.ID) && canIdle(p, marks[i])
-		if p.ended(now) && !running {
-			if err := l.maybeDrain(ctx, p); err != nil {
-				errs = append(errs, err)
-				calm = false
-			}
-			if _, undrained := l.active[p.ID]; !undrained {
-				continue
-			}
-		}
-		if calm {
-			l.markIdle(p, now)
-		} else {
-			delete(l.idleAt, p.ID)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// settleOne starts or wakes p's pool if its backlog work is not empty (or
+// on the first re-check), drains p if it ended with no pool running, and
+// marks it idle if it is calm: its marks mk (nil if not read) allow it,
+// and nothing of it runs or waits here.
+func (l *loop) settleOne(ctx context.Context, p Promotion, work groupState, mk *claim.Mark, segBusy, first bool, now time.Time) error {
+	if l.cfg.OnBacklog != nil {
+		l.cfg.OnBacklog(p.ID, work.pending+max(work.lag, 0))
+	}
+	if work.busy() || first {
+		_, err := l.wk.startOrWakePool(ctx, l.handles[p.ID])
+		delete(l.idleAt, p.ID)
+		return err
+	}
+	running := l.reg.Running(p.ID) || segBusy
+	calm := mk != nil && !running && l.journalEmpty(p.ID) && !l.rb.busy(p.ID) && canIdle(p, *mk)
+	var err error
+	if p.ended(now) && !running {
+		if err = l.maybeDrain(ctx, p); err != nil {
+			calm = false
+		}
+		if _, undrained := l.active[p.ID]; !undrained {
+			return err
+		}
+	}
+	if calm {
+		l.markIdle(p, now)
+	} else {
+		delete(l.idleAt, p.ID)
+	}
+	return err
 }
 
 // due returns the promotions of list this re-check looks at: all of them
@@ -201,69 +235,13 @@ func canIdle(p Promotion, mk claim.Mark) bool {
 	return mk.Exists && !mk.Rebuilding && mk.Halted == "" && !p.segmented()
 }
 
-// groupState is the consumer group's backlog.
-type groupState struct {
-	pending int64
-	lag     int64 // -1 when Redis cannot tell
-}
-
-func (g groupState) busy() bool { return g.pending > 0 || g.lag != 0 }
-
-// groupWorks reads the issuers group's pending count and lag of every
-// promotion in list, in one pipelined round trip (rueidis sends each command
-// to its promotion's Cluster node).
-func (m *Manager) groupWorks(ctx context.Context, list []Promotion) ([]groupState, []error) {
-	works := make([]groupState, len(list))
-	errs := make([]error, len(list))
-	if len(list) == 0 {
-		return works, errs
-	}
-	cmds := make(rueidis.Commands, len(list))
-	for i, p := range list {
-		cmds[i] = m.client.B().XinfoGroups().Key(m.gate.Keys(p.ID).Stream()).Build()
-	}
-	for i, res := range m.client.DoMulti(ctx, cmds...) {
-		works[i], errs[i] = parseGroupWork(list[i].ID, res)
-	}
-	return works, errs
-}
-
-// parseGroupWork reads the issuers group out of an XINFO GROUPS reply.
-func parseGroupWork(id string, res rueidis.RedisResult) (groupState, error) {
-	groups, err := res.ToArray()
-	if err != nil {
-		return groupState{}, fmt.Errorf("group state of %s: %w", id, err)
-	}
-	for _, g := range groups {
-		fields, err := g.AsMap()
-		if err != nil {
-			continue
-		}
-		nameMsg := fields["name"]
-		if name, _ := nameMsg.ToString(); name != claim.Group {
-			continue
-		}
-		st := groupState{lag: -1}
-		if v, ok := fields["pending"]; ok {
-			st.pending, _ = v.AsInt64()
-		}
-		if v, ok := fields["lag"]; ok && !v.IsNil() {
-			if n, err := v.AsInt64(); err == nil {
-				st.lag = n
-			}
-		}
-		return st, nil
-	}
-	return groupState{}, fmt.Errorf("group state of %s: no %s group", id, claim.Group)
-}
-
 // maybeDrain marks an ended promotion drained when the database accounts
 // for every accepted claim. Whether it ended is decided by Redis, against
 // Redis TIME — the clock the claim script's window uses — never by this
 // instance's clock: the same step closes it in Redis, so no claim is
 // accepted after it is found ended, and the rank counter it reads is final.
 func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
-	isEnded, seq, err := l.m.so.ended(ctx, p)
+	isEnded, seq, err := l.so.ended(ctx, p)
 	if errors.Is(err, claim.ErrNotFound) {
 		return nil // the next re-check opens it again
 	}
@@ -286,7 +264,7 @@ func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
 	// its claims later undoes it itself).
 	// A change may have moved the end later meanwhile (see Patch): a
 	// promotion no longer ended is not drained either.
-	ended2, seq2, err := l.m.so.ended(ctx, p)
+	ended2, seq2, err := l.so.ended(ctx, p)
 	if err == nil {
 		c, err = l.st.Counts(ctx, p.ID)
 	}
@@ -298,10 +276,77 @@ func (l *loop) maybeDrain(ctx context.Context, p Promotion) error {
 	}
 	delete(l.active, p.ID)
 	l.untrack(p.ID)
-	l.m.fences.forget(p.ID)
+	l.fences.forget(p.ID)
 	if l.cfg.OnDrained != nil {
 		l.cfg.OnDrained(p.ID)
 	}
 	l.log.Info("promotion drained", "promotion", p.ID, "issued", c.Issued, "failed", c.Failed)
 	return nil
+}
+
+// segmentWork starts or wakes the pools of the segments 1..N-1 of the
+// promotions in list whose streams have work (every one on the first
+// re-check), settles their transfers in flight, and reports which
+// promotions have a segment pool running or work in a segment.
+func (l *loop) segmentWork(ctx context.Context, list []Promotion, first bool) (map[string]bool, error) {
+	var segs []Promotion // one entry per segment 1..N-1, ID its tag
+	var owner []string
+	for _, p := range list {
+		if !p.segmented() {
+			continue
+		}
+		layout := l.handles[p.ID].segs
+		if err := l.gate.SettleTransfers(ctx, layout); err != nil {
+			l.log.Warn("cannot settle transfers of stock between segments; the next re-check retries", "promotion", p.ID, "err", err)
+		}
+		for _, tag := range layout.Tags()[1:] {
+			segs = append(segs, Promotion{ID: tag})
+			owner = append(owner, p.ID)
+		}
+	}
+	busy := make(map[string]bool)
+	works, werrs := l.pools.groupWorks(ctx, segs)
+	var errs []error
+	for i, s := range segs {
+		if werrs[i] != nil {
+			errs = append(errs, werrs[i])
+			busy[owner[i]] = true
+			continue
+		}
+		if works[i].busy() || first {
+			busy[owner[i]] = true
+			if _, err := l.wk.startOrWakePool(ctx, l.handles[s.ID]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if l.reg.Running(s.ID) {
+			busy[owner[i]] = true
+		}
+	}
+	return busy, errors.Join(errs...)
+}
+
+// withCodes fills in the pool size of each promotion of list, from what
+// the loop read before unless a change dropped it (forgetCached): a pool
+// only grows, so a size read before is at most too low, which caps the
+// gate lower than needed, never higher, and repair reads it afresh before
+// it sets Redis.
+func (l *loop) withCodes(ctx context.Context, list []Promotion) {
+	for i := range list {
+		p := &list[i]
+		if h := l.handles[p.ID]; h != nil {
+			if n := h.codes.Load(); n > 0 {
+				p.codes = n - 1
+				continue
+			}
+		}
+		if err := poolCodes(ctx, l.st, p); err != nil {
+			l.log.Warn("cannot read the promotion's code pool; its stock in Redis is left as it is", "promotion", p.ID, "err", err)
+			continue
+		}
+		if h := l.handles[p.ID]; h != nil {
+			h.codes.Store(p.codes + 1)
+		}
+	}
 }

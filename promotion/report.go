@@ -24,7 +24,7 @@ func (m *Manager) Timeline(ctx context.Context, id string, q store.TimelineQuery
 	case q.To.Sub(q.From)/q.Bucket >= MaxTimelineBuckets:
 		return nil, invalid("bucket", "spans more than %d buckets from from to to: take wider buckets", MaxTimelineBuckets)
 	}
-	if _, err := m.load(ctx, id); err != nil {
+	if _, err := load(ctx, m.st, id); err != nil {
 		return nil, err
 	}
 	bs, err := m.st.ClaimTimeline(ctx, id, q)
@@ -34,9 +34,16 @@ func (m *Manager) Timeline(ctx context.Context, id string, q store.TimelineQuery
 // ClaimSummary returns what the database keeps of the promotion's claims
 // (see store.ClaimSummary); ErrNotFound for an unknown promotion.
 func (m *Manager) ClaimSummary(ctx context.Context, id string) (store.ClaimSummary, error) {
-	if _, err := m.load(ctx, id); err != nil {
+	if _, err := load(ctx, m.st, id); err != nil {
 		return store.ClaimSummary{}, err
 	}
 	sum, err := m.st.ClaimSummary(ctx, id)
 	return sum, domainErr(err)
+}
+
+// Events returns up to limit events of the outbox with seq > afterSeq, in
+// seq order, of the given types (all if none): the feed (see
+// store.EventLog.Events for its ordering guarantee).
+func (m *Manager) Events(ctx context.Context, afterSeq int64, types []string, limit int) ([]store.Event, error) {
+	return m.st.Events(ctx, afterSeq, types, limit)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
+	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/issue"
 	"github.com/dibsio/dibs/store"
 	"github.com/dibsio/dibs/stream"
@@ -36,30 +38,21 @@ type RefusedUndo struct {
 	Reason string
 }
 
-// Revoke revokes issued claims of the promotion: each one's status becomes
-// StatusRevoked, its code is no longer valid, its points are debited, the
-// issuer's undo runs (an issue.Revoker, for issuers that call out), and,
-// if the promotion's RevokeReturnsStock is set, its unit goes back to
-// stock the way a void gives one back (never in a promotion with a code
-// pool: the claim's code is spent, and a unit given back would have none). Claims not issued are skipped and
-// reported.
-//
-// Like a dead-letter transition it is decided in the database (one
-// transaction marks the claims revoked, with their codes and points, so a
-// claim is revoked once however often or concurrently this is called) and
-// then applied outside it (Redis's status and stock, the issuer's undo);
-// the rest is finished even if ctx ends, and a revoke whose outside steps
-// are not recorded as done is applied again by the re-check loop's sweep.
-// A failing undo is no error of Revoke: the claim is revoked, reported in
-// Pending, and its undo (then its Redis step) is retried by the sweep. An
-// undo the other system refused (an error wrapping stream.ErrPermanent,
-// such as a webhook's 400) is final: the claim stays revoked, the refusal
-// is reported in Refused and logged with the answer, and it is not tried
-// again (a refusal repeats; the partner's operator settles it by hand).
-// The revoke's claim.revoked events are written with its database
-// transaction.
-func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Revoked, error) {
-	p, err := m.load(ctx, id)
+// revokes revokes issued claims: decided in the database, then applied
+// outside it (the issuer's undo, Redis's status and stock), and swept by
+// the loop where a revoke's outside steps are not recorded as done.
+type revokes struct {
+	st   store.Store
+	gate *claim.Gate
+	wk   *waker
+	cfg  Config
+	log  *slog.Logger
+}
+
+// revoke revokes issued claims of promotion id, as Manager.Revoke
+// describes.
+func (rv *revokes) revoke(ctx context.Context, id string, claimIDs []string) (Revoked, error) {
+	p, err := load(ctx, rv.st, id)
 	if err != nil {
 		return Revoked{}, err
 	}
@@ -72,12 +65,12 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 	if returnStock {
 		// A pool code once handed out is spent: a unit given back would
 		// have no code to be issued with.
-		if err := m.op.poolCodes(ctx, &p); err != nil {
+		if err := poolCodes(ctx, rv.st, &p); err != nil {
 			return Revoked{}, err
 		}
 		returnStock = p.codes == 0
 	}
-	rows, err := m.st.RevokeIssued(dctx, id, claimIDs, returnStock, m.cfg.Now().UTC())
+	rows, err := rv.st.RevokeIssued(dctx, id, claimIDs, returnStock, rv.cfg.Now().UTC())
 	if err != nil {
 		return Revoked{}, domainErr(err)
 	}
@@ -87,10 +80,10 @@ func (m *Manager) Revoke(ctx context.Context, id string, claimIDs []string) (Rev
 			out.Skipped = append(out.Skipped, c)
 		}
 	}
-	pending, refused, err := m.ch.applyRevokes(dctx, dctx, p, rows)
+	pending, refused, err := rv.applyRevokes(dctx, dctx, p, rows)
 	for _, f := range pending {
 		out.Pending = append(out.Pending, f.claimID)
-		m.log.WarnContext(ctx, "issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
+		rv.log.WarnContext(ctx, "issuer's undo of a revoked claim failed; the sweep runs it again", "promotion", id, "claim", f.claimID, "err", f.err)
 	}
 	for _, f := range refused {
 		out.Refused = append(out.Refused, RefusedUndo{ClaimID: f.claimID, Reason: f.err.Error()})
@@ -120,19 +113,19 @@ type undoFailure struct {
 // (issue.Revoker), the Redis step because a claim already revoked is left
 // alone. The undos run under undoCtx, the rest under ctx. err reports the
 // failures of the Redis and database steps.
-func (ch *changes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending, refused []undoFailure, err error) {
+func (rv *revokes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows []store.Issued) (pending, refused []undoFailure, err error) {
 	if len(rows) == 0 {
 		return nil, nil, nil
 	}
 	var errs []error
 	undone := rows[:0:0]
-	if rv, ok := ch.m.cfg.Issuers[p.Kind].(issue.Revoker); ok {
+	if undo, ok := rv.cfg.Issuers[p.Kind].(issue.Revoker); ok {
 		sp := p.toStore()
 		for _, is := range rows {
-			switch err := rv.Revoke(undoCtx, sp, is); {
+			switch err := undo.Revoke(undoCtx, sp, is); {
 			case errors.Is(err, stream.ErrPermanent):
 				refused = append(refused, undoFailure{is.ClaimID, err})
-				ch.m.log.Error("the issuer refused the undo of a revoked claim: the claim stays revoked and the undo is not tried again; settle it with the other system",
+				rv.log.Error("the issuer refused the undo of a revoked claim: the claim stays revoked and the undo is not tried again; settle it with the other system",
 					"promotion", p.ID, "claim", is.ClaimID, "user", is.UserID, "err", err)
 			case err != nil:
 				pending = append(pending, undoFailure{is.ClaimID, err})
@@ -156,7 +149,7 @@ func (ch *changes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows 
 		ret   bool
 		ranks []int64
 	}{{true, returned}, {false, kept}} {
-		_, u, err := ch.m.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
+		_, u, err := rv.gate.Revoke(ctx, p.ID, g.ret, g.ranks...)
 		if err != nil {
 			return pending, refused, errors.Join(append(errs, fmt.Errorf("revoke %d claims of %s in Redis: %w", len(g.ranks), p.ID, err))...)
 		}
@@ -168,11 +161,11 @@ func (ch *changes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows 
 			done = append(done, is.ClaimID)
 		}
 	}
-	if err := ch.m.st.MarkRevokesApplied(ctx, done); err != nil {
+	if err := rv.st.MarkRevokesApplied(ctx, done); err != nil {
 		errs = append(errs, err)
 	}
 	if len(returned) > 0 {
-		ch.tellChanged(ctx, p.ID)
+		rv.wk.tellChanged(ctx, p.ID)
 	}
 	return pending, refused, errors.Join(errs...)
 }
@@ -182,8 +175,8 @@ func (ch *changes) applyRevokes(ctx, undoCtx context.Context, p Promotion, rows 
 // issuers' undos (calls to other systems, which may hang until their
 // timeout) share a budget of one re-check interval per sweep: those left
 // when it is spent fail at once and wait for the next sweep.
-func (ch *changes) sweepRevokes(ctx context.Context) error {
-	rows, err := ch.m.st.ListUnappliedRevokes(ctx, ch.m.cfg.Now().Add(-sweepAge*ch.m.cfg.RecheckInterval), sweepBatch)
+func (rv *revokes) sweepRevokes(ctx context.Context) error {
+	rows, err := rv.st.ListUnappliedRevokes(ctx, rv.cfg.Now().Add(-sweepAge*rv.cfg.RecheckInterval), sweepBatch)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
@@ -191,26 +184,26 @@ func (ch *changes) sweepRevokes(ctx context.Context) error {
 	for _, is := range rows {
 		byPromo[is.PromotionID] = append(byPromo[is.PromotionID], is)
 	}
-	undoCtx, cancel := context.WithTimeout(ctx, ch.m.cfg.RecheckInterval)
+	undoCtx, cancel := context.WithTimeout(ctx, rv.cfg.RecheckInterval)
 	defer cancel()
 	var (
 		errs   []error
 		undone int
 	)
 	for id, list := range byPromo {
-		p, err := ch.m.load(ctx, id)
+		p, err := load(ctx, rv.st, id)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pending, _, err := ch.applyRevokes(ctx, undoCtx, p, list)
+		pending, _, err := rv.applyRevokes(ctx, undoCtx, p, list)
 		errs = append(errs, err)
 		undone += len(pending)
 		if len(pending) > 0 {
-			ch.m.log.Warn("issuer's undo of revoked claims still fails; the next sweep runs it again",
+			rv.log.Warn("issuer's undo of revoked claims still fails; the next sweep runs it again",
 				"promotion", id, "claims", len(pending), "first", pending[0].claimID, "err", pending[0].err)
 		}
 	}
-	ch.m.log.Warn("applied revokes left unfinished", "revokes", len(rows), "still_pending", undone)
+	rv.log.Warn("applied revokes left unfinished", "revokes", len(rows), "still_pending", undone)
 	return errors.Join(errs...)
 }

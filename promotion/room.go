@@ -4,24 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/dibsio/dibs/claim"
 	"github.com/dibsio/dibs/waitroom"
 )
-
-// RoomCounts are the counts of a promotion's waiting room.
-type RoomCounts struct {
-	// Waiting is the places not yet reached by admission.
-	Waiting int64
-	// Admitted is the passes handed out.
-	Admitted int64
-	// PassesSpent is the passes spent by claims.
-	PassesSpent int64
-	// Abandoned is the places skipped because their user stopped checking
-	// in.
-	Abandoned int64
-}
 
 // Rooms returns the waiting rooms the manager opens (Config.Rooms; nil
 // without).
@@ -35,7 +20,7 @@ func (m *Manager) Rooms() *waitroom.Rooms { return m.cfg.Rooms }
 // so a promotion reopened by a later end, or a room some Redis key no longer
 // names, is ticked all the same. Lock-free, no I/O.
 func (m *Manager) KnownRooms() []waitroom.Known {
-	known := *m.known.Load()
+	known := m.known.snapshot()
 	var out []waitroom.Known
 	for id, h := range known {
 		if !h.room || h.id != id {
@@ -61,7 +46,7 @@ func (m *Manager) KnownRooms() []waitroom.Known {
 // difficulty before it asks Redis (waitroom.Rooms.JoinWithProof), which
 // has the last word. Lock-free, no I/O.
 func (m *Manager) RoomPowDifficulty(id string) int {
-	h := (*m.known.Load())[id]
+	h := m.known.lookup(id)
 	if h == nil || !h.room {
 		return 0
 	}
@@ -69,55 +54,6 @@ func (m *Manager) RoomPowDifficulty(id string) int {
 		return p.WaitingRoom.PowDifficulty
 	}
 	return 0
-}
-
-// applyLevers applies a change of the levers of promotion id's waiting
-// room to Redis, after the database took it. A room Redis does not hold
-// takes the database's values when it is opened; an instance that runs no
-// waiting room leaves Redis alone.
-func (m *Manager) applyLevers(ctx context.Context, id string, c RoomChange) error {
-	if m.cfg.Rooms == nil {
-		m.log.WarnContext(ctx, "waiting room changed but this instance runs none: Redis is left as it is", "promotion", id)
-		return nil
-	}
-	l := waitroom.Levers{Message: c.Message, PowDifficulty: c.PowDifficulty}
-	if c.AdmitPerSecond != nil {
-		v := int64(*c.AdmitPerSecond)
-		l.AdmitPerSecond = &v
-	}
-	if c.MaxActive != nil {
-		v := int64(*c.MaxActive)
-		l.MaxActive = &v
-	}
-	err := m.cfg.Rooms.Apply(ctx, id, l)
-	if errors.Is(err, waitroom.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("apply the change of the waiting room of %s in Redis (the database holds it: send the change again): %w", id, err)
-	}
-	return nil
-}
-
-// roomSettings are the waitroom settings of p's waiting room: admission
-// counts from the promotion's start, and a prequeue collects joins for its
-// PrequeueSeconds before.
-func roomSettings(p Promotion) waitroom.Settings {
-	w := p.WaitingRoom
-	s := waitroom.Settings{
-		AdmitPerSecond: int64(w.AdmitPerSecond),
-		EntryTTL:       time.Duration(w.EntryTTLSeconds) * time.Second,
-		AbandonAfter:   time.Duration(w.AbandonAfterSeconds) * time.Second,
-		OpensAt:        p.StartsAt,
-		MaxActive:      int64(w.MaxActive),
-		Message:        w.Message,
-		PowDifficulty:  w.PowDifficulty,
-	}
-	if w.PrequeueSeconds > 0 {
-		s.PrequeueFrom = p.StartsAt.Add(-time.Duration(w.PrequeueSeconds) * time.Second)
-		s.Seed = w.PrequeueSeed
-	}
-	return s
 }
 
 // Outcomes of Manager.Prequeue, besides ErrNotFound and ErrNotStarted.
@@ -170,7 +106,7 @@ type PrequeueAudit struct {
 // starts_at (the seed is still secret) and ErrNotShuffled after it until the
 // shuffle ran.
 func (m *Manager) Prequeue(ctx context.Context, id string, offset, limit int64) (PrequeueAudit, error) {
-	p, err := m.load(ctx, id)
+	p, err := load(ctx, m.st, id)
 	if err != nil {
 		return PrequeueAudit{}, err
 	}
@@ -195,98 +131,15 @@ func (m *Manager) Prequeue(ctx context.Context, id string, offset, limit int64) 
 		Users: list.Users, Total: list.Total}, nil
 }
 
-// openRoom opens p's waiting room, if it has one, before its claim state:
-// so whenever Redis holds the claim state of a promotion with a room, it
-// holds the room too, and the claim script asks for a pass.
-func (op *opener) openRoom(ctx context.Context, p Promotion) error {
-	if !p.WaitingRoom.Enabled {
-		return nil
+// PageOf returns the definition of promotion id for its queue page: from
+// the instance's set of undrained promotions when it holds it (no I/O, so
+// a crowd loading the page costs the database nothing), else from the
+// database. ErrNotFound for an unknown promotion.
+func (m *Manager) PageOf(ctx context.Context, id string) (Promotion, error) {
+	if h := m.known.lookup(id); h != nil && h.id == id {
+		if p := h.promo.Load(); p != nil {
+			return fromStore(*p), nil
+		}
 	}
-	if op.m.cfg.Rooms == nil {
-		op.m.log.Warn("promotion has a waiting room but this instance runs none: its claims are refused here", "promotion", p.ID)
-		return nil
-	}
-	if _, err := op.m.cfg.Rooms.Open(ctx, p.ID, roomSettings(p)); err != nil {
-		return err
-	}
-	return nil
-}
-
-// Why verifyPass found no pass, when no token was looked at. Every claim
-// without a token gets one of these, so they are made once.
-var (
-	errNoToken = errors.New("no entry token")
-	errNoRooms = errors.New("this instance runs no waiting room")
-)
-
-// verifyPass checks userID's entry token for promotion id: the pass id
-// (0 for none) and, when there is none, why.
-func (ad *admission) verifyPass(id, userID, token string) (int64, error) {
-	if token == "" {
-		return 0, errNoToken
-	}
-	if ad.m.cfg.Rooms == nil {
-		return 0, errNoRooms
-	}
-	p, err := ad.m.cfg.Rooms.Verify(id, userID, token)
-	if err != nil {
-		return 0, err
-	}
-	return p.ID, nil
-}
-
-// claimPlain is the claim path of a promotion the loop published with no
-// waiting room: the plain claim script, with the promotion's fence, in a
-// batch with the claims of the promotion queued beside it (unless
-// Config.UnbatchedClaims).
-func (ad *admission) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
-	if err := ad.fromMemory(c, false); err != nil {
-		return Claimed{}, err
-	}
-	epoch := ad.m.sold.epoch.Load()
-	id, userID, idemKey := c.id, c.userID, c.idemKey
-	fence := ad.m.fences.get(id)
-	var (
-		res claim.Result
-		err error
-	)
-	if b := ad.m.batch; b != nil { // in one call with the claims queued beside it
-		res, err = b.Claim(ctx, id, userID, idemKey, fence)
-	} else {
-		res, err = ad.m.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
-	}
-	return ad.claimAnswered(ctx, c, res, err, epoch, nil)
-}
-
-// claimRoomed is the claim path of a promotion with a waiting room, and of
-// one the loop has not published: the claim script that spends a pass,
-// which finds out from Redis whether the room exists (a promotion created
-// by another instance a moment ago may have one).
-func (ad *admission) claimRoomed(ctx context.Context, c claimArgs) (Claimed, error) {
-	pass, refused := ad.verifyPass(c.id, c.userID, c.token)
-	if err := ad.fromMemory(c, true); err != nil {
-		return Claimed{}, err
-	}
-	epoch := ad.m.sold.epoch.Load()
-	id, userID, idemKey := c.id, c.userID, c.idemKey
-	fence := ad.m.fences.get(id)
-	keys := waitroom.KeysFor(ad.m.cfg.Prefix, id).SpendKeys()
-	res, err := ad.m.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
-	return ad.claimAnswered(ctx, c, res, err, epoch, refused)
-}
-
-// roomCounts reads the counts of p's waiting room; zero without one, or
-// while Redis does not hold it yet.
-func (m *Manager) roomCounts(ctx context.Context, p Promotion) (RoomCounts, error) {
-	if !p.WaitingRoom.Enabled || m.cfg.Rooms == nil {
-		return RoomCounts{}, nil
-	}
-	c, err := m.cfg.Rooms.Counts(ctx, p.ID)
-	if errors.Is(err, waitroom.ErrNotFound) {
-		return RoomCounts{}, nil
-	}
-	if err != nil {
-		return RoomCounts{}, fmt.Errorf("waiting room of %s: %w", p.ID, err)
-	}
-	return RoomCounts{Waiting: c.Waiting, Admitted: c.Admitted, PassesSpent: c.PassesSpent, Abandoned: c.Abandoned}, nil
+	return load(ctx, m.st, id)
 }

@@ -2,9 +2,12 @@ package promotion
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/dibsio/dibs/stream"
 )
 
 // Sizing a promotion's confirmation pool from its expected load. Seed 000
@@ -88,19 +91,33 @@ func (r *rateMeter) observe(rows int, took time.Duration) {
 // rate is the current estimate, 0 before any sample.
 func (r *rateMeter) rate() float64 { return math.Float64frombits(r.bits.Load()) }
 
-// ConsumerClaimRate is the measured claims per second one consumer of this
-// instance confirms while busy (0 before any was measured).
-func (m *Manager) ConsumerClaimRate() float64 { return m.rates.rate() }
+// presenceKey is the sorted set in which the instances under prefix
+// announce themselves (see stream.Registry.Instances).
+func presenceKey(prefix string) string { return prefix + "instances" }
 
-// presenceKey is the sorted set in which the instances announce
-// themselves (see stream.Registry.Instances).
-func (m *Manager) presenceKey() string { return m.cfg.Prefix + "instances" }
+// sizer sizes the promotions' pools: the loop's (owned by its goroutine),
+// with the live instance count it last read and when.
+type sizer struct {
+	reg   *stream.Registry
+	rates *rateMeter
+	// announced is set once the instance announced itself in the presence
+	// set (Manager.announced, read by Stop).
+	announced *atomic.Bool
+	presence  string           // presenceKey
+	every     time.Duration    // how often it re-reads the count: sizeEvery re-checks
+	now       func() time.Time // Config.Now
+	log       *slog.Logger
+	// instances is the live instance count last read (0 before any), at
+	// lastCount.
+	instances int
+	lastCount time.Time
+}
 
 // resize recomputes the pool size of every promotion in list that states
-// an expected rate, re-reading the live instance count every sizeEvery
-// re-checks (and on the first); a promotion's size takes effect
-// the next time its pool starts.
-func (l *loop) resize(ctx context.Context, list []Promotion, first bool) {
+// an expected rate, into its handle in handles, re-reading the live
+// instance count every sizeEvery re-checks (and on the first); a
+// promotion's size takes effect the next time its pool starts.
+func (sz *sizer) resize(ctx context.Context, list []Promotion, handles map[string]*handle, first bool) {
 	stated := false
 	for _, p := range list {
 		if p.ExpectedClaimsPerSecond > 0 {
@@ -111,27 +128,27 @@ func (l *loop) resize(ctx context.Context, list []Promotion, first bool) {
 	if !stated {
 		return
 	}
-	now := l.cfg.Now()
-	if every := sizeEvery * l.cfg.RecheckInterval; first || l.instances == 0 || now.Sub(l.lastCount) >= every {
-		l.lastCount = now
-		n, err := l.reg.Instances(ctx, l.m.presenceKey(), 3*every)
+	now := sz.now()
+	if first || sz.instances == 0 || now.Sub(sz.lastCount) >= sz.every {
+		sz.lastCount = now
+		n, err := sz.reg.Instances(ctx, sz.presence, 3*sz.every)
 		if err != nil {
-			l.log.Warn("cannot count the live instances; pools are sized as before", "err", err)
+			sz.log.Warn("cannot count the live instances; pools are sized as before", "err", err)
 		} else {
-			l.instances = n
-			l.m.announced.Store(true)
+			sz.instances = n
+			sz.announced.Store(true)
 		}
 	}
 	for _, p := range list {
-		if h := l.handles[p.ID]; h != nil {
-			h.size.Store(l.poolSize(p))
+		if h := handles[p.ID]; h != nil {
+			h.size.Store(sz.size(p))
 		}
 	}
 }
 
-// poolSize is PoolSize for p with the instance count last read and the
-// rate measured so far.
-func (l *loop) poolSize(p Promotion) int32 {
-	st := l.reg.Config()
-	return int32(PoolSize(p.ExpectedClaimsPerSecond, l.instances, l.m.rates.rate(), st.MinConsumers, st.MaxConsumers))
+// size is PoolSize for p with the instance count last read and the rate
+// measured so far.
+func (sz *sizer) size(p Promotion) int32 {
+	st := sz.reg.Config()
+	return int32(PoolSize(p.ExpectedClaimsPerSecond, sz.instances, sz.rates.rate(), st.MinConsumers, st.MaxConsumers))
 }

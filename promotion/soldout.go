@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -55,10 +56,6 @@ import (
 // that began before the drop is discarded.
 
 const (
-	// DefaultSoldOutMemory is how long an instance answers claims from
-	// what it learnt of a sold-out or ended promotion (see
-	// Config.SoldOutMemory).
-	DefaultSoldOutMemory = time.Second
 	// maxHolders bounds the users whose hashes the instance keeps across
 	// promotions (32 MiB).
 	maxHolders = 1 << 22
@@ -118,10 +115,16 @@ type learning struct {
 
 // soldMemory is the Manager's sold-out memory (see above).
 type soldMemory struct {
-	// m is the Manager the memory works for: its gate and its hints.
-	m    *Manager
-	ttl  time.Duration // ≤ 0: off
-	seed maphash.Seed
+	known  *published
+	gate   *claim.Gate
+	client rueidis.Client
+	hints  *hint.Bus // nil with Config.DisableHints
+	log    *slog.Logger
+	now    func() time.Time // Config.Now
+	// onAnswer is Config.OnMemoryAnswer.
+	onAnswer func(promotionID, code string)
+	ttl      time.Duration // ≤ 0: off
+	seed     maphash.Seed
 	// snap is the published memory by promotion id: written by run only,
 	// read by anyone.
 	snap atomic.Pointer[map[string]*memo]
@@ -136,47 +139,47 @@ type soldMemory struct {
 	total int
 }
 
-func newSoldMemory(ttl time.Duration) *soldMemory {
-	s := &soldMemory{ttl: ttl, seed: maphash.MakeSeed(), in: make(chan learning, learnBacklog),
-		sets: make(map[string]*holderSet)}
+func newSoldMemory(known *published, gate *claim.Gate, client rueidis.Client, hints *hint.Bus, cfg Config) *soldMemory {
+	s := &soldMemory{known: known, gate: gate, client: client, hints: hints, log: cfg.Logger, now: cfg.Now,
+		onAnswer: cfg.OnMemoryAnswer, ttl: cfg.SoldOutMemory, seed: maphash.MakeSeed(),
+		in: make(chan learning, learnBacklog), sets: make(map[string]*holderSet)}
 	s.snap.Store(&map[string]*memo{})
 	return s
 }
 
 // hash is the user id's hash in holder sets.
-func (s *soldMemory) hash(user string) uint64 { return maphash.String(s.seed, user) }
+func (sm *soldMemory) hash(user string) uint64 { return maphash.String(sm.seed, user) }
 
 // remembered answers a claim of userID in promotion id from memory, with
 // the error the claim script would answer, or nil when the claim must go
 // to Redis. room says the promotion has a waiting room (or may have: it
 // is not known yet).
 func (sm *soldMemory) remembered(id, userID string, room bool) error {
-	s := sm.m.sold
-	if s.ttl <= 0 {
+	if sm.ttl <= 0 {
 		return nil
 	}
-	e := (*s.snap.Load())[id]
-	if e == nil || e.dropped.Load() || sm.m.cfg.Now().UnixNano() >= e.until {
+	e := (*sm.snap.Load())[id]
+	if e == nil || e.dropped.Load() || sm.now().UnixNano() >= e.until {
 		return nil
 	}
-	if e.err == claim.ErrSoldOut && (room || e.holders == nil || e.holders.mayHold(s.hash(userID))) {
+	if e.err == claim.ErrSoldOut && (room || e.holders == nil || e.holders.mayHold(sm.hash(userID))) {
 		return nil
 	}
-	if sm.m.cfg.OnMemoryAnswer != nil {
-		sm.m.cfg.OnMemoryAnswer(id, e.code)
+	if sm.onAnswer != nil {
+		sm.onAnswer(id, e.code)
 	}
 	return e.err
 }
 
 // learn hands the claim script's answer err for promotion id to the
-// memory, if it is one to remember; epoch is s.epoch read before the
+// memory, if it is one to remember; epoch is sm.epoch read before the
 // script ran. Never blocks.
 func (sm *soldMemory) learn(id string, err error, epoch uint64) {
 	if sm.ttl <= 0 || (err != claim.ErrSoldOut && err != claim.ErrEnded) {
 		return
 	}
 	if e := (*sm.snap.Load())[id]; e != nil && e.err == err && !e.dropped.Load() &&
-		sm.m.cfg.Now().Sub(e.learnt) < sm.ttl/2 {
+		sm.now().Sub(e.learnt) < sm.ttl/2 {
 		return // learnt a moment ago: the burst of answers in flight teaches nothing new
 	}
 	select {
@@ -213,7 +216,7 @@ func (sm *soldMemory) memoryHint(h hint.Hint) {
 		return
 	}
 	if e := (*sm.snap.Load())[h.Key]; e != nil && e.err == err && !e.dropped.Load() &&
-		sm.m.cfg.Now().Sub(e.learnt) < sm.ttl/2 {
+		sm.now().Sub(e.learnt) < sm.ttl/2 {
 		return // this instance's own hint, or one it just had
 	}
 	select {
@@ -236,14 +239,13 @@ func (sm *soldMemory) forgetSoldOut(id string) {
 // hints hand it, and drops expired entries and the holders of promotions
 // no longer watched.
 func (sm *soldMemory) runSoldMemory(ctx context.Context) {
-	s := sm.m.sold
-	t := time.NewTicker(max(s.ttl, 100*time.Millisecond))
+	t := time.NewTicker(max(sm.ttl, 100*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case l := <-s.in:
+		case l := <-sm.in:
 			sm.learnNow(ctx, l)
 		case <-t.C:
 			sm.pruneSoldMemory()
@@ -254,11 +256,10 @@ func (sm *soldMemory) runSoldMemory(ctx context.Context) {
 // learnNow remembers l, unless a drop came since its answer or the
 // promotion is not one this instance watches. Owner only.
 func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
-	s := sm.m.sold
-	if s.epoch.Load() != l.epoch {
+	if sm.epoch.Load() != l.epoch {
 		return
 	}
-	h := (*sm.m.known.Load())[l.id]
+	h := sm.known.lookup(l.id)
 	if h == nil {
 		// Not watched here yet (created elsewhere a moment ago): the
 		// instances that watch it may remember it.
@@ -267,13 +268,13 @@ func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
 		}
 		return
 	}
-	now := sm.m.cfg.Now()
-	if e := (*s.snap.Load())[l.id]; e != nil && e.err == l.err && !e.dropped.Load() && now.Sub(e.learnt) < s.ttl/2 {
+	now := sm.now()
+	if e := (*sm.snap.Load())[l.id]; e != nil && e.err == l.err && !e.dropped.Load() && now.Sub(e.learnt) < sm.ttl/2 {
 		return
 	}
 	// The memory lasts from when the answer was known, however long the
 	// holders take to read.
-	e := &memo{err: l.err, code: memoryEnded, learnt: now, until: now.Add(s.ttl).UnixNano()}
+	e := &memo{err: l.err, code: memoryEnded, learnt: now, until: now.Add(sm.ttl).UnixNano()}
 	if l.err == claim.ErrSoldOut {
 		e.code = memorySoldOut
 		if !h.room {
@@ -281,12 +282,12 @@ func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
 			hs, err := sm.holders(hctx, l.id)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				sm.m.log.Debug("sold-out memory: holders not read; sold_out is answered by Redis", "promotion", l.id, "err", err)
+				sm.log.Debug("sold-out memory: holders not read; sold_out is answered by Redis", "promotion", l.id, "err", err)
 			}
 			e.holders = hs
 		}
 	}
-	old := *s.snap.Load()
+	old := *sm.snap.Load()
 	next := make(map[string]*memo, len(old)+1)
 	for id, o := range old {
 		if !o.dropped.Load() {
@@ -294,8 +295,8 @@ func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
 		}
 	}
 	next[l.id] = e
-	s.snap.Store(&next)
-	if s.epoch.Load() != l.epoch {
+	sm.snap.Store(&next)
+	if sm.epoch.Load() != l.epoch {
 		// A drop came while this was learnt; it may have looked at the
 		// snapshot before this one was stored.
 		e.dropped.Store(true)
@@ -308,7 +309,7 @@ func (sm *soldMemory) learnNow(ctx context.Context, l learning) {
 
 // tellSoldOut publishes what l learnt to the other instances. Owner only.
 func (sm *soldMemory) tellSoldOut(ctx context.Context, l learning) {
-	if sm.m.hints == nil {
+	if sm.hints == nil {
 		return
 	}
 	kind := hint.SoldOut
@@ -317,8 +318,8 @@ func (sm *soldMemory) tellSoldOut(ctx context.Context, l learning) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, hintTimeout)
 	defer cancel()
-	if err := sm.m.hints.Publish(pctx, l.id, kind); err != nil && ctx.Err() == nil {
-		sm.m.log.Debug("cannot tell other instances of a sold-out promotion", "promotion", l.id, "err", err)
+	if err := sm.hints.Publish(pctx, l.id, kind); err != nil && ctx.Err() == nil {
+		sm.log.Debug("cannot tell other instances of a sold-out promotion", "promotion", l.id, "err", err)
 	}
 }
 
@@ -330,36 +331,35 @@ var errTooManyHolders = errors.New("more holders than the memory keeps")
 // unit: those its users hash lists. It reads the hash again only if its
 // rank counter or length moved since the last read. Owner only.
 func (sm *soldMemory) holders(ctx context.Context, id string) (*holderSet, error) {
-	s := sm.m.sold
 	seq, n, err := sm.holderVersion(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if hs := s.sets[id]; hs != nil && hs.seq == seq && hs.n == n {
+	if hs := sm.sets[id]; hs != nil && hs.seq == seq && hs.n == n {
 		return hs, nil
 	}
-	if hs := s.sets[id]; hs != nil {
-		s.total -= len(hs.hashes)
-		delete(s.sets, id)
+	if hs := sm.sets[id]; hs != nil {
+		sm.total -= len(hs.hashes)
+		delete(sm.sets, id)
 	}
-	if s.total+int(n) > maxHolders {
+	if sm.total+int(n) > maxHolders {
 		return nil, errTooManyHolders
 	}
-	k := sm.m.gate.Keys(id)
+	k := sm.gate.Keys(id)
 	hashes := make([]uint64, 0, n)
 	cursor := uint64(0)
 	for {
-		e, err := sm.m.client.Do(ctx, sm.m.client.B().Hscan().Key(k.ByUser()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
+		e, err := sm.client.Do(ctx, sm.client.B().Hscan().Key(k.ByUser()).Cursor(cursor).Count(holderPage).Build()).AsScanEntry()
 		if err != nil {
 			return nil, fmt.Errorf("read holders of %s: %w", id, err)
 		}
 		for i := 0; i+1 < len(e.Elements); i += 2 {
-			hashes = append(hashes, s.hash(e.Elements[i]))
+			hashes = append(hashes, sm.hash(e.Elements[i]))
 		}
 		if cursor = e.Cursor; cursor == 0 {
 			break
 		}
-		if len(hashes) > maxHolders-s.total {
+		if len(hashes) > maxHolders-sm.total {
 			return nil, errTooManyHolders
 		}
 	}
@@ -372,8 +372,8 @@ func (sm *soldMemory) holders(ctx context.Context, id string) (*holderSet, error
 	}
 	slices.Sort(hashes)
 	hs := &holderSet{seq: seq, n: n, hashes: slices.Compact(hashes)}
-	s.sets[id] = hs
-	s.total += len(hs.hashes)
+	sm.sets[id] = hs
+	sm.total += len(hs.hashes)
 	return hs, nil
 }
 
@@ -381,10 +381,10 @@ func (sm *soldMemory) holders(ctx context.Context, id string) (*holderSet, error
 // byuser hash (one field per user with a claim, in either layout), in one
 // round trip (one Cluster slot).
 func (sm *soldMemory) holderVersion(ctx context.Context, id string) (seq, n int64, err error) {
-	k := sm.m.gate.Keys(id)
-	res := sm.m.client.DoMulti(ctx,
-		sm.m.client.B().Get().Key(k.Seq()).Build(),
-		sm.m.client.B().Hlen().Key(k.ByUser()).Build())
+	k := sm.gate.Keys(id)
+	res := sm.client.DoMulti(ctx,
+		sm.client.B().Get().Key(k.Seq()).Build(),
+		sm.client.B().Hlen().Key(k.ByUser()).Build())
 	if seq, err = res[0].AsInt64(); rueidis.IsRedisNil(err) {
 		seq, err = 0, nil
 	}
@@ -400,10 +400,9 @@ func (sm *soldMemory) holderVersion(ctx context.Context, id string) (seq, n int6
 // pruneSoldMemory drops expired and dropped entries, and the holders of
 // promotions this instance no longer watches. Owner only.
 func (sm *soldMemory) pruneSoldMemory() {
-	s := sm.m.sold
-	known := *sm.m.known.Load()
-	now := sm.m.cfg.Now().UnixNano()
-	old := *s.snap.Load()
+	known := sm.known.snapshot()
+	now := sm.now().UnixNano()
+	old := *sm.snap.Load()
 	next := make(map[string]*memo, len(old))
 	for id, e := range old {
 		if !e.dropped.Load() && now < e.until && known[id] != nil {
@@ -411,12 +410,12 @@ func (sm *soldMemory) pruneSoldMemory() {
 		}
 	}
 	if len(next) != len(old) {
-		s.snap.Store(&next)
+		sm.snap.Store(&next)
 	}
-	for id, hs := range s.sets {
+	for id, hs := range sm.sets {
 		if known[id] == nil {
-			s.total -= len(hs.hashes)
-			delete(s.sets, id)
+			sm.total -= len(hs.hashes)
+			delete(sm.sets, id)
 		}
 	}
 }

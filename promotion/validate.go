@@ -2,7 +2,6 @@ package promotion
 
 import (
 	"crypto/rand"
-	"fmt"
 	"net/url"
 	"time"
 
@@ -46,23 +45,29 @@ const (
 // characters from A-Z a-z 0-9 _ - . : @, the first a letter or digit.
 func ValidID(s string) bool { return ident.Valid(s) }
 
-// ValidationError names the field of a promotion definition that is wrong.
-type ValidationError struct {
-	Field  string
-	Reason string
-}
-
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
-
-func invalid(field, format string, args ...any) error {
-	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 // Normalize fills defaults into p (mode, kind, limit, window, waiting room)
 // relative to now, and validates it. Times are converted to UTC. A waiting
 // room with a prequeue and no seed gets a new random seed of PrequeueSeedLen
 // bytes; one without a prequeue has its seed cleared.
 func Normalize(p *Promotion, now time.Time) error {
+	for _, step := range []func(*Promotion) error{
+		normalizeIdentity,
+		normalizeStock,
+		func(p *Promotion) error { return normalizeWindow(p, now) },
+		normalizeRoom,
+		func(p *Promotion) error { return normalizePage(&p.WaitingRoom) },
+		normalizeSegments,
+	} {
+		if err := step(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normalizeIdentity checks p's id and name, and fills in and checks its
+// mode, its kind and the webhook URL its kind needs.
+func normalizeIdentity(p *Promotion) error {
 	if p.ID != "" && !ValidID(p.ID) {
 		return invalid("id", "must be 1-64 characters from A-Z a-z 0-9 _ - . : @, starting with a letter or digit")
 	}
@@ -83,9 +88,13 @@ func Normalize(p *Promotion, now time.Time) error {
 	default:
 		return invalid("kind", "must be coupon, voucher, point or webhook")
 	}
-	if err := validWebhookURL(p.Kind, p.WebhookURL); err != nil {
-		return err
-	}
+	return validWebhookURL(p.Kind, p.WebhookURL)
+}
+
+// normalizeStock fills in and checks what p hands out: its stock, the
+// per-user limit (one for a grant), its value and the claim rate it
+// expects.
+func normalizeStock(p *Promotion) error {
 	switch {
 	case p.Mode == ModeGrant && p.Stock == 0:
 	case p.Stock < 1 || p.Stock > MaxStock:
@@ -109,6 +118,12 @@ func Normalize(p *Promotion, now time.Time) error {
 	if p.ExpectedClaimsPerSecond < 0 || p.ExpectedClaimsPerSecond > MaxExpectedClaimsPerSecond {
 		return invalid("expected_claims_per_second", "must be between 0 and %d", MaxExpectedClaimsPerSecond)
 	}
+	return nil
+}
+
+// normalizeWindow fills in p's window (from now, for DefaultDuration),
+// in UTC to the millisecond, and checks that it ends after it starts.
+func normalizeWindow(p *Promotion, now time.Time) error {
 	if p.StartsAt.IsZero() {
 		p.StartsAt = now
 	}
@@ -120,40 +135,43 @@ func Normalize(p *Promotion, now time.Time) error {
 	if !p.EndsAt.After(p.StartsAt) {
 		return invalid("ends_at", "must be after starts_at")
 	}
-	if w := &p.WaitingRoom; w.Enabled || w.AdmitPerSecond != 0 || w.EntryTTLSeconds != 0 ||
-		w.AbandonAfterSeconds != 0 || w.PrequeueSeconds != 0 || w.MaxActive != 0 || w.Message != "" || w.PowDifficulty != 0 {
-		if w.AdmitPerSecond == 0 {
-			w.AdmitPerSecond = DefaultAdmitPerSec
-		}
-		if w.EntryTTLSeconds == 0 {
-			w.EntryTTLSeconds = DefaultEntryTTLSecs
-		}
-		if w.AbandonAfterSeconds == 0 {
-			w.AbandonAfterSeconds = DefaultAbandonAfterSecs
-		}
-		if w.AdmitPerSecond < 1 || w.AdmitPerSecond > MaxAdmitPerSecond {
-			return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
-		}
-		if w.EntryTTLSeconds < 1 || w.EntryTTLSeconds > MaxEntryTTLSeconds {
-			return invalid("waiting_room.entry_ttl_seconds", "must be between 1 and %d", MaxEntryTTLSeconds)
-		}
-		if w.AbandonAfterSeconds < MinAbandonAfterSeconds || w.AbandonAfterSeconds > MaxAbandonAfterSeconds {
-			return invalid("waiting_room.abandon_after_seconds", "must be between %d and %d", MinAbandonAfterSeconds, MaxAbandonAfterSeconds)
-		}
-		if w.Enabled && p.Mode == ModeGrant {
-			return invalid("waiting_room.enabled", "a grant promotion has no waiting room: its targets are uploaded, not raced for")
-		}
-		if err := normalizePrequeue(w); err != nil {
-			return err
-		}
-		if err := checkLevers(*w); err != nil {
-			return err
-		}
+	return nil
+}
+
+// normalizeRoom fills in and checks p's waiting room, if any of its
+// settings is set: the rate, the entry and abandon times, the prequeue
+// and the levers. A grant promotion has none.
+func normalizeRoom(p *Promotion) error {
+	w := &p.WaitingRoom
+	if !w.Enabled && w.AdmitPerSecond == 0 && w.EntryTTLSeconds == 0 &&
+		w.AbandonAfterSeconds == 0 && w.PrequeueSeconds == 0 && w.MaxActive == 0 && w.Message == "" && w.PowDifficulty == 0 {
+		return nil
 	}
-	if err := normalizePage(&p.WaitingRoom); err != nil {
+	if w.AdmitPerSecond == 0 {
+		w.AdmitPerSecond = DefaultAdmitPerSec
+	}
+	if w.EntryTTLSeconds == 0 {
+		w.EntryTTLSeconds = DefaultEntryTTLSecs
+	}
+	if w.AbandonAfterSeconds == 0 {
+		w.AbandonAfterSeconds = DefaultAbandonAfterSecs
+	}
+	if w.AdmitPerSecond < 1 || w.AdmitPerSecond > MaxAdmitPerSecond {
+		return invalid("waiting_room.admit_per_second", "must be between 1 and %d", MaxAdmitPerSecond)
+	}
+	if w.EntryTTLSeconds < 1 || w.EntryTTLSeconds > MaxEntryTTLSeconds {
+		return invalid("waiting_room.entry_ttl_seconds", "must be between 1 and %d", MaxEntryTTLSeconds)
+	}
+	if w.AbandonAfterSeconds < MinAbandonAfterSeconds || w.AbandonAfterSeconds > MaxAbandonAfterSeconds {
+		return invalid("waiting_room.abandon_after_seconds", "must be between %d and %d", MinAbandonAfterSeconds, MaxAbandonAfterSeconds)
+	}
+	if w.Enabled && p.Mode == ModeGrant {
+		return invalid("waiting_room.enabled", "a grant promotion has no waiting room: its targets are uploaded, not raced for")
+	}
+	if err := normalizePrequeue(w); err != nil {
 		return err
 	}
-	return normalizeSegments(p)
+	return checkLevers(*w)
 }
 
 // checkLevers checks the levers of w an operator may change later

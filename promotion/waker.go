@@ -4,16 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/dibsio/dibs/internal/hint"
 	"github.com/dibsio/dibs/stream"
 )
 
+// wakeBacklog bounds the pools waiting for the waker; a wake that finds it
+// full is dropped, and the next re-check starts the pool.
+const wakeBacklog = 1024
+
 // waker starts or wakes the confirmation pools that claims and hints
-// queue on Manager.wakes; runWaker is its goroutine, the rest is called
-// from anywhere and never blocks.
-type waker struct{ m *Manager }
+// queue on its queue, and carries this instance's side of the hints: it
+// takes the bus's hints and tells the other instances of new work and of
+// changes. runWaker is its goroutine, the rest is called from anywhere
+// and never blocks (but tellChanged, which publishes a hint).
+type waker struct {
+	known *published
+	asks  asks
+	// queue carries the handles of the pools to start or wake to runWaker;
+	// bounded, senders never block (a handle is in it at most once, see
+	// handle.queued).
+	queue chan *handle
+	reg   *stream.Registry
+	hints *hint.Bus // nil with Config.DisableHints
+	sold  *soldMemory
+	log   *slog.Logger
+}
+
+func newWaker(known *published, a asks, reg *stream.Registry, hints *hint.Bus, sold *soldMemory, log *slog.Logger) waker {
+	return waker{known: known, asks: a, queue: make(chan *handle, wakeBacklog), reg: reg, hints: hints, sold: sold, log: log}
+}
 
 // wakePool makes sure promotion id's confirmation pool runs, without
 // blocking and without a lock: the promotion's handle goes to the waker,
@@ -34,22 +56,22 @@ func (wk *waker) hinted(h hint.Hint) {
 	case hint.Work:
 		wk.queueWake(h.Key, false)
 	case hint.Changed:
-		wk.m.ch.forgetCached(h.Key)
+		wk.forgetCached(h.Key)
 		// The loop reads the promotion again for its running pools; if
 		// its backlog is full, the next re-check does.
-		wk.m.ask(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
+		wk.asks.send(ask{kind: askRefresh, id: h.Key, asked: time.Now()})
 	}
 }
 
 // queueWake is wakePool; tell says whether the waker tells the other
 // instances if it starts the pool.
 func (wk *waker) queueWake(id string, tell bool) {
-	h := (*wk.m.known.Load())[id]
+	h := wk.known.lookup(id)
 	if h == nil {
 		// A hint names only promotions the bus listens for: one unknown
 		// now was drained meanwhile.
 		if tell {
-			wk.m.ask(ask{kind: askPool, id: id, asked: time.Now()})
+			wk.asks.send(ask{kind: askPool, id: id, asked: time.Now()})
 		}
 		return
 	}
@@ -65,39 +87,35 @@ func (wk *waker) queueWake(id string, tell bool) {
 		return // a wake is queued and has not started yet: it covers this one
 	}
 	select {
-	case wk.m.wakes <- h:
+	case wk.queue <- h:
 	default:
 		h.queued.Store(false)
 	}
 }
 
-// hintTimeout bounds the waker's SPUBLISH of one hint: a hint is worth
-// little late, and the waker must get on with the other pools.
-const hintTimeout = time.Second
-
-// runWaker starts or wakes the pools claims and hints queued on m.wakes
-// until ctx ends. When it starts a pool for work this instance added, the
-// other instances' pools of the promotion may be stopped too (idle): it
-// tells them with one SPUBLISH. While the pool runs, claims publish
-// nothing; a busy promotion costs no hint traffic.
+// runWaker starts or wakes the pools claims and hints queued until ctx
+// ends. When it starts a pool for work this instance added, the other
+// instances' pools of the promotion may be stopped too (idle): it tells
+// them with one SPUBLISH. While the pool runs, claims publish nothing; a
+// busy promotion costs no hint traffic.
 func (wk *waker) runWaker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case h := <-wk.m.wakes:
+		case h := <-wk.queue:
 			h.queued.Store(false)
 			tell := h.tell.Swap(false)
 			started, err := wk.startOrWakePool(ctx, h)
 			if err != nil && ctx.Err() == nil {
 				// The re-check retries within a second.
-				wk.m.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
+				wk.log.Warn("cannot start confirmation pool", "promotion", h.id, "err", err)
 			}
-			if started && tell && wk.m.hints != nil {
+			if started && tell && wk.hints != nil {
 				hctx, cancel := context.WithTimeout(ctx, hintTimeout)
-				if err := wk.m.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
+				if err := wk.hints.Publish(hctx, h.id, hint.Work); err != nil && ctx.Err() == nil {
 					// The other instances' re-checks find the work.
-					wk.m.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
+					wk.log.Warn("cannot tell other instances of new claims", "promotion", h.id, "err", err)
 				}
 				cancel()
 			}
@@ -115,9 +133,36 @@ func (wk *waker) startOrWakePool(ctx context.Context, h *handle) (bool, error) {
 	// Run wakes a running pool under the registry's lock, which also
 	// calls off an idle stop being decided at that moment, and starts a
 	// stopped one: so new work is never left waiting for the re-check.
-	started, err := wk.m.reg.Run(ctx, h.id, h.spec)
+	started, err := wk.reg.Run(ctx, h.id, h.spec)
 	if err != nil && !errors.Is(err, stream.ErrShutdown) {
 		return false, fmt.Errorf("start pool of %s: %w", h.id, err)
 	}
 	return started, nil
+}
+
+// tellChanged tells every instance, this one included, that promotion id
+// changed: each drops what it cached about it (its quiet mark here) and
+// re-checks it at the next tick. A lost hint costs at most a quiet
+// re-check interval.
+func (wk *waker) tellChanged(ctx context.Context, id string) {
+	wk.hinted(hint.Hint{Key: id, Kind: hint.Changed})
+	if wk.hints == nil {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, hintTimeout)
+	defer cancel()
+	if err := wk.hints.Publish(hctx, id, hint.Changed); err != nil {
+		wk.log.WarnContext(ctx, "cannot tell other instances of a changed promotion", "promotion", id, "err", err)
+	}
+}
+
+// forgetCached drops what this instance cached about promotion id because
+// it changed: a quiet promotion becomes ordinary at once, and the sold-out
+// memory forgets it. Never blocks.
+func (wk *waker) forgetCached(id string) {
+	wk.sold.forgetSoldOut(id)
+	if h := wk.known.lookup(id); h != nil {
+		h.quietUntil.Store(woken)
+		h.codes.Store(0)
+	}
 }
