@@ -73,7 +73,7 @@ type handle struct {
 
 // claimPath is the path a promotion's claims take to their script: the
 // loop picks it once, when it makes the handle (pathOf), and route
-// (admission.go) names the method that takes each claim down it.
+// (claimer.go) names the method that takes each claim down it.
 type claimPath uint8
 
 // The claim paths.

@@ -73,7 +73,7 @@ type Manager struct {
 	rooms roomOps     // the waiting rooms in Redis (roomops.go)
 	op    opener      // makes a promotion's Redis state exist (opener.go)
 	lc    loopClient  // the request side's way to the loop (loopclient.go)
-	ad    admission   // claims on their way to their scripts (admission.go)
+	cl    claimer     // claims on their way to their scripts (claimer.go)
 	so    segmentOps  // a promotion over all its segments (segments.go)
 	vw    views       // what a request shows of a promotion (views.go)
 	dl    deadLetters // dead letters: record, replay, void, sweep (deadletters.go)
@@ -139,7 +139,7 @@ func (m *Manager) wire() {
 	m.rooms = roomOps{rooms: cfg.Rooms, prefix: cfg.Prefix, log: log}
 	m.op = opener{st: st, gate: gate, rooms: &m.rooms, fences: &m.fences, rb: &m.rb, log: log}
 	m.lc = loopClient{asks: m.asks, known: &m.known, st: st, op: &m.op, openWait: cfg.OpenWait}
-	m.ad = admission{gate: gate, batch: m.batch, known: &m.known, lc: &m.lc, wk: &m.wk, jr: &m.jr, sold: m.sold,
+	m.cl = claimer{gate: gate, batch: m.batch, known: &m.known, lc: &m.lc, wk: &m.wk, jr: &m.jr, sold: m.sold,
 		fences: &m.fences, rooms: &m.rooms, onRemaining: cfg.OnRemaining}
 	m.so = segmentOps{gate: gate, st: st, known: &m.known}
 	m.vw = views{st: st, so: &m.so, lc: &m.lc, rooms: &m.rooms, now: cfg.Now}

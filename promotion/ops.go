@@ -127,7 +127,7 @@ func (m *Manager) Claim(ctx context.Context, id, userID, idemKey string) (Claime
 // without a waiting room the token is ignored.
 func (m *Manager) ClaimWithToken(ctx context.Context, id, userID, idemKey, token string) (Claimed, error) {
 	c := claimArgs{h: m.known.lookup(id), id: id, userID: userID, idemKey: idemKey, token: token}
-	return route(c)(&m.ad, ctx, c)
+	return route(c)(&m.cl, ctx, c)
 }
 
 // Grant enqueues grants for users in a grant promotion; users granted

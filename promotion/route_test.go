@@ -13,23 +13,23 @@ import (
 // promotion has a room.
 func TestRoute(t *testing.T) {
 	t.Parallel()
-	type method = func(*admission, context.Context, claimArgs) (Claimed, error)
+	type method = func(*claimer, context.Context, claimArgs) (Claimed, error)
 	name := func(f method) uintptr { return reflect.ValueOf(f).Pointer() }
 	for _, tc := range []struct {
 		name string
 		p    Promotion
 		want method
 	}{
-		{"plain", Promotion{ID: "p", Segments: 1}, (*admission).claimPlain},
-		{"waiting room", Promotion{ID: "p", Segments: 1, WaitingRoom: WaitingRoom{Enabled: true}}, (*admission).claimRoomed},
-		{"segments", Promotion{ID: "p", Segments: 4}, (*admission).claimSegmented},
+		{"plain", Promotion{ID: "p", Segments: 1}, (*claimer).claimPlain},
+		{"waiting room", Promotion{ID: "p", Segments: 1, WaitingRoom: WaitingRoom{Enabled: true}}, (*claimer).claimRoomed},
+		{"segments", Promotion{ID: "p", Segments: 4}, (*claimer).claimSegmented},
 	} {
 		c := claimArgs{h: &handle{claim: pathOf(tc.p)}}
 		if name(route(c)) != name(tc.want) {
 			t.Errorf("%s: the claim does not take its path", tc.name)
 		}
 	}
-	if name(route(claimArgs{})) != name((*admission).claimRoomed) {
+	if name(route(claimArgs{})) != name((*claimer).claimRoomed) {
 		t.Error("a claim of a promotion not published here does not take the roomed path")
 	}
 }

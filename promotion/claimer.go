@@ -9,11 +9,11 @@ import (
 	"github.com/dibsio/dibs/claim"
 )
 
-// admission takes claims to their scripts and answers them: the claim
+// claimer takes claims to their scripts and answers them: the claim
 // paths (claimPlain, claimRoomed, claimSegmented) and what they share. Its
 // methods run in the requests' goroutines; they take no lock, never block
 // on another goroutine, and reach the loop only through the loop client.
-type admission struct {
+type claimer struct {
 	gate   *claim.Gate
 	batch  *claim.Batcher // nil with Config.UnbatchedClaims
 	known  *published
@@ -30,17 +30,17 @@ type admission struct {
 // route is the method that takes claim c to its script: the path of the
 // handle the loop published for its promotion (c.h), or, for a promotion
 // not published here, claimRoomed (Redis tells whether it has a room).
-func route(c claimArgs) func(*admission, context.Context, claimArgs) (Claimed, error) {
+func route(c claimArgs) func(*claimer, context.Context, claimArgs) (Claimed, error) {
 	if c.h == nil {
-		return (*admission).claimRoomed
+		return (*claimer).claimRoomed
 	}
 	switch c.h.claim {
 	case pathPlain:
-		return (*admission).claimPlain
+		return (*claimer).claimPlain
 	case pathSegmented:
-		return (*admission).claimSegmented
+		return (*claimer).claimSegmented
 	}
-	return (*admission).claimRoomed
+	return (*claimer).claimRoomed
 }
 
 // claimArgs is one claim on its way to its script.
@@ -69,13 +69,13 @@ func pathOf(p Promotion) claimPath {
 // fromMemory answers a claim without an Idempotency-Key on a promotion a
 // claim recently found sold out or ended from this instance's memory
 // (soldout.go); nil if it must run the script.
-func (ad *admission) fromMemory(c claimArgs, room bool) error {
+func (cl *claimer) fromMemory(c claimArgs, room bool) error {
 	if c.idemKey != "" {
 		return nil
 	}
-	err := ad.sold.remembered(c.id, c.userID, room)
+	err := cl.sold.remembered(c.id, c.userID, room)
 	if err != nil {
-		ad.reportRemaining(c.id, Claimed{}, err)
+		cl.reportRemaining(c.id, Claimed{}, err)
 	}
 	return err
 }
@@ -85,59 +85,59 @@ func (ad *admission) fromMemory(c claimArgs, room bool) error {
 // pool and is journaled; a failed one is learned by the sold-out memory
 // (epoch is the memory's epoch before the script ran), and refused says
 // why an entry token was not accepted, if it was not.
-func (ad *admission) claimAnswered(ctx context.Context, c claimArgs, res claim.Result, err error, epoch uint64, refused error) (Claimed, error) {
+func (cl *claimer) claimAnswered(ctx context.Context, c claimArgs, res claim.Result, err error, epoch uint64, refused error) (Claimed, error) {
 	if err == nil {
-		ad.fences.raise(c.id, res.Rank)
-		ad.wk.wakePool(c.id)
+		cl.fences.raise(c.id, res.Rank)
+		cl.wk.wakePool(c.id)
 		if !res.Replayed {
-			ad.jr.journalAccepted(c.id, c.userID, c.idemKey, res)
+			cl.jr.journalAccepted(c.id, c.userID, c.idemKey, res)
 		}
-		ad.reportRemaining(c.id, Claimed(res), nil)
+		cl.reportRemaining(c.id, Claimed(res), nil)
 		return Claimed(res), nil
 	}
 	if errors.Is(err, claim.ErrNotFound) && !c.retried {
-		return ad.claimMissed(ctx, c)
+		return cl.claimMissed(ctx, c)
 	}
-	ad.lc.gateFailed(c.id, err)
+	cl.lc.gateFailed(c.id, err)
 	if errors.Is(err, claim.ErrWrongMode) {
 		// A promotion with segments this instance had not published yet.
-		if cl, ok, err := ad.claimUnpublished(ctx, c.id, c.userID, c.idemKey); ok {
+		if cl, ok, err := cl.claimUnpublished(ctx, c.id, c.userID, c.idemKey); ok {
 			return cl, err
 		}
 	}
-	ad.sold.learn(c.id, err, epoch)
+	cl.sold.learn(c.id, err, epoch)
 	if errors.Is(err, claim.ErrNotAdmitted) && refused != nil {
 		err = fmt.Errorf("%w: %w", err, refused)
 	}
-	ad.reportRemaining(c.id, Claimed{}, err)
+	cl.reportRemaining(c.id, Claimed{}, err)
 	return Claimed{}, domainErr(err)
 }
 
 // claimMissed takes a claim whose script found no promotion: the loop
 // decides (see onGate), and once it opened the promotion the claim runs
 // once more, on the path of the handle the loop published for it.
-func (ad *admission) claimMissed(ctx context.Context, c claimArgs) (Claimed, error) {
-	if err := ad.lc.awaitOpen(ctx, c.id, Promotion{}, false); err != nil {
+func (cl *claimer) claimMissed(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := cl.lc.awaitOpen(ctx, c.id, Promotion{}, false); err != nil {
 		return Claimed{}, domainErr(err)
 	}
 	c.retried = true
-	c.h = ad.known.lookup(c.id)
-	return route(c)(ad, ctx, c)
+	c.h = cl.known.lookup(c.id)
+	return route(c)(cl, ctx, c)
 }
 
 // reportRemaining hands Config.OnRemaining the stock a claim's answer
 // tells of: an accepted claim's Remaining, none for a sold-out answer. A
 // replayed claim, and any other answer, tells nothing. Only for a promotion
 // without segments: a segmented claim tells of its segment's stock.
-func (ad *admission) reportRemaining(id string, c Claimed, err error) {
-	if ad.onRemaining == nil {
+func (cl *claimer) reportRemaining(id string, c Claimed, err error) {
+	if cl.onRemaining == nil {
 		return
 	}
 	switch {
 	case err == nil && !c.Replayed && c.Remaining >= 0:
-		ad.onRemaining(id, c.Remaining)
+		cl.onRemaining(id, c.Remaining)
 	case errors.Is(err, claim.ErrSoldOut):
-		ad.onRemaining(id, 0)
+		cl.onRemaining(id, 0)
 	}
 }
 
@@ -145,40 +145,40 @@ func (ad *admission) reportRemaining(id string, c Claimed, err error) {
 // waiting room: the plain claim script, with the promotion's fence, in a
 // batch with the claims of the promotion queued beside it (unless
 // Config.UnbatchedClaims).
-func (ad *admission) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
-	if err := ad.fromMemory(c, false); err != nil {
+func (cl *claimer) claimPlain(ctx context.Context, c claimArgs) (Claimed, error) {
+	if err := cl.fromMemory(c, false); err != nil {
 		return Claimed{}, err
 	}
-	epoch := ad.sold.epoch.Load()
+	epoch := cl.sold.epoch.Load()
 	id, userID, idemKey := c.id, c.userID, c.idemKey
-	fence := ad.fences.get(id)
+	fence := cl.fences.get(id)
 	var (
 		res claim.Result
 		err error
 	)
-	if b := ad.batch; b != nil { // in one call with the claims queued beside it
+	if b := cl.batch; b != nil { // in one call with the claims queued beside it
 		res, err = b.Claim(ctx, id, userID, idemKey, fence)
 	} else {
-		res, err = ad.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
+		res, err = cl.gate.ClaimFenced(ctx, id, userID, idemKey, fence)
 	}
-	return ad.claimAnswered(ctx, c, res, err, epoch, nil)
+	return cl.claimAnswered(ctx, c, res, err, epoch, nil)
 }
 
 // claimRoomed is the claim path of a promotion with a waiting room, and of
 // one the loop has not published: the claim script that spends a pass,
 // which finds out from Redis whether the room exists (a promotion created
 // by another instance a moment ago may have one).
-func (ad *admission) claimRoomed(ctx context.Context, c claimArgs) (Claimed, error) {
-	pass, refused := ad.rooms.verifyPass(c.id, c.userID, c.token)
-	if err := ad.fromMemory(c, true); err != nil {
+func (cl *claimer) claimRoomed(ctx context.Context, c claimArgs) (Claimed, error) {
+	pass, refused := cl.rooms.verifyPass(c.id, c.userID, c.token)
+	if err := cl.fromMemory(c, true); err != nil {
 		return Claimed{}, err
 	}
-	epoch := ad.sold.epoch.Load()
+	epoch := cl.sold.epoch.Load()
 	id, userID, idemKey := c.id, c.userID, c.idemKey
-	fence := ad.fences.get(id)
-	keys := ad.rooms.spendKeys(id)
-	res, err := ad.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
-	return ad.claimAnswered(ctx, c, res, err, epoch, refused)
+	fence := cl.fences.get(id)
+	keys := cl.rooms.spendKeys(id)
+	res, err := cl.gate.ClaimRoomed(ctx, id, userID, idemKey, fence, keys, pass)
+	return cl.claimAnswered(ctx, c, res, err, epoch, refused)
 }
 
 // claimSegmented admits a claim of a promotion with segments, whose
@@ -186,23 +186,23 @@ func (ad *admission) claimRoomed(ctx context.Context, c claimArgs) (Claimed, err
 // from the others when it ran dry (claim.Gate.ClaimSegmented), and wakes
 // that segment's pool. If Redis does not hold a segment, the loop opens
 // the promotion and the claim runs once more.
-func (ad *admission) claimSegmented(ctx context.Context, c claimArgs) (Claimed, error) {
-	res, err := ad.gate.ClaimSegmented(ctx, c.h.segs, c.userID, c.idemKey)
+func (cl *claimer) claimSegmented(ctx context.Context, c claimArgs) (Claimed, error) {
+	res, err := cl.gate.ClaimSegmented(ctx, c.h.segs, c.userID, c.idemKey)
 	if err != nil {
 		if errors.Is(err, claim.ErrNotFound) && !c.retried {
-			return ad.claimMissed(ctx, c)
+			return cl.claimMissed(ctx, c)
 		}
-		ad.lc.gateFailed(c.h.id, err)
+		cl.lc.gateFailed(c.h.id, err)
 		return Claimed{}, domainErr(err)
 	}
-	ad.wk.wakePool(c.h.segs.TagOfRank(res.Rank))
+	cl.wk.wakePool(c.h.segs.TagOfRank(res.Rank))
 	return Claimed(res), nil
 }
 
 // segmentedHandle returns the published handle of promotion id if it has
 // segments, else nil.
-func (ad *admission) segmentedHandle(id string) *handle {
-	if h := ad.known.lookup(id); h != nil && h.segs.N() > 1 {
+func (cl *claimer) segmentedHandle(id string) *handle {
+	if h := cl.known.lookup(id); h != nil && h.segs.N() > 1 {
 		return h
 	}
 	return nil
@@ -214,19 +214,19 @@ func (ad *admission) segmentedHandle(id string) *handle {
 // segment count in segment 0's meta hash (claim.Gate.SegmentCount), so the
 // claim waits for neither the loop nor the database. false if the meta
 // hash holds no count; the caller answers as it would have.
-func (ad *admission) claimUnpublished(ctx context.Context, id, userID, idemKey string) (Claimed, bool, error) {
-	if h := ad.segmentedHandle(id); h != nil {
-		c, err := ad.claimSegmented(ctx, claimArgs{h: h, id: id, userID: userID, idemKey: idemKey})
+func (cl *claimer) claimUnpublished(ctx context.Context, id, userID, idemKey string) (Claimed, bool, error) {
+	if h := cl.segmentedHandle(id); h != nil {
+		c, err := cl.claimSegmented(ctx, claimArgs{h: h, id: id, userID: userID, idemKey: idemKey})
 		return c, true, err
 	}
-	n, err := ad.gate.SegmentCount(ctx, id)
+	n, err := cl.gate.SegmentCount(ctx, id)
 	if err != nil || n < 2 {
 		return Claimed{}, false, nil
 	}
-	res, err := ad.gate.ClaimSegmented(ctx, claim.SegmentsOf(id, n), userID, idemKey)
+	res, err := cl.gate.ClaimSegmented(ctx, claim.SegmentsOf(id, n), userID, idemKey)
 	if err != nil {
 		return Claimed{}, true, domainErr(err)
 	}
-	ad.lc.asks.send(ask{kind: askPool, id: id, asked: time.Now()})
+	cl.lc.asks.send(ask{kind: askPool, id: id, asked: time.Now()})
 	return Claimed(res), true, nil
 }
