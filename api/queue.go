@@ -26,9 +26,10 @@ type QueueStanding struct {
 	EntryToken                string     `json:"entry_token,omitempty"`
 	ExpiresAt                 *time.Time `json:"expires_at,omitempty"`
 	ShuffleAt                 *time.Time `json:"shuffle_at,omitempty"`
-	// Paused tells waiting, prequeue and admitted users whether the
-	// promotion is paused: while it is, nobody is let in and no claim is
-	// taken, and the estimated wait counts from the resume.
+	// Paused tells waiting, prequeue and admitted users whether the room
+	// is paused (an admin paused the promotion's claims, or it is
+	// rebuilding): while it is, nobody is let in and no claim is taken, and
+	// the estimated wait counts from the resume.
 	Paused *bool `json:"paused,omitempty"`
 	// Message is the room's message to everyone in line; "" for none.
 	Message string `json:"message,omitempty"`

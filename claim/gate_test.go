@@ -281,8 +281,8 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 // TestFence: a claim or grant whose fence is above the rank counter takes
-// nothing, pauses the promotion and answers ErrLost; at or below it, the
-// claim goes through.
+// nothing, marks the promotion rebuilding and answers ErrLost; at or below
+// it, the claim goes through.
 func TestFence(t *testing.T) {
 	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topo) {
@@ -300,7 +300,7 @@ func TestFence(t *testing.T) {
 			t.Fatalf("claim below the fence: %v, want ErrLost", err)
 		}
 		if _, err := f.gate.Claim(ctx, "fence", "u3", ""); !errors.Is(err, claim.ErrRebuilding) {
-			t.Fatalf("claim after the fence paused it: %v, want ErrRebuilding", err)
+			t.Fatalf("claim after the fence marked it rebuilding: %v, want ErrRebuilding", err)
 		}
 		if st, _ := f.gate.State(ctx, "fence"); st.Seq != 2 {
 			t.Fatalf("seq %d after a fenced claim, want 2", st.Seq)

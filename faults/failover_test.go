@@ -208,8 +208,8 @@ func TestClusterFailoverToLaggingReplica(t *testing.T) {
 // that lost ranks: no instance answers a claim sent after the failover 202
 // with a rank it answered before the kill (its fence is above it), claims
 // are refused only as unavailable, with Retry-After, while the promotion is
-// rebuilt; and it reports the pause the clients saw. (A rank another
-// instance answered and nobody confirmed is the one no fence sees.)
+// rebuilt; and it reports how long the clients saw it rebuilding. (A rank
+// another instance answered and nobody confirmed is the one no fence sees.)
 func fencedAnswers(t *testing.T, ts []timed, names map[string]string, killed, failover time.Time) map[string]int64 {
 	t.Helper()
 	fence := map[string]int64{} // by instance name

@@ -294,7 +294,7 @@ func schemas() J {
 			"entry_token":                  str("admitted: claim with it in X-Entry-Token"),
 			"expires_at":                   timeStr("admitted: when the entry token expires"),
 			"shuffle_at":                   timeStr("prequeue: when the places are dealt (starts_at)"),
-			"paused":                       boolean("waiting, prequeue, admitted: the promotion is paused; nobody is let in and no claim is taken until it resumes, and the estimated wait counts from the resume"),
+			"paused":                       boolean("waiting, prequeue, admitted: an admin paused the promotion's claims, or it is rebuilding; nobody is let in and no claim is taken until it resumes, and the estimated wait counts from the resume"),
 			"message":                      str("the room's message to everyone in line, when it has one"),
 		}),
 		"Prequeue": shapeOf[api.PrequeuePage]("the audit record of the opening moment's shuffle", J{
@@ -724,7 +724,7 @@ func paths() map[string]map[string]op {
 		},
 		"/v1/promotions/{id}/rebuild": {
 			"POST": {id: "rebuildPromotion", tag: "promotions", summary: "Merge the database's claims into Redis",
-				desc:     "Pauses the promotion (claims answer 503 unavailable meanwhile), merges the database's claims into Redis without lowering anything, and resumes it; it also lifts a halt.",
+				desc:     "Marks the promotion rebuilding (its claims answer 503 unavailable meanwhile), merges the database's claims into Redis without lowering anything, and lets claims go on; it also lifts a halt.",
 				security: adminSecurity, params: []J{id, key}, body: noBody,
 				ok:       J{"200": keyedAnswer("what the rebuild did", "Rebuild")},
 				problems: keyed.with(httpapi.CodeNotFound, httpapi.CodeRebuildInProgress, httpapi.CodeEnded)},

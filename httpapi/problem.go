@@ -320,7 +320,7 @@ func knownProblem(err error) *Problem {
 	case errors.Is(err, promotion.ErrRebuilding):
 		// Redis lost writes and the promotion's counters are being rebuilt
 		// from the database; nothing was taken, so a plain retry is safe.
-		return problem(CodeUnavailable, "the promotion is paused while its state is rebuilt; retry shortly").retry(1)
+		return problem(CodeUnavailable, "the promotion is rebuilding from the database; retry shortly").retry(1)
 	case errors.Is(err, promotion.ErrNotReady):
 		// This instance is still opening the promotion in Redis; nothing
 		// was taken, so a plain retry is safe.

@@ -318,9 +318,10 @@ func (s *Server) archivePromotion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toOut(v))
 }
 
-// rebuildPromotion pauses the promotion, merges the database's claims into
-// Redis and resumes it; it also lifts a halt (a database found older than
-// Redis), the operator accepting the database as it is.
+// rebuildPromotion marks the promotion rebuilding (its claims wait), merges
+// the database's claims into Redis and lets claims go on; it also lifts a
+// halt (a database found older than Redis), the operator accepting the
+// database as it is.
 func (s *Server) rebuildPromotion(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {

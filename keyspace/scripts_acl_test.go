@@ -83,10 +83,11 @@ func exerciseClaim(t *testing.T, layout claim.Layout) {
 	_, err = pt.Apply(ctx)
 	must(t, "apply patch", err)
 
-	// The collision script pauses the promotion, as a rebuild then does.
+	// The collision script marks the promotion rebuilding; a take-over (the
+	// pause script) then holds its rebuild.
 	_ = g.Collided(ctx, "p", r2.AcceptedAt)
 	rb, err := g.TakeOver(ctx, p, "owner", time.Minute)
-	must(t, "pause", err)
+	must(t, "take over", err)
 	_, err = rb.Restore(ctx, []claim.Known{{Rank: r1.Rank, UserID: "u1", Slot: r1.Slot, Status: claim.StatusIssued, IssuedAt: now}})
 	must(t, "restore", err)
 	_, err = rb.Resume(ctx, 0)

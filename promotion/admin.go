@@ -209,9 +209,10 @@ func (m *Manager) Void(ctx context.Context, id string, claimIDs []string) (int, 
 	return m.dl.void(ctx, id, claimIDs)
 }
 
-// Rebuild pauses the promotion, rebuilds its Redis counters from the
-// database and resumes it, now, and reports what it did (an operator's
-// repair tool; the Manager rebuilds by itself when it detects a loss). It
+// Rebuild marks the promotion rebuilding (its claims wait), rebuilds its
+// Redis counters from the database and lets claims go on, now, and reports
+// what it did (an operator's repair tool; the Manager rebuilds by itself
+// when it detects a loss). It
 // also lifts a halt (see Config.OnHalted): the operator accepts the
 // database as what claims go on from. It returns ErrRebuildBusy if a
 // rebuild of it runs elsewhere or in this process, or if the Manager was

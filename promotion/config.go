@@ -69,7 +69,7 @@ type Config struct {
 	// IdleRecheckInterval is how often an idle promotion is re-checked in
 	// full: one whose stream had no backlog at its last re-check, whose
 	// pool does not run on this instance, whose claims answered here are
-	// all confirmed, that Redis holds unpaused and not halted, and that has
+	// all confirmed, that Redis holds neither rebuilding nor halted, and that has
 	// no segments. In between it costs no Redis command of its own: the
 	// instance's loss probe (one command per Redis master every few
 	// re-checks) watches for Redis losing writes, and each re-check

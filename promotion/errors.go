@@ -49,8 +49,8 @@ var (
 	// ErrVoided means an Idempotency-Key matched an accepted claim that an
 	// admin voided since: it holds no unit any more.
 	ErrVoided = claim.ErrVoided
-	// ErrRebuilding means the promotion is paused (or halted) while its
-	// Redis counters are rebuilt from the database: nothing was taken;
+	// ErrRebuilding means the promotion's claims wait while its Redis
+	// counters are rebuilt from the database (or it is halted): nothing was taken;
 	// retry shortly. A claim that found Redis lost writes (claim.ErrLost)
 	// matches it too.
 	ErrRebuilding = claim.ErrRebuilding

@@ -13,8 +13,8 @@ import (
 // passes that rank to the gate's script as a fence; a rank counter below it
 // means Redis lost writes (an append-only file that had not reached the
 // disk, a restore from an older snapshot, a failover to a lagging replica),
-// and the script pauses the promotion instead of handing a known rank out
-// again. The request is answered unavailable and the Manager's own
+// and the script marks the promotion rebuilding instead of handing a known
+// rank out again. The request is answered unavailable and the Manager's own
 // goroutine rebuilds the promotion, raising its counter to at least the
 // fence. A rank answered by another instance and lost before anyone
 // confirmed it is the one thing no fence sees; the issuer's collision

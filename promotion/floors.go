@@ -15,11 +15,11 @@ import (
 
 // checkFloors compares, for every promotion in list, the database's highest
 // rank with Redis's rank counter, and starts a rebuild where Redis is
-// behind or a promotion is paused with no rebuild running here. Promotions
-// Redis lost entirely are opened (paused) and rebuilt, and those in refresh
-// (seen for the first time) are opened, with the floors read here. It
-// returns the marks it read, one per promotion of list (nil if it could
-// not read them).
+// behind or a promotion is rebuilding with no rebuild running here.
+// Promotions Redis lost entirely are opened (rebuilding) and rebuilt, and
+// those in refresh (seen for the first time) are opened, with the floors
+// read here. It returns the marks it read, one per promotion of list (nil
+// if it could not read them).
 func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[string]bool) ([]claim.Mark, error) {
 	if len(list) == 0 {
 		return nil, nil
@@ -71,13 +71,13 @@ func (l *loop) checkFloors(ctx context.Context, list []Promotion, refresh map[st
 			// Segments are not rebuilt from the database (segments.go).
 		case l.rb.busy(p.ID), !mk.Exists:
 		case mk.Halted != "":
-			// Halted for an operator: only a requested rebuild resumes it.
+			// Halted for an operator: only a requested rebuild lifts the halt.
 		case mk.Rebuilding:
 			// A rebuild runs elsewhere (its counter is raised only when it
-			// resumes), or its owner died: take over once its hold expires.
+			// ends), or its owner died: take over once its hold expires.
 			l.rb.startRebuild(p, reasonOrphaned, false)
 		case floor > mk.Seq:
-			l.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; pausing claims to rebuild",
+			l.log.Warn("Redis lost writes: its rank counter is behind the highest rank known to be taken; claims wait for the rebuild",
 				"promotion", p.ID, "redis_seq", mk.Seq, "known_max_rank", floor, "lost_ranks", floor-mk.Seq)
 			l.rb.startRebuild(p, reasonBehind, false)
 		case confirmed[i] > floors[p.ID]:
@@ -100,8 +100,8 @@ func agree(p Promotion, mk claim.Mark) bool {
 // repair sets Redis's stock, end and pause of the promotions in list to
 // the database's where the marks (read by the same re-check) differ: a
 // change that died between its steps, or a definition Redis had from before
-// a change. It skips promotions a change holds (ErrChangeBusy), paused for a
-// rebuild or halted.
+// a change. It skips promotions a change holds (ErrChangeBusy), rebuilding
+// or halted.
 func (l *loop) repair(ctx context.Context, list []Promotion, marks []claim.Mark) error {
 	var errs []error
 	for i, p := range list {

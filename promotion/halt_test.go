@@ -85,7 +85,7 @@ func TestDatabaseBehindRedisHalts(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !strings.Contains(marks[0].Halted, "rank 6") || !marks[0].Rebuilding {
-				t.Fatalf("marks after the loss: %+v, want paused and halted naming rank 6", marks[0])
+				t.Fatalf("marks after the loss: %+v, want rebuilding and halted naming rank 6", marks[0])
 			}
 			// Many re-checks later it is still halted: nothing resumes it
 			// behind the operator's back.

@@ -116,7 +116,7 @@ const (
 	// instance a moment ago).
 	askPool
 	// askLost: a claim or an issuer found Redis lost writes of promotion id
-	// (the script paused it): start its rebuild.
+	// (the script marked it rebuilding): start its rebuild.
 	askLost
 	// askJournalLost: the journal found claims this instance answered
 	// that Redis lost on promotion id, which was not rebuilt since: start

@@ -407,7 +407,7 @@ func (js *journals) requeue(ctx context.Context, id string, j *journal, limit in
 			js.asks.send(ask{kind: askJournalLost, id: id, asked: time.Now()})
 			continue
 		default:
-			// Paused, not found, not tried or failed: the next prune
+			// Rebuilding, not found, not tried or failed: the next prune
 			// tries again.
 			continue
 		}

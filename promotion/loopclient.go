@@ -86,9 +86,9 @@ func (lc *loopClient) awaitRefresh(ctx context.Context, id string) {
 }
 
 // reportLost tells the loop that a claim or an issuer found Redis lost
-// writes of promotion id: the script paused it, and the loop starts the
-// rebuild. Never blocks; if the loop's backlog is full, the next re-check
-// finds the promotion paused and takes it over.
+// writes of promotion id: the script marked it rebuilding, and the loop
+// starts the rebuild. Never blocks; if the loop's backlog is full, the next
+// re-check finds the promotion rebuilding and takes it over.
 func (lc *loopClient) reportLost(id string) {
 	lc.asks.send(ask{kind: askLost, id: id, asked: time.Now()})
 }
@@ -97,7 +97,7 @@ func (lc *loopClient) reportLost(id string) {
 // promotion — an unknown id, one created on another instance a moment ago,
 // or one Redis lost — the Manager's loop decides, and this request only
 // waits for it (at most Config.OpenWait, else ErrNotReady): an unknown
-// promotion is ErrNotFound, a known one is opened (paused for a rebuild if
+// promotion is ErrNotFound, a known one is opened (rebuilding if
 // the database holds claims of it) and the call runs once more.
 func (lc *loopClient) onGate(ctx context.Context, id string, call func() error) error {
 	err := call()
@@ -112,13 +112,13 @@ func (lc *loopClient) onGate(ctx context.Context, id string, call func() error) 
 }
 
 // gateFailed tells the loop what a gate call's error err says of
-// promotion id: Redis lost its writes, or a rebuild paused it.
+// promotion id: Redis lost its writes, or it is rebuilding.
 func (lc *loopClient) gateFailed(id string, err error) {
 	if errors.Is(err, claim.ErrLost) {
 		lc.reportLost(id)
 	}
 	if errors.Is(err, claim.ErrRebuilding) {
-		// Paused by a rebuild, maybe of an instance that died: the next
+		// Rebuilding, maybe by an instance that died: the next
 		// re-check looks at it even if it was idle here, and takes the
 		// rebuild over once its hold expires.
 		if h := lc.known.lookup(id); h != nil && h.quietUntil.Load() != woken {

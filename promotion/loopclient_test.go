@@ -76,8 +76,8 @@ func TestLoopClientWaitsBoundedly(t *testing.T) {
 }
 
 // TestLoopClientReports: a gate call's error tells the loop what it says
-// of the promotion: Redis lost its writes (askLost), or a rebuild paused
-// it (its quiet mark is dropped, so the next re-check looks at it).
+// of the promotion: Redis lost its writes (askLost), or it is rebuilding
+// (its quiet mark is dropped, so the next re-check looks at it).
 func TestLoopClientReports(t *testing.T) {
 	a := make(asks, 4)
 	lc, h := newTestLoopClient(a)
@@ -90,7 +90,7 @@ func TestLoopClientReports(t *testing.T) {
 	}
 	lc.gateFailed("p", claim.ErrRebuilding)
 	if h.quietUntil.Load() != woken {
-		t.Fatal("a promotion paused by a rebuild kept its quiet mark")
+		t.Fatal("a rebuilding promotion kept its quiet mark")
 	}
 	lc.gateFailed("p", claim.ErrLost)
 	if q := <-a; q.kind != askLost || q.id != "p" {

@@ -10,7 +10,7 @@ import (
 )
 
 // opener makes a promotion's Redis state exist (its meta hash, its
-// segments, its waiting room, its code pool's cap), paused for a rebuild
+// segments, its waiting room, its code pool's cap), rebuilding
 // when the database holds claims Redis lost. Run by the loop, and by a
 // request when no loop runs.
 type opener struct {
@@ -24,7 +24,7 @@ type opener struct {
 
 // open makes the promotion's Redis state exist. If the database
 // holds claims of the promotion and Redis has no meta hash for it, Redis
-// lost it: the meta hash is created paused and a rebuild starts.
+// lost it: the meta hash is created rebuilding and a rebuild starts.
 //
 // The rank counter is left as it is: only a rebuild's Resume raises it to
 // the database's floor, once the users are restored too. Raised here, it
@@ -54,7 +54,7 @@ func (op *opener) openAt(ctx context.Context, p Promotion, floor int64) error {
 	floor = op.fences.knownFloor(p.ID, floor)
 	if floor == 0 {
 		// The database knows no claim of it: there is nothing to rebuild
-		// from, and a new promotion must not start paused.
+		// from, and a new promotion must not start rebuilding.
 		_, err := op.gate.Open(ctx, p.gate())
 		return err
 	}
@@ -63,7 +63,7 @@ func (op *opener) openAt(ctx context.Context, p Promotion, floor int64) error {
 		return err
 	}
 	if created {
-		op.log.Warn("promotion state is missing in Redis though the database holds its claims: claims are paused until it is rebuilt",
+		op.log.Warn("promotion state is missing in Redis though the database holds its claims: claims wait for the rebuild",
 			"promotion", p.ID, "database_max_rank", floor)
 		op.rb.startRebuild(p, reasonMissing, true)
 	}

@@ -246,7 +246,7 @@ func TestRebuildAfterRedisLostPromotion(t *testing.T) {
 			}
 
 			// u0 holds its limit in the database: the rebuild must know.
-			// (The first claim normally meets the pause; the re-check may
+			// (The first claim normally meets the rebuild; the re-check may
 			// also have rebuilt first. Either way a rebuild ran.)
 			_, rep, err := e.claim(t, "lost", "u0")
 			if !errors.Is(err, claim.ErrAlreadyClaimed) {
@@ -347,17 +347,18 @@ return 1`
 	}
 }
 
-// TestPausedClaimsGetRebuilding: while a promotion is paused, claims and
-// grants answer ErrRebuilding. A pause held by someone else is left alone;
-// once its hold is given up, the manager takes the rebuild over and resumes.
-func TestPausedClaimsGetRebuilding(t *testing.T) {
+// TestClaimsWaitForRebuild: while a promotion is rebuilding, claims and
+// grants answer ErrRebuilding. A rebuild held by someone else is left
+// alone; once its hold is given up, the manager takes the rebuild over and
+// finishes it.
+func TestClaimsWaitForRebuild(t *testing.T) {
 	t.Parallel()
 	e := rbSetup(t, "sqlite", nil)
 	ctx := context.Background()
 	e.create(t, promotion.Promotion{ID: "held", Stock: 10, PerUserLimit: 1})
 	e.create(t, promotion.Promotion{ID: "grants", Mode: promotion.ModeGrant})
 	e.mustClaim(t, "held", "u0")
-	pause := func(id string) *claim.Rebuild {
+	begin := func(id string) *claim.Rebuild {
 		t.Helper()
 		p, err := e.st.GetPromotion(ctx, id)
 		if err != nil {
@@ -371,12 +372,12 @@ func TestPausedClaimsGetRebuilding(t *testing.T) {
 		}
 		return hold
 	}
-	hold, ghold := pause("held"), pause("grants")
+	hold, ghold := begin("held"), begin("grants")
 	if _, err := e.m.Claim(ctx, "held", "u1", ""); !errors.Is(err, claim.ErrRebuilding) {
-		t.Fatalf("claim while paused: %v, want ErrRebuilding", err)
+		t.Fatalf("claim while rebuilding: %v, want ErrRebuilding", err)
 	}
 	if _, err := e.m.Grant(ctx, "grants", []string{"a"}); !errors.Is(err, claim.ErrRebuilding) {
-		t.Fatalf("grant while paused: %v, want ErrRebuilding", err)
+		t.Fatalf("grant while rebuilding: %v, want ErrRebuilding", err)
 	}
 	if _, err := e.m.Rebuild(ctx, "held"); !errors.Is(err, claim.ErrRebuildBusy) {
 		t.Fatalf("Rebuild of a held promotion: %v, want ErrRebuildBusy", err)
@@ -389,7 +390,7 @@ func TestPausedClaimsGetRebuilding(t *testing.T) {
 	}
 	for range 2 {
 		rep := e.report(t)
-		if rep.Reason != "paused with no rebuild running" {
+		if rep.Reason != "marked rebuilding with no rebuild running" {
 			t.Errorf("rebuild of %s for %q, want the re-check's takeover", rep.PromotionID, rep.Reason)
 		}
 	}

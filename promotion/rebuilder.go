@@ -112,7 +112,7 @@ func (r *rebuilder) endedAfter(id string, t time.Time) bool {
 }
 
 // stop cancels the running rebuilds and waits for them; their promotions
-// stay paused, with the hold given up, for the next process to finish.
+// stay rebuilding, with the hold given up, for the next process to finish.
 func (r *rebuilder) stop() {
 	_ = r.life.Stop(context.Background()) // no deadline: a rebuild ends soon after its context
 }
@@ -165,23 +165,23 @@ func (rb *rebuilder) startRebuildWith(id string, def func(context.Context) (Prom
 		rep := rb.rebuild(ctx, p, reason, created)
 		switch {
 		case rep.Err == nil:
-			rb.log.Warn("promotion rebuilt from the database and resumed",
+			rb.log.Warn("promotion rebuilt from the database; claims go on",
 				"promotion", p.ID, "reason", reason, "claims", rep.Claims, "database_max_rank", rep.Floor,
 				"seq", rep.Seq, "users_raised", rep.Restored.Users, "statuses", rep.Restored.Statuses,
-				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "paused_for", rep.Took)
+				"voided", rep.Restored.Voided, "requeued", rep.Restored.Requeued, "rebuilding_for", rep.Took)
 			if rep.Restored.Requeued > 0 {
 				rb.wk.wakePool(p.ID)
 			}
 		case errors.Is(rep.Err, claim.ErrNotRebuilding):
-			rb.log.Debug("promotion was resumed meanwhile; nothing to take over", "promotion", p.ID)
+			rb.log.Debug("promotion was rebuilt meanwhile; nothing to take over", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrHalted):
 			rb.log.Debug("promotion is halted for an operator; not rebuilding it", "promotion", p.ID)
 		case errors.Is(rep.Err, claim.ErrRebuildBusy):
 			rb.log.Debug("promotion is being rebuilt by another instance", "promotion", p.ID)
 		case ctx.Err() != nil:
-			rb.log.Info("rebuild interrupted by shutdown; the promotion stays paused for the next start", "promotion", p.ID)
+			rb.log.Info("rebuild interrupted by shutdown; the promotion stays rebuilding for the next start", "promotion", p.ID)
 		default:
-			rb.log.Warn("rebuild failed; the promotion stays paused and the next re-check retries",
+			rb.log.Warn("rebuild failed; the promotion stays rebuilding and the next re-check retries",
 				"promotion", p.ID, "reason", reason, "err", rep.Err)
 		}
 		if rb.onRebuild != nil {
@@ -190,9 +190,10 @@ func (rb *rebuilder) startRebuildWith(id string, def func(context.Context) (Prom
 	}()
 }
 
-// rebuild runs one rebuild of p: pause, merge the database's claims page by
-// page, raise the rank counter to the database's highest rank, resume. On
-// failure the hold is given up and the promotion stays paused. created
+// rebuild runs one rebuild of p: mark it rebuilding, merge the database's
+// claims page by page, raise the rank counter to the database's highest
+// rank, let claims go on. On failure the hold is given up and the promotion
+// stays rebuilding. created
 // tells that Redis was found without the promotion before this call.
 func (rb *rebuilder) rebuild(ctx context.Context, p Promotion, reason string, created bool) (rep RebuildReport) {
 	start := rb.now()

@@ -61,8 +61,8 @@ func (l *loop) reload(ctx context.Context, first bool) ([]Promotion, map[string]
 	l.track(list, true)
 	l.sizes.resize(ctx, list, l.handles, first)
 	// Redis is fast, the database is the truth: a promotion whose counters
-	// fell behind the database is paused and rebuilt before anything else.
-	// Promotions seen for the first time are opened on the way.
+	// fell behind the database is marked rebuilding and rebuilt before
+	// anything else. Promotions seen for the first time are opened on the way.
 	refresh := make(map[string]bool)
 	for _, p := range list {
 		if _, known := prev[p.ID]; first || !known {
@@ -229,7 +229,7 @@ func (l *loop) journalEmpty(id string) bool {
 }
 
 // canIdle reports whether p, with marks mk, can be left idle: Redis holds
-// it, not paused or halted (those are watched every re-check), and it has
+// it, not rebuilding or halted (those are watched every re-check), and it has
 // no segments (their transfers are settled every re-check).
 func canIdle(p Promotion, mk claim.Mark) bool {
 	return mk.Exists && !mk.Rebuilding && mk.Halted == "" && !p.segmented()

@@ -55,7 +55,7 @@ func (l *loop) serve(ctx context.Context, a ask) {
 		if l.rb.busy(a.id) {
 			return
 		}
-		l.log.Warn("Redis lost writes: claims are paused until the promotion is rebuilt",
+		l.log.Warn("Redis lost writes: claims wait for the promotion's rebuild",
 			"promotion", a.id, "known_rank", l.fences.get(a.id))
 		if p, ok := l.active[a.id]; ok {
 			l.rb.startRebuild(p, reasonFenced, false)
@@ -143,7 +143,7 @@ func (l *loop) rebuildForJournal(id string) {
 	if l.rb.busy(id) {
 		return
 	}
-	l.log.Warn("Redis lost writes: claims this instance answered are missing; pausing claims to rebuild, then putting them back",
+	l.log.Warn("Redis lost writes: claims this instance answered are missing; claims wait for the rebuild, then they are put back",
 		"promotion", id)
 	if p, ok := l.active[id]; ok {
 		l.rb.startRebuild(p, reasonJournal, false)

@@ -117,7 +117,7 @@ func (k Keys) Live() string { return k.space.Key(keyspace.RoomLive) }
 func (k Keys) Lease() string { return k.space.Key(keyspace.RoomLease) }
 
 // ClaimMeta is the claim gate's meta hash of the promotion (stock, voided,
-// closed, ends_ms, paused), which admission reads.
+// closed, ends_ms, held, paused), which admission reads.
 func (k Keys) ClaimMeta() string { return k.space.Key(keyspace.Meta) }
 
 // ClaimSeq is the claim gate's rank counter of the promotion.

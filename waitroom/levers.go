@@ -79,7 +79,7 @@ func CheckMessage(s string) error {
 // A new rate re-bases the allowance (see tickScript) in the same step, so
 // that admission stays exact across the change: what the old rate allowed
 // until the change, plus what the new one allows from it. With at the
-// moment of the change (now, or held_ms while the promotion is paused: the
+// moment of the change (now, or held_ms while the room is paused: the
 // pause does not count, and the resume moves open_ms on by it as usual),
 //
 //	open_ms' = at − ⌊old × (at − open_ms) / new⌋

@@ -66,9 +66,9 @@ type Standing struct {
 	// opening (StatusPrequeue only; the shuffle runs at the first tick at
 	// or after it).
 	ShuffleAt time.Time
-	// Paused tells that the promotion is paused (an admin's pause, or its
-	// counters being rebuilt): nobody is let in until it resumes, and Wait
-	// counts from the resume.
+	// Paused tells that the room is paused (an admin paused the
+	// promotion's claims, or the promotion is rebuilding): nobody is let
+	// in until it resumes, and Wait counts from the resume.
 	Paused bool
 	// Message is the room's message to everyone in line (Settings.Message),
 	// "" for none.
@@ -267,8 +267,8 @@ func (r *Rooms) standing(id, userID string, vals []rueidis.RedisMessage) (Standi
 // TickResult is what one tick of a room did and saw.
 type TickResult struct {
 	// State is the promotion's state: "open", "paused" (an admin paused
-	// its claims, or its counters are being rebuilt: nobody is let in
-	// meanwhile), "sold_out" or "ended".
+	// its claims, or it is rebuilding: nobody is let in meanwhile),
+	// "sold_out" or "ended".
 	State string
 	// Now is the Redis TIME the tick used, in ms since the epoch.
 	Now int64

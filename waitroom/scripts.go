@@ -55,8 +55,9 @@ end
 //
 // room_state reads the promotion's claim meta and rank counter against
 // Redis TIME: the state ('open', 'paused', 'sold_out', 'ended' or
-// 'not_found'; paused is an admin's pause, claim meta held = 1, or a
-// rebuild's, paused = 1), the stock remaining (stock + voided − seq, at least 0) and
+// 'not_found'; paused while an admin paused the claims, claim meta
+// held = 1, or the promotion is rebuilding, paused = 1), the stock
+// remaining (stock + voided − seq, at least 0) and
 // the live passes (unspent and unexpired). Sold out means nothing remains
 // and no live pass may give a unit back.
 //
@@ -83,7 +84,7 @@ end
 // {status, place, cursor, pass id, expires ms, remaining, live, now ms,
 // rate, measured rate (a string, places per second, "" when unmeasured),
 // opening ms (the shuffle's time for 'prequeue'), paused (1 if room_state
-// found the promotion paused, else 0)}.
+// found the room paused, else 0)}.
 const prelude = entryLua + `
 local function now_ms()
   local t = redis.call('TIME')

@@ -35,10 +35,10 @@ import "github.com/redis/rueidis"
 // In any span of T seconds a room admits at most rate × T + cap / 1000
 // users, whoever ticks it (proof in docs/waitroom.md).
 //
-// A paused promotion (an admin's pause or a rebuild's) admits nobody; its
-// first paused tick records held_ms = now, and the first tick after the
-// resume moves open_ms on by now − held_ms, so the time of the pause adds
-// nothing to the allowance. A user reached who stopped checking in for
+// A room admits nobody while an admin paused its promotion's claims or the
+// promotion is rebuilding; its first paused tick records held_ms = now, and
+// the first tick after the resume moves open_ms on by now − held_ms, so the
+// time of the pause adds nothing to the allowance. A user reached who stopped checking in for
 // abandon_ms, or who took a later place since, is skipped (counted in
 // skipped) and costs no admission. Since the allowance is a function of
 // Redis TIME and the stored open_ms and total, concurrent ticks never admit
