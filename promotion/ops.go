@@ -92,9 +92,14 @@ func (m *Manager) Close(ctx context.Context, id string) (View, error) {
 	} else if err != nil {
 		return View{}, err
 	}
-	// Instances that remember it sold out answer ended from now on.
-	m.wk.tellChanged(ctx, id)
 	sp, err := m.st.ClosePromotion(ctx, id, m.cfg.Now().UTC())
+	// Then every instance is told, this one included: those that remember
+	// it sold out answer ended from now on, and the re-check the news
+	// causes reads the promotion closed from the database, so it drains
+	// now. Told before the database held the close, a re-check could read
+	// the promotion still open and leave it quiet, undrained, until its
+	// next idle re-check. Told even if the database failed: Redis closed it.
+	m.wk.tellChanged(ctx, id)
 	if err != nil {
 		return View{}, domainErr(err)
 	}
