@@ -328,7 +328,7 @@ func (g *Gate) ClaimSegmented(ctx context.Context, s Segments, userID, idemKey s
 	keys := g.Keys(s.Tag(k)).all()
 	args := []string{userID, idemKey, s.ID(), "0", strconv.Itoa(s.N()), strconv.Itoa(k)}
 	for attempt := 0; ; attempt++ {
-		res, err := g.claim(ctx, claimSegScript, s.ID(), userID, keys, args)
+		res, err := claimReply(s.ID(), userID, claimSegScript.Exec(ctx, g.client, keys, args))
 		if !errors.Is(err, ErrSoldOut) || attempt == maxBorrows {
 			return res, err
 		}
