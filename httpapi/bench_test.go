@@ -34,8 +34,8 @@ const benchInFlight = 64
 // default (single-node Redis, SQLite), with the production stream defaults
 // rather than the short test timings of setup: the issuer confirms claims
 // into SQLite while the benchmark runs, as it would in production, and the
-// manager's hooks feed the confirmation path's metrics and the dashboard's
-// tally, as dibs serve plugs them.
+// hooks a claim or an issued batch calls feed the confirmation path's
+// metrics and the dashboard's tally, as dibs serve plugs them.
 func benchServer(b *testing.B) (string, rueidis.Client) {
 	b.Helper()
 	ctx := context.Background()
@@ -62,16 +62,12 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 			pm.Issued(id, n)
 			tally.Issued(id, n)
 		},
-		OnDeadLetter:     pm.DeadLetter,
-		OnBacklog:        pm.Backlog,
-		OnHalted:         pm.Halted,
-		OnDrained:        pm.Drained,
-		OnRequeued:       pm.Requeued,
-		OnJournalDropped: pm.JournalDropped,
-		OnJournal:        pm.Journal,
-		OnMemoryAnswer:   pm.MemoryAnswer,
-		OnRemaining:      pm.Remaining,
-		OnHandling:       pm.Handling,
+		// The hooks a claim or an issued batch calls; the others are
+		// the re-check's.
+		OnRemaining: pm.Remaining,
+		OnHandling:  pm.Handling,
+		OnBacklog:   pm.Backlog,
+		OnDrained:   pm.Drained,
 	})
 	if err != nil {
 		b.Fatal(err)
