@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -119,6 +120,11 @@ type Batcher struct {
 	// Counters and gauges, written by the loop, the calls and the claims
 	// run alone, read by Stats.
 	calls, batched, alone, queuedNow, inFlightNow atomic.Int64
+
+	// waiters holds waiters for claims to come, with their reply
+	// channels: a claim's goroutine puts its waiter back once it received
+	// its last reply, when neither the loop nor a call holds it (release).
+	waiters sync.Pool
 }
 
 // NewBatcher returns a Batcher of claims on gate; an error names the
@@ -205,35 +211,71 @@ func (b *Batcher) Claim(ctx context.Context, id, userID, idemKey string, fence i
 		_ = b.life.Start(b.loop)
 		b.started.Store(true)
 	}
-	w := &waiter{ctx: ctx, id: id, ask: Ask{UserID: userID, IdemKey: idemKey, Fence: fence}, reply: make(chan reply, 1)}
+	w := b.waiter()
+	w.ctx, w.id, w.ask = ctx, id, Ask{UserID: userID, IdemKey: idemKey, Fence: fence}
+	res, held, err := b.await(ctx, w)
+	if !held {
+		b.release(w)
+	}
+	return res, err
+}
+
+// await hands w to the loop and waits for its claim's answer; held says
+// that the loop may still hold w (its claim was abandoned while queued, or
+// the loop stopped before it took it), so it must not be reused.
+func (b *Batcher) await(ctx context.Context, w *waiter) (res Result, held bool, err error) {
 	select {
 	case <-b.stopping:
-		return b.runAlone(ctx, w)
+		res, err = b.runAlone(ctx, w)
+		return res, false, err
 	default:
 	}
 	select {
 	case b.in <- w:
 	default:
-		return b.runAlone(ctx, w)
+		res, err = b.runAlone(ctx, w)
+		return res, false, err
 	}
 	select {
 	case r := <-w.reply:
-		return b.answered(ctx, w, r)
+		res, err = b.answered(ctx, w, r)
+		return res, false, err
 	case <-ctx.Done():
 		if w.state.CompareAndSwap(queued, abandoned) {
-			return Result{}, fmt.Errorf("claim %s for %s: %w", id, userID, ctx.Err())
+			return Result{}, true, fmt.Errorf("claim %s for %s: %w", w.id, w.ask.UserID, ctx.Err())
 		}
-		return b.answered(ctx, w, <-w.reply)
+		res, err = b.answered(ctx, w, <-w.reply)
+		return res, false, err
 	case <-b.stopped:
 		// Every claim the loop sent or answered was answered before it
-		// returned; one it never took was never sent.
+		// returned; one it never took was never sent, and may still be in
+		// the hand-off channel.
 		select {
 		case r := <-w.reply:
-			return b.answered(ctx, w, r)
+			res, err = b.answered(ctx, w, r)
+			return res, false, err
 		default:
-			return b.runAlone(ctx, w)
+			res, err = b.runAlone(ctx, w)
+			return res, true, err
 		}
 	}
+}
+
+// waiter returns a waiter in state queued with an empty reply channel.
+func (b *Batcher) waiter() *waiter {
+	if w, ok := b.waiters.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{reply: make(chan reply, 1)}
+}
+
+// release puts w back for a claim to come. Only for a waiter whose claim
+// received its last reply, or was never handed to the loop: nobody else
+// holds it, and its reply channel is empty.
+func (b *Batcher) release(w *waiter) {
+	w.ctx, w.id, w.ask = nil, "", Ask{}
+	w.state.Store(queued)
+	b.waiters.Put(w)
 }
 
 // answered returns the answer a claim got from the loop or its batch's

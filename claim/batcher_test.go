@@ -271,6 +271,59 @@ func TestBatcherStop(t *testing.T) {
 	}
 }
 
+// TestBatcherAnswersEachClaimItsOwn: goroutines make claims one after
+// another through one Batcher, some with contexts that end while the claim
+// waits (cancelled by another goroutine) or before it starts, so the
+// Batcher's waiters are reused beside claims it abandoned. Every accepted
+// claim's answer is its user's own rank, as Redis holds it.
+func TestBatcherAnswersEachClaimItsOwn(t *testing.T) {
+	t.Parallel()
+	f := setup(t, topo{Topology: redistest.Topologies(t)[0], layout: claim.LayoutCompact})
+	const id, goroutines, each = "own", 8, 40
+	f.open(t, claim.Promotion{ID: id, Stock: goroutines * each})
+	b := newBatcher(t, f, claim.BatcherConfig{})
+	var mu sync.Mutex
+	ranks := map[string]int64{}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				user := fmt.Sprintf("u%d-%d", g, i)
+				ctx, cancel := context.WithCancel(context.Background())
+				switch i % 3 {
+				case 1:
+					go cancel()
+				case 2:
+					cancel()
+				}
+				res, err := b.Claim(ctx, id, user, "", 0)
+				cancel()
+				switch {
+				case err == nil:
+					mu.Lock()
+					ranks[user] = res.Rank
+					mu.Unlock()
+				case !errors.Is(err, context.Canceled):
+					t.Errorf("claim of %s: %v", user, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(ranks) < goroutines*each/3 {
+		t.Fatalf("%d claims accepted, want at least %d", len(ranks), goroutines*each/3)
+	}
+	for user, rank := range ranks {
+		cs, err := f.gate.UserClaims(context.Background(), id, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].Rank != rank {
+			t.Fatalf("%s was answered rank %d; Redis holds %+v", user, rank, cs)
+		}
+	}
+}
+
 // TestBatcherConfig: a BatcherConfig field that cannot work is named.
 func TestBatcherConfig(t *testing.T) {
 	t.Parallel()

@@ -10,8 +10,12 @@ import (
 // decodeClaim decodes one claim's reply of a claim script (see
 // ClaimScriptSource), or one element of the batch claim script's reply.
 func decodeClaim(id, userID string, msg *rueidis.RedisMessage) (Result, error) {
-	if status, err := msg.ToString(); err == nil { // an outcome, answered by its name alone
-		return Result{}, outcome(id, userID, status)
+	// An outcome is answered by its name alone. An accepted claim's array
+	// skips ToString, which would build an error to say it is no string.
+	if !msg.IsArray() {
+		if status, err := msg.ToString(); err == nil {
+			return Result{}, outcome(id, userID, status)
+		}
 	}
 	vals, err := msg.ToArray()
 	if err != nil {

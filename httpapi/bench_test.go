@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
 	"github.com/dibsio/dibs/httpapi"
+	"github.com/dibsio/dibs/httpapi/ui"
 	"github.com/dibsio/dibs/internal/benchcpu"
 	"github.com/dibsio/dibs/internal/testkit/redistest"
 	"github.com/dibsio/dibs/promotion"
@@ -31,7 +33,9 @@ const benchInFlight = 64
 // benchServer is the service as `dibs serve` assembles it on the embedded
 // default (single-node Redis, SQLite), with the production stream defaults
 // rather than the short test timings of setup: the issuer confirms claims
-// into SQLite while the benchmark runs, as it would in production.
+// into SQLite while the benchmark runs, as it would in production, and the
+// hooks a claim or an issued batch calls feed the confirmation path's
+// metrics and the dashboard's tally, as dibs serve plugs them.
 func benchServer(b *testing.B) (string, rueidis.Client) {
 	b.Helper()
 	ctx := context.Background()
@@ -44,12 +48,26 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 	if err := st.Migrate(ctx); err != nil {
 		b.Fatalf("migrate: %v", err)
 	}
+	reg := prometheus.NewRegistry()
+	pm := promotion.NewMetrics(reg, redistest.Prefix(b))
+	tally := new(ui.Tally)
 	sc := stream.DefaultConfig()
 	sc.Logger = slog.New(slog.DiscardHandler)
+	sc.Hooks = pm.StreamHooks()
 	mgr, err := promotion.New(client, st, promotion.Config{
 		Prefix: redistest.Prefix(b),
 		Stream: sc,
 		Logger: slog.New(slog.DiscardHandler),
+		OnIssued: func(id string, n int) {
+			pm.Issued(id, n)
+			tally.Issued(id, n)
+		},
+		// The hooks a claim or an issued batch calls; the others are
+		// the re-check's.
+		OnRemaining: pm.Remaining,
+		OnHandling:  pm.Handling,
+		OnBacklog:   pm.Backlog,
+		OnDrained:   pm.Drained,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +76,7 @@ func benchServer(b *testing.B) (string, rueidis.Client) {
 		b.Fatal(err)
 	}
 	api, err := httpapi.New(httpapi.Config{Manager: mgr, AdminToken: token, Redis: client, KeyPrefix: redistest.Prefix(b),
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler), Metrics: httpapi.NewMetrics(reg), Gatherer: reg, Tally: tally})
 	if err != nil {
 		b.Fatal(err)
 	}

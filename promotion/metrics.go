@@ -2,6 +2,8 @@ package promotion
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +38,9 @@ type Metrics struct {
 	jBytes      prometheus.Gauge
 	fromMemory  *prometheus.CounterVec
 	remaining   *prometheus.GaugeVec
+	// remainingOf holds remaining's child of each promotion with one, so a
+	// claim's answer sets it without hashing its label (Remaining).
+	remainingOf byPromotion[prometheus.Gauge]
 	oldest      *oldestPending
 	streams     *stream.Metrics
 	reg         prometheus.Registerer
@@ -162,7 +167,7 @@ func (m *Metrics) MemoryAnswer(promotionID, code string) {
 // Remaining sets the promotion's stock left as a claim's answer told it;
 // it is an OnRemaining hook.
 func (m *Metrics) Remaining(promotionID string, remaining int64) {
-	m.remaining.WithLabelValues(promotionID).Set(float64(remaining))
+	m.remainingOf.get(promotionID, m.remaining.WithLabelValues).Set(float64(remaining))
 }
 
 // Handling records what one consumer of the promotion's pool holds, for
@@ -178,7 +183,7 @@ func (m *Metrics) Handling(promotionID, consumer string, h Handling) {
 // are handled). It is an OnDrained hook.
 func (m *Metrics) Drained(promotionID string) {
 	m.pending.DeleteLabelValues(promotionID)
-	m.remaining.DeleteLabelValues(promotionID)
+	m.remainingOf.drop(promotionID, func() { m.remaining.DeleteLabelValues(promotionID) })
 	m.oldest.forget(promotionID)
 	m.halted.DeleteLabelValues(promotionID)
 	m.requeued.DeleteLabelValues(promotionID)
@@ -200,4 +205,65 @@ func (m *Metrics) CountDeadLetters(c DeadLetterCounter) {
 		c:   c,
 		now: func() time.Time { return m.now() },
 	})
+}
+
+// byPromotion holds a metric vector's child of each promotion that has
+// one, for the hooks called per claim. Readers take no lock: they read a
+// map that is never written once stored; a writer, holding mu, stores a
+// copy with a promotion added (its first use) or dropped (Drained). Its
+// keys are the promotions with a series, which Drained bounds.
+type byPromotion[V any] struct {
+	mu sync.Mutex                   // held by writers only
+	m  atomic.Pointer[map[string]V] // read by any goroutine; replaced under mu
+}
+
+// get returns the child of promotion id, made by mk the first time.
+func (c *byPromotion[V]) get(id string, mk func(...string) V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[id]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.load()
+	if v, ok := old[id]; ok {
+		return v
+	}
+	next := make(map[string]V, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	v := mk(id)
+	next[id] = v
+	c.m.Store(&next)
+	return v
+}
+
+// drop forgets promotion id's child and calls del, which deletes its
+// series, under mu: a get that makes the child again after it makes a new
+// series.
+func (c *byPromotion[V]) drop(id string, del func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.load(); len(old) > 0 {
+		if _, ok := old[id]; ok {
+			next := make(map[string]V, len(old)-1)
+			for k, v := range old {
+				if k != id {
+					next[k] = v
+				}
+			}
+			c.m.Store(&next)
+		}
+	}
+	del()
+}
+
+// load returns the stored map, nil if none; the caller must not change it.
+func (c *byPromotion[V]) load() map[string]V {
+	if m := c.m.Load(); m != nil {
+		return *m
+	}
+	return nil
 }

@@ -8,3 +8,6 @@ func SetMetricsClock(m *Metrics, now func() time.Time) { m.now = now }
 
 // Settled is settled, for its table test.
 var Settled = settled
+
+// RemainingCached is how many promotions' remaining gauges m holds.
+func RemainingCached(m *Metrics) int { return len(m.remainingOf.load()) }

@@ -75,6 +75,51 @@ func TestDrainedPromotionSeriesAreDropped(t *testing.T) {
 	}
 }
 
+// TestRemainingAfterDrain: the remaining gauge a claim's answer sets is
+// held per promotion while the promotion has it; a drained promotion's is
+// dropped with its series, and a later answer of the promotion exports it
+// again.
+func TestRemainingAfterDrain(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := promotion.NewMetrics(reg, "m:")
+	m.Remaining("p", 5)
+	m.Remaining("q", 9)
+	m.Remaining("p", 4)
+	if n := promotion.RemainingCached(m); n != 2 {
+		t.Fatalf("%d remaining gauges held, want 2", n)
+	}
+	m.Drained("p")
+	if n := promotion.RemainingCached(m); n != 1 {
+		t.Fatalf("%d remaining gauges held after a drain, want 1", n)
+	}
+	if text := exposition(t, reg); strings.Contains(text, `dibs_remaining{promotion="p"}`) ||
+		!strings.Contains(text, `dibs_remaining{promotion="q"} 9`+"\n") {
+		t.Fatalf("after p drained:\n%s", text)
+	}
+	m.Remaining("p", 3)
+	if text := exposition(t, reg); !strings.Contains(text, `dibs_remaining{promotion="p"} 3`+"\n") {
+		t.Fatalf("p answered again after its drain:\n%s", text)
+	}
+}
+
+// BenchmarkRemaining is the OnRemaining hook as every accepted claim calls
+// it, from parallel requests.
+func BenchmarkRemaining(b *testing.B) {
+	m := promotion.NewMetrics(prometheus.NewRegistry(), "m:")
+	for _, id := range []string{"a", "b", "c", "bench"} {
+		m.Remaining(id, 1)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		n := int64(0)
+		for pb.Next() {
+			n++
+			m.Remaining("bench", n)
+		}
+	})
+}
+
 // exposition is what /metrics serves for g.
 func exposition(t *testing.T, g prometheus.Gatherer) string {
 	t.Helper()
