@@ -62,6 +62,13 @@ func batchBesideTheClaimScript(t *testing.T, tp topo, limit int) {
 				asks[i].IdemKey = "k" + strconv.Itoa(r.IntN(2))
 			}
 		}
+		if n == 0 {
+			// One user beyond the limit first, while stock remains: some
+			// claim is already_claimed whatever the seed.
+			for range limit + 1 {
+				asks = append([]claim.Ask{{UserID: "u1"}}, asks...)
+			}
+		}
 		if n == batches-1 { // Redis lost writes below a caller's fence
 			asks[len(asks)/2].Fence = 1000
 		}
