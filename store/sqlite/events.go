@@ -12,10 +12,10 @@ import (
 )
 
 // insertEvents writes events; a promotion event written already is skipped
-// (events_promotion). Rows are inserted in order, so their seqs follow it.
+// (events_promotion; OR IGNORE as insertIssued explains). Rows are inserted
+// in order, so their seqs follow it.
 var insertEvents = &multiInsert{text: func(n int) string {
-	return valuesSQL(`INSERT INTO events (id, type, at, promotion_id, claim_id, data) VALUES `, 6, n,
-		` ON CONFLICT DO NOTHING`)
+	return valuesSQL(`INSERT OR IGNORE INTO events (id, type, at, promotion_id, claim_id, data) VALUES `, 6, n, ``)
 }}
 
 // writeEvents writes evs inside tx, in pieces of insertRows, through the

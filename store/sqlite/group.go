@@ -41,7 +41,7 @@ type issueRes struct {
 }
 
 // IssueBatch writes the issues in one transaction with multi-row
-// INSERT ... ON CONFLICT DO NOTHING RETURNING and reports an Outcome per
+// INSERT OR IGNORE ... RETURNING and reports an Outcome per
 // issue, in order: Inserted for the rows written, Duplicate when the same
 // claim is already stored with the same content, Conflict otherwise.
 //

@@ -70,11 +70,11 @@ func issueTx(ctx context.Context, tx *sql.Tx, ins *insertStmts, issues []store.I
 }
 
 // The grant inserts. A code row whose code another claim holds is skipped
-// and made anew (sqlstore.WriteCodes).
+// (OR IGNORE, as insertIssued explains) and made anew (sqlstore.WriteCodes).
 var (
 	insertCodes = &multiInsert{text: func(n int) string {
-		return valuesSQL(`INSERT INTO codes (code, claim_id, promotion_id, value, expires_at) VALUES `, 5, n,
-			` ON CONFLICT DO NOTHING RETURNING claim_id`)
+		return valuesSQL(`INSERT OR IGNORE INTO codes (code, claim_id, promotion_id, value, expires_at) VALUES `, 5, n,
+			` RETURNING claim_id`)
 	}}
 	insertLedger = &multiInsert{text: func(n int) string {
 		return valuesSQL(`INSERT INTO ledger (claim_id, user_id, promotion_id, amount, at) VALUES `, 5, n, ``)
