@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/dibsio/dibs/internal/testkit/partnertest"
+	"github.com/dibsio/dibs/internal/testkit/wait"
 )
 
 // chromiumPath is Debian's chromium, which scripts/deps.sh installs.
@@ -24,6 +25,13 @@ func browser(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("chromium is needed for the dashboard's browser tests (run scripts/deps.sh): %v", err)
+	}
+	// The profile is not a t.TempDir: chromium's helper processes may
+	// still write into it for a moment after the browser exited, and
+	// TempDir's cleanup fails the test on a directory that is not empty.
+	profile, err := os.MkdirTemp("", "dibs-chromium-")
+	if err != nil {
+		t.Fatal(err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
@@ -39,7 +47,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	// chromedp reports CDP events it does not know (newer chromium) as
@@ -50,6 +58,7 @@ func browser(t *testing.T) context.Context {
 		cancelTime()
 		cancelTab()
 		cancelAlloc() // waits for chromium to exit
+		wait.For(t, 10*time.Second, "chromium's profile removed", func() bool { return os.RemoveAll(profile) == nil })
 	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("chromium did not start: %v", err)
