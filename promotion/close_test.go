@@ -2,6 +2,7 @@ package promotion_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,4 +51,51 @@ func TestCloseDrainsQuietPromotion(t *testing.T) {
 			})
 		})
 	}
+}
+
+// heldList is a store whose ListUndrained, once armed, hands the loop its
+// read and then waits for release: a change made meanwhile comes after the
+// re-check read the database.
+type heldList struct {
+	store.Store
+	armed   atomic.Bool
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (s *heldList) ListUndrained(ctx context.Context) ([]store.Promotion, error) {
+	list, err := s.Store.ListUndrained(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.release
+	}
+	return list, err
+}
+
+// TestCloseDuringRecheckDrains: a close whose news comes while a re-check
+// runs on what it read before the close does not let that re-check mark
+// the promotion quiet from the stale read; the next re-check sees it closed
+// and drains it. The re-check cleared the wake after reading the database
+// before, marked the promotion quiet, and the next probe hid it for the
+// idle interval.
+func TestCloseDuringRecheckDrains(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "single", "sqlite")
+	hl := &heldList{Store: w.st, read: make(chan struct{}), release: make(chan struct{})}
+	w.st = hl
+	m := w.startManager(t, promotion.Config{Instance: "a", RecheckInterval: 20 * time.Millisecond,
+		IdleRecheckInterval: time.Hour})
+	tick := rechecks(t, m)
+	create(t, m, promotion.Promotion{ID: "quiet", Stock: 5})
+	tick(10) // found idle, and the loss probe ran after
+	hl.armed.Store(true)
+	<-hl.read
+	if _, err := m.Close(context.Background(), "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	close(hl.release)
+	wait.For(t, 20*time.Second, "the closed promotion drained", func() bool {
+		p, err := hl.Store.GetPromotion(context.Background(), "quiet")
+		return err == nil && p.Drained
+	})
 }

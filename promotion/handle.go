@@ -45,8 +45,9 @@ type handle struct {
 	// RecheckInterval: set by the loop when a re-check found it idle and
 	// reset to 0 by the loop when it looks again; every wake (a claim here,
 	// a hint from elsewhere) sets it to woken, which makes it ordinary at
-	// once, and keeps a re-check that began before the wake from marking it
-	// idle.
+	// once. A re-check clears a wake only before it reads the database
+	// (takeWakes), so a wake that comes later keeps that re-check, which
+	// read what the wake's news may have changed, from marking it idle.
 	quietUntil atomic.Int64
 	// journaled is how many claims answered here the promotion's journal
 	// holds (journal.go): written by the journal goroutine once per prune,

@@ -17,6 +17,7 @@ import (
 // sends Redis only its loss probes (probe.go) in between; a probe that
 // finds Redis lost writes has every promotion re-checked at once.
 func (l *loop) recheck(ctx context.Context, first bool) error {
+	l.takeWakes()
 	list, refresh, err := l.reload(ctx, first)
 	if err != nil {
 		return err
@@ -40,6 +41,19 @@ func (l *loop) recheck(ctx context.Context, first bool) error {
 	}
 	errs = append(errs, l.settle(ctx, list, marks, first, now)...)
 	return errors.Join(errs...)
+}
+
+// takeWakes clears the wakes that came before this re-check reads the
+// database: the re-check sees what they told of. A wake that comes after
+// the read stays set through the re-check (due never clears one), so the
+// re-check cannot mark its promotion idle from the read that predates it,
+// and the next re-check looks again.
+func (l *loop) takeWakes() {
+	for id, h := range l.handles {
+		if h.quietUntil.CompareAndSwap(woken, 0) {
+			delete(l.idleAt, id) // idle again only after a probe that follows
+		}
+	}
 }
 
 // reload reads the undrained promotions from the database into the loop's
@@ -171,7 +185,7 @@ func (l *loop) due(ctx context.Context, list []Promotion, refresh map[string]boo
 			}
 		}
 		if h != nil {
-			h.quietUntil.Store(0)
+			clearQuiet(h)
 		}
 		out = append(out, p)
 	}
@@ -185,11 +199,20 @@ func (l *loop) due(ctx context.Context, list []Promotion, refresh map[string]boo
 	}
 	for _, id := range skipped {
 		if floors[id] < l.confirmedSeen[id] {
-			l.handles[id].quietUntil.Store(0)
+			clearQuiet(l.handles[id])
 			out = append(out, l.active[id])
 		}
 	}
 	return out
+}
+
+// clearQuiet makes h's promotion ordinary for this re-check: it clears the
+// idle mark, but not a wake that came since the re-check read the database
+// (see takeWakes).
+func clearQuiet(h *handle) {
+	if u := h.quietUntil.Load(); u > 0 {
+		h.quietUntil.CompareAndSwap(u, 0)
+	}
 }
 
 // markIdle records that a re-check found p idle: it is looked at again

@@ -469,8 +469,10 @@ func TestTrickleReadsPerMessage(t *testing.T) {
 			reads := commandCalls(t, e.c, "xreadgroup") - before
 			perMsg := float64(reads) / n
 			t.Logf("%s: %d XREADGROUP for %d entries (%.1f per entry)", mode, reads, n, perMsg)
-			if perMsg > 4 {
-				t.Fatalf("%.1f reads per entry with 32 consumers, want at most 4", perMsg)
+			// 4 on a quiet machine; a loaded one adds the odd poll that times
+			// out. Handing the role to every parked consumer costs 32.
+			if perMsg > 8 {
+				t.Fatalf("%.1f reads per entry with 32 consumers, want a few (at most 8), not one per consumer", perMsg)
 			}
 		})
 	}
