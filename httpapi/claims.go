@@ -2,16 +2,15 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi/edge"
+	"github.com/dibsio/dibs/internal/jsontext"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -172,38 +171,14 @@ func writeClaimAccepted(w http.ResponseWriter, out api.Claimed) {
 	h["Cache-Control"] = headerNoStore
 	w.WriteHeader(http.StatusAccepted)
 	b := append(scratchOf(w), `{"status":`...)
-	b = appendJSONString(b, out.Status)
+	b = jsontext.AppendString(b, out.Status)
 	b = append(b, `,"claim_id":`...)
-	b = appendJSONString(b, out.ClaimID)
+	b = jsontext.AppendString(b, out.ClaimID)
 	b = append(b, `,"rank":`...)
 	b = strconv.AppendInt(b, out.Rank, 10)
 	b = append(b, "}\n"...)
 	_, _ = w.Write(b)
 }
-
-// appendJSONString appends s as encoding/json encodes it: directly when
-// it has nothing to escape, by encoding/json otherwise.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// jsonPlain marks the bytes encoding/json writes as they are inside a
-// string: printable ASCII but the quote, the backslash and the HTML
-// characters it escapes.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c <= 0x7e; c++ {
-		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
-	}
-	return t
-}()
 
 // toUserClaim is c as the API shows it, with what it received once issued:
 // a coupon's or voucher's code and value, a voucher's expiry, or the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/dibsio/dibs/internal/jsontext"
 	"github.com/dibsio/dibs/promotion"
 )
 
@@ -186,24 +187,24 @@ var headerProblemJSON = []string{"application/problem+json"}
 // bytes.
 func (p *Problem) appendJSON(b []byte) []byte {
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, p.Type)
+	b = jsontext.AppendString(b, p.Type)
 	b = append(b, `,"title":`...)
-	b = appendJSONString(b, p.Title)
+	b = jsontext.AppendString(b, p.Title)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(p.Status), 10)
 	b = append(b, `,"code":`...)
-	b = appendJSONString(b, p.Code)
+	b = jsontext.AppendString(b, p.Code)
 	for _, m := range [...]struct{ name, v string }{
 		{`,"detail":`, p.Detail}, {`,"instance":`, p.Instance}, {`,"field":`, p.Field}, {`,"request_id":`, p.RequestID},
 	} {
 		if m.v != "" { // omitempty
 			b = append(b, m.name...)
-			b = appendJSONString(b, m.v)
+			b = jsontext.AppendString(b, m.v)
 		}
 	}
 	if p.Challenge != "" {
 		b = append(b, `,"challenge":`...)
-		b = appendJSONString(b, p.Challenge)
+		b = jsontext.AppendString(b, p.Challenge)
 	}
 	if p.Difficulty != 0 {
 		b = append(b, `,"difficulty":`...)
@@ -211,7 +212,7 @@ func (p *Problem) appendJSON(b []byte) []byte {
 	}
 	if p.ChallengeExpiresAt != nil {
 		b = append(b, `,"challenge_expires_at":`...)
-		b = appendJSONString(b, *p.ChallengeExpiresAt)
+		b = jsontext.AppendString(b, *p.ChallengeExpiresAt)
 	}
 	return append(b, "}\n"...)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dibsio/dibs/internal/jsontext"
 	"github.com/dibsio/dibs/store"
 )
 
@@ -60,22 +61,22 @@ const claimDataSize = 320
 // reflection: the issuer writes two claim events per claim.
 func (d claimData) appendJSON(b []byte) []byte {
 	b = append(b, `{"claim_id":`...)
-	b = appendJSONString(b, d.ClaimID)
+	b = jsontext.AppendString(b, d.ClaimID)
 	b = append(b, `,"promotion_id":`...)
-	b = appendJSONString(b, d.PromotionID)
+	b = jsontext.AppendString(b, d.PromotionID)
 	b = append(b, `,"user_id":`...)
-	b = appendJSONString(b, d.UserID)
+	b = jsontext.AppendString(b, d.UserID)
 	b = append(b, `,"rank":`...)
 	b = strconv.AppendInt(b, d.Rank, 10)
 	b = append(b, `,"slot":`...)
 	b = strconv.AppendInt(b, int64(d.Slot), 10)
 	if d.AcceptedAt != "" {
 		b = append(b, `,"accepted_at":`...)
-		b = appendJSONString(b, d.AcceptedAt)
+		b = jsontext.AppendString(b, d.AcceptedAt)
 	}
 	if d.IssuedAt != "" {
 		b = append(b, `,"issued_at":`...)
-		b = appendJSONString(b, d.IssuedAt)
+		b = jsontext.AppendString(b, d.IssuedAt)
 	}
 	if d.Points != 0 {
 		b = append(b, `,"points":`...)
@@ -86,7 +87,7 @@ func (d claimData) appendJSON(b []byte) []byte {
 	}
 	if d.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, d.Reason)
+		b = jsontext.AppendString(b, d.Reason)
 	}
 	if d.Deliveries != 0 {
 		b = append(b, `,"deliveries":`...)
@@ -94,30 +95,6 @@ func (d claimData) appendJSON(b []byte) []byte {
 	}
 	return append(b, '}')
 }
-
-// appendJSONString appends s as encoding/json encodes it: directly when it
-// has nothing to escape, by encoding/json otherwise.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// jsonPlain marks the bytes encoding/json writes as they are inside a
-// string: printable ASCII but the quote, the backslash and the HTML
-// characters it escapes.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c <= 0x7e; c++ {
-		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
-	}
-	return t
-}()
 
 // IssueEvents returns the events of the issues just inserted, issued at
 // issuedAt: claim.accepted (at the acceptance time) and claim.issued of
