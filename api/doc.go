@@ -1,5 +1,6 @@
 // Package api holds the JSON shapes of dibs's HTTP API, shared by the
-// server (httpapi) and the Go client.
+// server (httpapi) and the Go client, and the one rule both sides compute:
+// the waiting room's proof of work (Solved, SolveChallenge).
 //
 // Each resource has one type here: the server encodes it, the client
 // decodes the same type, and httpapi/openapi.json takes its schemas from

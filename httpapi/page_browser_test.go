@@ -2,11 +2,9 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/bits"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -22,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/httpapi"
 	"github.com/dibsio/dibs/httpapi/edge"
 	"github.com/dibsio/dibs/httpapi/queuepage"
@@ -225,8 +224,8 @@ func TestQueuePageBrowser(t *testing.T) {
 	if err := chromedp.Run(alice, chromedp.Evaluate(`DibsWaitroom.solve('test-challenge', 8)`, &nonce, awaitPromise)); err != nil {
 		t.Fatalf("solve: %v", err)
 	}
-	if n := zeroBits(sha256.Sum256([]byte("test-challenge:" + nonce))); n < 8 || strings.TrimLeft(nonce, "0123456789") != "" {
-		t.Errorf("nonce %q: %d leading zero bits, want 8 or more", nonce, n)
+	if !api.Solved("test-challenge", nonce, 8) || strings.TrimLeft(nonce, "0123456789") != "" {
+		t.Errorf("nonce %q: fewer than 8 leading zero bits of SHA-256, or not decimal", nonce)
 	}
 	pw.check(t, e.url)
 
@@ -247,18 +246,6 @@ func TestQueuePageBrowser(t *testing.T) {
 
 // awaitPromise makes Evaluate wait for the promise the expression gives.
 func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
-
-// zeroBits counts the leading zero bits of a digest.
-func zeroBits(sum [32]byte) int {
-	n := 0
-	for _, b := range sum {
-		if b != 0 {
-			return n + bits.LeadingZeros8(b)
-		}
-		n += 8
-	}
-	return n
-}
 
 // cutProxy stands between the browser and the server. It can cut the event
 // streams it carries and refuse new ones (cut), counts the standings read
@@ -361,7 +348,7 @@ func (p *cutProxy) challenge(w http.ResponseWriter, r *http.Request) bool {
 	raw, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(raw, &in)
 	want := "proxy-challenge-" + in.UserID
-	if in.Challenge != want || zeroBits(sha256.Sum256([]byte(in.Challenge+":"+in.Nonce))) < 8 {
+	if in.Challenge != want || !api.Solved(in.Challenge, in.Nonce, 8) {
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": 403, "code": "challenge_required",

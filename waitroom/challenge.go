@@ -10,10 +10,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strconv"
 	"time"
 
+	"github.com/dibsio/dibs/api"
 	"github.com/dibsio/dibs/keyspace"
 )
 
@@ -163,44 +163,17 @@ func (s *Signer) CheckProof(promotion, user string, p Proof, now time.Time) (Cha
 
 // Solved reports whether SHA-256(challenge + ":" + nonce) starts with at
 // least difficulty zero bits (the first byte's most significant bit
-// first).
+// first): the API's rule, api.Solved.
 func Solved(challenge, nonce string, difficulty int) bool {
-	h := sha256.New()
-	h.Write([]byte(challenge))
-	h.Write([]byte{':'})
-	h.Write([]byte(nonce))
-	var sum [sha256.Size]byte
-	return leadingZeros(h.Sum(sum[:0])) >= difficulty
-}
-
-// leadingZeros counts the leading zero bits of b.
-func leadingZeros(b []byte) int {
-	n := 0
-	for _, x := range b {
-		if x != 0 {
-			return n + bits.LeadingZeros8(x)
-		}
-		n += 8
-	}
-	return n
+	return api.Solved(challenge, nonce, difficulty)
 }
 
 // Solve finds a nonce that solves challenge at difficulty (decimal
 // counters from 0), about 2^difficulty hashes; it gives up with ctx's
-// error. It is the reference solver (tests, load generators).
+// error. It is the reference solver (tests, load generators):
+// api.SolveChallenge, as clients run it.
 func Solve(ctx context.Context, challenge string, difficulty int) (string, error) {
-	buf := make([]byte, 0, len(challenge)+1+20)
-	buf = append(append(buf, challenge...), ':')
-	head := len(buf)
-	for n := uint64(0); ; n++ {
-		if n&0xffff == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		buf = strconv.AppendUint(buf[:head], n, 10)
-		if sum := sha256.Sum256(buf); leadingZeros(sum[:]) >= difficulty {
-			return string(buf[head:]), nil
-		}
-	}
+	return api.SolveChallenge(ctx, challenge, difficulty)
 }
 
 func validNonce(s string) bool {

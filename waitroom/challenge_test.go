@@ -35,23 +35,6 @@ func challenged(t *testing.T, err error, reason error, difficulty int) *Challeng
 	return ce
 }
 
-// TestLeadingZeros counts bits across bytes.
-func TestLeadingZeros(t *testing.T) {
-	for _, c := range []struct {
-		b    []byte
-		want int
-	}{{[]byte{0x80}, 0}, {[]byte{0x01}, 7}, {[]byte{0, 0x7f}, 9}, {[]byte{0, 0, 0x10}, 19}, {[]byte{0, 0}, 16}} {
-		if got := leadingZeros(c.b); got != c.want {
-			t.Errorf("leadingZeros(%x) = %d, want %d", c.b, got, c.want)
-		}
-	}
-	// The rule written out: SHA-256 of the challenge, a colon and the nonce.
-	sum := sha256.Sum256([]byte("abc:17"))
-	if Solved("abc", "17", leadingZeros(sum[:])+1) || !Solved("abc", "17", leadingZeros(sum[:])) {
-		t.Fatal("Solved disagrees with SHA-256(challenge + \":\" + nonce)")
-	}
-}
-
 // TestCheckProof: a challenge is bound to its promotion and user, expires,
 // and cannot be forged; a nonce must solve it.
 func TestCheckProof(t *testing.T) {
